@@ -1,0 +1,35 @@
+"""Every ablation axis of attnlab, declared once.
+
+Each axis is a ``typing.Literal``; the same words are used in code, YAML, CLI paths,
+W&B configs, sweep files, report columns and test ids. Registries that resolve an axis
+are keyed by exactly ``typing.get_args(Axis)`` (a test checks the coverage).
+"""
+
+from typing import Literal
+
+Norm = Literal["post", "pre"]
+"""Residual LayerNorm placement: post = LN(x + F(x)) (Vaswani 2017); pre = x + F(LN(x)) + final LN."""
+
+Positions = Literal["sinusoidal", "learned", "rope", "none"]
+"""Position information: sinusoids (Vaswani §3.5), learned absolute table, rotary q/k (Su 2021), nothing."""
+
+AttnScale = Literal["sqrt_dk", "none", "dk"]
+"""Dot-product scaling: 1/sqrt(d_k) (Vaswani eq. 1), no scaling, or 1/d_k (a common mistake, kept to show why)."""
+
+Forcing = Literal["teacher", "student", "scheduled"]
+"""What the decoder is fed during training: gold tokens, its own predictions, or a scheduled mix (Bengio 2015)."""
+
+ScheduledDecay = Literal["linear", "exponential", "inverse_sigmoid"]
+"""Decay of the gold-token probability in scheduled sampling (Bengio et al. 2015, §2.4)."""
+
+LRSchedule = Literal["noam", "constant", "cosine"]
+"""Learning-rate schedule: Vaswani eq. 3 warm-up then 1/sqrt(step), constant (after warm-up), cosine."""
+
+Tying = Literal["none", "decoder", "all"]
+"""Weight tying: none; decoder input embedding = output projection; all three (shared vocabulary)."""
+
+Cell = Literal["rnn", "gru", "lstm", "lstm_peephole"]
+"""Recurrent cell: Elman RNN, GRU (Cho 2014), LSTM (Hochreiter 1997), LSTM with peepholes (Gers 2000)."""
+
+Attention = Literal["none", "additive", "dot", "general", "hard"]
+"""Decoder attention: none (fixed vector), additive (Bahdanau), dot / general (Luong), hard (sampled, REINFORCE)."""

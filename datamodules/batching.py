@@ -6,11 +6,12 @@ PAD=0, BOS=1, EOS=2, UNK=3.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
 N_SPECIAL = 4
@@ -44,3 +45,132 @@ def collate_pairs(pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> Seq2S
     src = pad_sequences([p[0] for p in pairs])
     tgt = pad_sequences([[BOS, *p[1], EOS] for p in pairs])
     return Seq2SeqBatch(src=src, tgt=tgt)
+
+
+class RegressionBatch(NamedTuple):
+    """A batch of real-valued sequences with one scalar target each.
+
+    Attributes:
+        x: (B, T, C) float inputs.
+        y: (B,) float targets.
+    """
+
+    x: Tensor
+    y: Tensor
+
+
+def collate_regression(items: Sequence[tuple[Tensor, Tensor]]) -> RegressionBatch:
+    """Stack ``(x (T, C), y ())`` items into a :class:`RegressionBatch` (x (B, T, C), y (B,))."""
+    return RegressionBatch(x=torch.stack([i[0] for i in items]), y=torch.stack([i[1] for i in items]))
+
+
+def ids_to_text(ids: Sequence[int] | Tensor, *, itos: Sequence[str] | None = None) -> str:
+    """Render token ids as space-separated text, for BLEU and figure labels.
+
+    Stops at the first EOS and drops PAD and BOS. UNK is kept (as ``itos[UNK]`` or ``"<unk>"``) so an
+    unknown output never silently disappears from a hypothesis.
+
+    Args:
+        ids: (L,) token ids, e.g. one row of a decoded batch.
+        itos: id -> token string table; ``None`` renders content id ``i`` as ``"t{i}"``.
+    """
+    seq = ids.tolist() if isinstance(ids, Tensor) else list(ids)
+    words: list[str] = []
+    for i in seq:
+        if i == EOS:
+            break
+        if i in (PAD, BOS):
+            continue
+        if itos is not None:
+            words.append(itos[i])
+        else:
+            words.append("<unk>" if i == UNK else f"t{i}")
+    return " ".join(words)
+
+
+def distributed_world() -> tuple[int, int]:
+    """``(world_size, rank)`` of the initialised default process group, else ``(1, 0)``."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_world_size(), torch.distributed.get_rank()
+    return 1, 0
+
+
+class UnpaddedShardSampler(DistributedSampler):
+    """Evaluation sampler that gives every example to exactly one rank: rank r gets r, r+W, r+2W, ...
+
+    Unlike :class:`~torch.utils.data.DistributedSampler` it never pads with duplicates, so val/test
+    metrics count every example exactly once. Ranks may therefore get ceil(N/W) or floor(N/W) examples
+    (and a different number of batches): never run per-step collectives (``self.log(...,
+    sync_dist=True, on_step=True)``, ``all_gather`` in ``*_step``) on loaders using it; accumulate in
+    torchmetrics and sync once at ``compute()``.
+
+    It subclasses ``DistributedSampler`` only so that Lightning (``use_distributed_sampler=True``)
+    recognises it as already sharded and does not wrap it a second time.
+
+    Args:
+        dataset_len: N, the number of examples to shard.
+        num_replicas: W; default: world size of the initialised process group, else 1.
+        rank: this process's rank; default: rank in the initialised process group, else 0.
+    """
+
+    def __init__(self, dataset_len: int, *, num_replicas: int | None = None, rank: int | None = None) -> None:
+        world, this_rank = distributed_world()
+        num_replicas = world if num_replicas is None else num_replicas
+        rank = this_rank if rank is None else rank
+        if num_replicas < 1:
+            raise ValueError(f"num_replicas must be >= 1, got {num_replicas}")
+        super().__init__(range(dataset_len), num_replicas=num_replicas, rank=rank, shuffle=False)  # type: ignore[arg-type]
+        self.num_samples = len(range(rank, dataset_len, num_replicas))
+        self.total_size = dataset_len
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(self.rank, self.total_size, self.num_replicas))
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+
+def build_dataloader(
+    dataset: Dataset,
+    *,
+    train: bool,
+    batch_size: int,
+    seed: int,
+    num_workers: int,
+    collate_fn: Callable[[list[Any]], Any],
+) -> DataLoader:
+    """DataLoader whose sampler is already correct for one process or DDP.
+
+    The CLI sets ``Trainer(use_distributed_sampler=False)``, so sharding is done here (both samplers
+    are ``DistributedSampler`` instances, so Lightning would leave them alone even with the default
+    ``use_distributed_sampler=True``):
+
+    - train: ``DistributedSampler(num_replicas=W, rank=r, shuffle=True, seed=seed, drop_last=False)``,
+      also when W = 1 (then nothing is padded). The order is a function of (seed, epoch) only, never of
+      the global RNG or of how often the loader is rebuilt: Lightning's fit loop calls ``set_epoch`` on
+      ``dataloader.sampler`` every epoch (``lightning.fabric.utilities.data._set_sampler_epoch``, called
+      from ``FitLoop.on_advance_start``). Outside Lightning call ``loader.sampler.set_epoch(e)`` yourself.
+    - eval: :class:`UnpaddedShardSampler` (every example exactly once; in order when W = 1).
+
+    Args:
+        dataset: map-style dataset of N items.
+        train: shuffle (and pad-shard under DDP) if True, else exactly-once evaluation order.
+        batch_size: examples per batch (per rank).
+        seed: shuffling seed; identical on every rank.
+        num_workers: DataLoader worker processes.
+        collate_fn: list of items -> batch.
+    """
+    world, rank = distributed_world()
+    sampler: Sampler[int] = (
+        DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=seed, drop_last=False)
+        if train
+        else UnpaddedShardSampler(len(dataset), num_replicas=world, rank=rank)  # type: ignore[arg-type]
+    )
+    return DataLoader(
+        dataset,
+        batch_size=batch_size,
+        sampler=sampler,
+        num_workers=num_workers,
+        collate_fn=collate_fn,
+        persistent_workers=num_workers > 0,
+    )

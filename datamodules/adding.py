@@ -1,0 +1,142 @@
+"""The adding problem (Hochreiter & Schmidhuber 1997; setup of Le, Jaitly & Hinton 2015, "IRNN").
+
+Each input is a (T, 2) sequence: channel 0 holds values drawn from U(0, 1), channel 1 is a marker
+that is 1 at exactly two positions, one in the first half (``[0, T//2)``) and one in the second half
+(``[T//2, T)``). The target is the sum of the two marked values. Predicting the mean (1.0) gives
+MSE = Var(U1 + U2) = 1/6 ~ 0.167, the baseline a model must beat.
+
+Deviation from Hochreiter & Schmidhuber: their values lie in [-1, 1] and the first marker is placed
+among the first ten steps; here (as in Le et al.) values lie in [0, 1] and the markers split by halves.
+"""
+
+from __future__ import annotations
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from datamodules.batching import build_dataloader, collate_regression
+from datamodules.synthetic import Split, split_generator
+
+
+def generate_adding(*, n: int, seq_len: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Draw ``n`` adding-problem examples.
+
+    Args:
+        n: number of examples.
+        seq_len: T, sequence length (>= 2).
+        generator: source of randomness (consumed).
+
+    Returns:
+        x: (n, T, 2) float, channel 0 values in [0, 1), channel 1 the two markers.
+        y: (n,) float, the sum of the two marked values.
+    """
+    half = seq_len // 2
+    values = torch.rand(n, seq_len, generator=generator)  # (n, T)
+    first = torch.randint(0, half, (n,), generator=generator)  # (n,)
+    second = torch.randint(half, seq_len, (n,), generator=generator)  # (n,)
+    rows = torch.arange(n)
+    markers = torch.zeros(n, seq_len)  # (n, T)
+    markers[rows, first] = 1.0
+    markers[rows, second] = 1.0
+    x = torch.stack([values, markers], dim=-1)  # (n, T, 2)
+    y = values[rows, first] + values[rows, second]  # (n,)
+    return x, y
+
+
+class AddingProblem(L.LightningDataModule):
+    """Long-range regression benchmark for recurrent and attentive encoders.
+
+    Batches are :class:`datamodules.batching.RegressionBatch` (x (B, T, 2), y (B,)). Data is generated
+    per split from a generator seeded by ``(seed, split)``: identical across runs and DDP ranks.
+    Loader sharding under DDP as in :func:`datamodules.batching.build_dataloader`.
+
+    Args:
+        seq_len: T, the sequence length (Le et al. use 150, 200, 300, 400).
+        train_size: number of training sequences (Le et al.: 100,000).
+        val_size: number of validation sequences.
+        test_size: number of test (and predict) sequences (Le et al.: 10,000).
+        batch_size: sequences per batch (per DDP rank).
+        seed: seed of the data and of the training shuffle; same on every rank.
+        num_workers: DataLoader worker processes.
+    """
+
+    def __init__(
+        self,
+        *,
+        seq_len: int = 100,
+        train_size: int = 100_000,
+        val_size: int = 1_000,
+        test_size: int = 10_000,
+        batch_size: int = 64,
+        seed: int = 1234,
+        num_workers: int = 0,
+    ) -> None:
+        super().__init__()
+        if seq_len < 2:
+            raise ValueError(f"seq_len must be >= 2 (one marker per half), got {seq_len}")
+        self.sizes: dict[str, int] = {"train": train_size, "val": val_size, "test": test_size}
+        for split, size in self.sizes.items():
+            if size < 1:
+                raise ValueError(f"{split}_size must be >= 1, got {size}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if num_workers < 0:
+            raise ValueError(f"num_workers must be >= 0, got {num_workers}")
+        self.seq_len = seq_len
+        self.batch_size = batch_size
+        self.seed = seed
+        self.num_workers = num_workers
+        self.save_hyperparameters()
+        self._data: dict[str, TensorDataset] = {}
+
+    @property
+    def input_size(self) -> int:
+        """Channels per time step (value, marker) = 2."""
+        return 2
+
+    def split(self, name: Split) -> TensorDataset:
+        """Split ``name`` as a TensorDataset of (x (T, 2), y ()), generated on first use and cached."""
+        if name not in self._data:
+            x, y = generate_adding(
+                n=self.sizes[name], seq_len=self.seq_len, generator=split_generator(self.seed, name)
+            )
+            self._data[name] = TensorDataset(x, y)
+        return self._data[name]
+
+    def setup(self, stage: str) -> None:
+        """Generate the splits ``stage`` needs (fit: train+val; validate: val; test/predict: test)."""
+        needed: dict[str, tuple[Split, ...]] = {
+            "fit": ("train", "val"),
+            "validate": ("val",),
+            "test": ("test",),
+            "predict": ("test",),
+        }
+        for name in needed.get(stage, ()):
+            self.split(name)
+
+    def _loader(self, name: Split) -> DataLoader:
+        return build_dataloader(
+            self.split(name),
+            train=name == "train",
+            batch_size=self.batch_size,
+            seed=self.seed,
+            num_workers=self.num_workers,
+            collate_fn=collate_regression,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        """Shuffled training batches (seeded; DistributedSampler under DDP)."""
+        return self._loader("train")
+
+    def val_dataloader(self) -> DataLoader:
+        """Validation batches in order; each example on exactly one rank under DDP."""
+        return self._loader("val")
+
+    def test_dataloader(self) -> DataLoader:
+        """Test batches in order; each example on exactly one rank under DDP."""
+        return self._loader("test")
+
+    def predict_dataloader(self) -> DataLoader:
+        """The test set, as for :meth:`test_dataloader`."""
+        return self._loader("test")

@@ -1,0 +1,175 @@
+"""Transformer encoder/decoder layers and stacks with Post- or Pre-Norm residuals and a KV cache.
+
+Vaswani et al. 2017, §3.1-3.3. Post-Norm is the paper's LN(x + Dropout(Sublayer(x)));
+Pre-Norm (Xiong et al. 2020; Wang et al. 2019) is x + Dropout(Sublayer(LN(x))) and adds a
+final LayerNorm after the stack (a deviation from the paper that Pre-Norm requires).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from lit_models.axes import AttnScale, Norm
+from lit_models.blocks.attention import MultiHeadAttention, causal_mask
+from lit_models.blocks.positions import RotaryEmbedding
+
+Sublayer = Callable[[Tensor], Tensor]
+
+
+def _post(x: Tensor, fn: Sublayer, norm: nn.LayerNorm, drop: nn.Dropout) -> Tensor:
+    return norm(x + drop(fn(x)))
+
+
+def _pre(x: Tensor, fn: Sublayer, norm: nn.LayerNorm, drop: nn.Dropout) -> Tensor:
+    return x + drop(fn(norm(x)))
+
+
+RESIDUALS: dict[Norm, Callable[[Tensor, Sublayer, nn.LayerNorm, nn.Dropout], Tensor]] = {
+    "post": _post,
+    "pre": _pre,
+}
+FINAL_NORM: dict[Norm, bool] = {"post": False, "pre": True}
+
+
+class Residual(nn.Module):
+    """A residual connection around a sublayer with its LayerNorm placed by ``norm`` and dropout."""
+
+    def __init__(self, *, d_model: int, norm: Norm, dropout: float) -> None:
+        super().__init__()
+        self.combine = RESIDUALS[norm]
+        self.norm = nn.LayerNorm(d_model)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, fn: Sublayer) -> Tensor:
+        return self.combine(x, fn, self.norm, self.drop)
+
+
+class FeedForward(nn.Module):
+    """FFN(x) = max(0, x W1 + b1) W2 + b2 (Vaswani eq. 2), d_model -> d_ff -> d_model."""
+
+    def __init__(self, *, d_model: int, d_ff: int) -> None:
+        super().__init__()
+        self.w1, self.w2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.w2(F.relu(self.w1(x)))
+
+
+def _rotate(rotary: RotaryEmbedding | None, q: Tensor, k: Tensor, offset: int) -> tuple[Tensor, Tensor]:
+    if rotary is None:
+        return q, k
+    return rotary(q, offset), rotary(k, offset)
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention then FFN, each inside a ``Residual``."""
+
+    def __init__(
+        self, *, d_model: int, heads: int, d_ff: int, dropout: float, attn_dropout: float, norm: Norm,
+        attn_scale: AttnScale,
+    ) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model=d_model, heads=heads, attn_scale=attn_scale, dropout=attn_dropout)
+        self.ffn = FeedForward(d_model=d_model, d_ff=d_ff)
+        self.res_attn = Residual(d_model=d_model, norm=norm, dropout=dropout)
+        self.res_ffn = Residual(d_model=d_model, norm=norm, dropout=dropout)
+
+    def forward(
+        self, x: Tensor, *, mask: Tensor, rotary: RotaryEmbedding | None, need_weights: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """x (B, S, D), mask (B, 1, 1, S) True = real token -> (B, S, D), weights (B, H, S, S) or None."""
+        weights: list[Tensor | None] = [None]
+
+        def attn(h: Tensor) -> Tensor:
+            q, k, v = self.self_attn.project_qkv(h)
+            q, k = _rotate(rotary, q, k, 0)
+            out, weights[0] = self.self_attn.attend(q, k, v, mask=mask, need_weights=need_weights)
+            return out
+
+        x = self.res_attn(x, attn)
+        return self.res_ffn(x, self.ffn), weights[0]
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention, cross-attention (Q from the decoder, K/V from the memory), FFN.
+
+    The layer keeps no state: ``cache`` is a dict owned by the caller with keys ``self_k``,
+    ``self_v`` (B, H, t, d_k) — the keys/values of the tokens decoded so far — and ``mem_k``,
+    ``mem_v`` (B, H, S, d_k), the memory's projections, computed once per source.
+    """
+
+    def __init__(
+        self, *, d_model: int, heads: int, d_ff: int, dropout: float, attn_dropout: float, norm: Norm,
+        attn_scale: AttnScale,
+    ) -> None:
+        super().__init__()
+        kw = dict(d_model=d_model, heads=heads, attn_scale=attn_scale, dropout=attn_dropout)
+        self.self_attn, self.cross_attn = MultiHeadAttention(**kw), MultiHeadAttention(**kw)
+        self.ffn = FeedForward(d_model=d_model, d_ff=d_ff)
+        self.res_self = Residual(d_model=d_model, norm=norm, dropout=dropout)
+        self.res_cross = Residual(d_model=d_model, norm=norm, dropout=dropout)
+        self.res_ffn = Residual(d_model=d_model, norm=norm, dropout=dropout)
+
+    def memory_cache(self, memory: Tensor) -> dict[str, Tensor]:
+        """Project the encoder memory (B, S, D) once: {'mem_k', 'mem_v'} each (B, H, S, d_k)."""
+        k, v = self.cross_attn.project_kv(memory)
+        return {"mem_k": k, "mem_v": v}
+
+    def forward(
+        self,
+        x: Tensor,
+        *,
+        cache: dict[str, Tensor],
+        mem_mask: Tensor,
+        rotary: RotaryEmbedding | None,
+        incremental: bool,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, dict[str, Tensor], dict[str, Tensor | None]]:
+        """Run the layer on x (B, T, D).
+
+        Args:
+            cache: see the class docstring. With ``incremental`` the new keys/values are appended
+                to ``self_k``/``self_v`` and x holds only the newest token(s); otherwise x is the
+                whole target prefix and a causal mask is applied.
+            mem_mask: (B, 1, 1, S) True = real source token.
+
+        Returns:
+            (B, T, D), the updated cache, and weights {'self': (B,H,T,t), 'cross': (B,H,T,S)} or Nones.
+        """
+        weights: dict[str, Tensor | None] = {"self": None, "cross": None}
+        cache = dict(cache)
+
+        def self_attn(h: Tensor) -> Tensor:
+            q, k, v = self.self_attn.project_qkv(h)
+            offset = cache["self_k"].size(2) if incremental else 0
+            q, k = _rotate(rotary, q, k, offset)
+            if incremental:
+                k = cache["self_k"] = _append(cache["self_k"], k)
+                v = cache["self_v"] = _append(cache["self_v"], v)
+            # A full pass uses the fused causal kernel; several new tokens after a cache need a
+            # bottom-right aligned mask (SDPA's is_causal aligns top-left); one new token needs none.
+            mask = causal_mask(q.size(2), k.size(2), device=q.device) if incremental and q.size(2) > 1 else None
+            out, weights["self"] = self.self_attn.attend(
+                q, k, v, mask=mask, need_weights=need_weights, is_causal=not incremental
+            )
+            return out
+
+        def cross_attn(h: Tensor) -> Tensor:
+            q = self.cross_attn.project_q(h)
+            out, weights["cross"] = self.cross_attn.attend(
+                q, cache["mem_k"], cache["mem_v"], mask=mem_mask, need_weights=need_weights
+            )
+            return out
+
+        x = self.res_self(x, self_attn)
+        x = self.res_cross(x, cross_attn)
+        return self.res_ffn(x, self.ffn), cache, weights
+
+
+def _append(past: Tensor, new: Tensor) -> Tensor:
+    """Concatenate along time: (B, H, t, d) + (B, H, n, d) -> (B, H, t + n, d)."""
+    return torch.cat((past, new), dim=2)

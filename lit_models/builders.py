@@ -1,0 +1,71 @@
+"""The only place where blocks are wired together. Each builder reads like the paper's figure."""
+
+from __future__ import annotations
+
+from torch import nn
+
+from lit_models.axes import AttnScale, Norm, Positions, Tying
+from lit_models.blocks.encoder_decoder import Decoder, Encoder, EncoderDecoder, TokenEmbedding
+from lit_models.blocks.positions import POSITIONS
+from lit_models.blocks.transformer import FINAL_NORM, DecoderLayer, EncoderLayer
+
+
+def _tie(tying: Tying, src: TokenEmbedding, tgt: TokenEmbedding, out: nn.Linear) -> TokenEmbedding:
+    """Apply weight tying (Press & Wolf 2017; Vaswani §3.4 shares all three matrices).
+
+    Returns the source embedding to use (the target one under ``all``).
+    """
+    if tying in ("decoder", "all"):
+        out.weight = tgt.table.weight
+    if tying == "all":
+        if src.table.num_embeddings != tgt.table.num_embeddings:
+            raise ValueError(
+                f"tying='all' needs one shared vocabulary, got src_vocab_size={src.table.num_embeddings} "
+                f"and tgt_vocab_size={tgt.table.num_embeddings}"
+            )
+        return tgt
+    return src
+
+
+def build_transformer(
+    *,
+    src_vocab_size: int,
+    tgt_vocab_size: int,
+    d_model: int,
+    heads: int,
+    d_ff: int,
+    encoder_layers: int,
+    decoder_layers: int,
+    dropout: float,
+    attn_dropout: float,
+    norm: Norm,
+    positions: Positions,
+    attn_scale: AttnScale,
+    max_len: int,
+    tying: Tying,
+) -> EncoderDecoder:
+    """Vaswani et al. 2017, Figure 1: embeddings + positions -> N encoder layers -> N decoder
+    layers with cross-attention -> linear -> (softmax in the loss)."""
+    if d_model % heads:
+        raise ValueError(f"d_model={d_model} is not divisible by heads={heads}")
+    layer_kw = dict(d_model=d_model, heads=heads, d_ff=d_ff, dropout=dropout, attn_dropout=attn_dropout,
+                    norm=norm, attn_scale=attn_scale)
+    pos_kw = dict(d_model=d_model, d_head=d_model // heads, max_len=max_len)
+
+    def final_norm() -> nn.LayerNorm | None:
+        return nn.LayerNorm(d_model) if FINAL_NORM[norm] else None
+
+    src_embed = TokenEmbedding(vocab_size=src_vocab_size, d_model=d_model)
+    tgt_embed = TokenEmbedding(vocab_size=tgt_vocab_size, d_model=d_model)
+    generator = nn.Linear(d_model, tgt_vocab_size)
+    src_embed = _tie(tying, src_embed, tgt_embed, generator)
+    return EncoderDecoder(
+        src_embed=src_embed,
+        tgt_embed=tgt_embed,
+        src_positions=POSITIONS[positions](**pos_kw),
+        tgt_positions=POSITIONS[positions](**pos_kw),
+        encoder=Encoder(layers=[EncoderLayer(**layer_kw) for _ in range(encoder_layers)], final_norm=final_norm()),
+        decoder=Decoder(layers=[DecoderLayer(**layer_kw) for _ in range(decoder_layers)], final_norm=final_norm()),
+        generator=generator,
+        dropout=dropout,
+    )

@@ -1,0 +1,151 @@
+"""``attnlab`` command line: LightningCLI (fit / validate / test / predict) with the run-directory
+contract, decode-time options and one-line errors for bad input.
+
+    attnlab fit --config ablations/configs/transformer_reverse.yaml --model.norm=pre
+    attnlab test --config ablations/configs/transformer_reverse.yaml --ckpt_path runs/.../best.ckpt
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
+from lightning.pytorch.loggers import WandbLogger
+
+from lit_models.blocks.decoding import DecodeConfig
+from lit_models.errors import UsageError, condense_parser_error
+from lit_models.figures import AttentionFigures
+from lit_models.run import RunOptions, RunSummary, build_loggers, resolve_run_dir
+
+os.environ.setdefault("JSONARGPARSE_DEPRECATION_WARNINGS", "off")
+log = logging.getLogger(__name__)
+
+
+class RunConfigSaver(SaveConfigCallback):
+    """Saves the resolved config as ``config.yaml`` (``config.<subcommand>.yaml`` for evaluation of an
+    existing run, so nothing is overwritten) and logs it to W&B as flat dotted keys."""
+
+    def save_config(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        flat = _flatten(self.parser.dump(self.config, skip_none=False, format="yaml"))
+        for logger in trainer.loggers:
+            if isinstance(logger, WandbLogger):
+                logger.experiment.config.update(flat, allow_val_change=True)
+
+
+def _flatten(dumped: str) -> dict[str, Any]:
+    import yaml
+
+    out: dict[str, Any] = {}
+
+    def walk(prefix: str, node: Any) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(f"{prefix}.{k}" if prefix else str(k), v)
+        else:
+            out[prefix.replace(".init_args", "")] = node
+
+    walk("", yaml.safe_load(dumped))
+    return out
+
+
+class AttnlabCLI(LightningCLI):
+    """LightningCLI with decode options, run-directory options and vocabulary links."""
+
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        parser.add_class_arguments(DecodeConfig, "decode", help="Decode-time options (never saved in checkpoints).")
+        parser.add_class_arguments(RunOptions, "run", help="Run directory and checkpoint selection.")
+        for target, attr in (("src_vocab_size", "src_vocab_size"), ("tgt_vocab_size", "tgt_vocab_size")):
+            parser.link_arguments("data", f"model.init_args.{target}", compute_fn=_attr(attr), apply_on="instantiate")
+
+    def before_instantiate_classes(self) -> None:
+        cfg = self.config[self.subcommand]
+        configs = cfg.get("config") or []
+        default_experiment = Path(str(configs[0])).stem if configs else "default"
+        self.run_opts = RunOptions(**vars(cfg.run)) if not isinstance(cfg.run, dict) else RunOptions(**cfg.run)
+        self.run_dir = resolve_run_dir(self.run_opts, default_experiment=default_experiment,
+                                       ckpt_path=cfg.get("ckpt_path"))
+        self.save_config_kwargs["config_filename"] = (
+            "config.yaml" if self.subcommand == "fit" else f"config.{self.subcommand}.yaml"
+        )
+
+    def instantiate_trainer(self, **kwargs: Any) -> L.Trainer:
+        cfg = self.config_init[self.subcommand]
+        seed = cfg.get("seed_everything")
+        callbacks = [
+            ModelCheckpoint(dirpath=str(self.run_dir / "checkpoints"), filename="best-{step}",
+                            monitor=self.run_opts.monitor, mode=self.run_opts.mode, save_last=True),
+            RunSummary(run_dir=self.run_dir, seed=seed if isinstance(seed, int) else None,
+                       subcommand=self.subcommand),
+            AttentionFigures(run_dir=self.run_dir),
+        ]
+        trainer_cfg = dict(self.config_init[self.subcommand]["trainer"])
+        trainer_cfg["callbacks"] = list(trainer_cfg.get("callbacks") or []) + callbacks
+        trainer_cfg["logger"] = build_loggers(self.run_dir, self.run_opts)
+        trainer_cfg["default_root_dir"] = str(self.run_dir)
+        extra = [self._get(self.config_init, c) for c in self._parser(self.subcommand).callback_keys]
+        return self._instantiate_trainer({**trainer_cfg, **kwargs}, extra)
+
+    def after_instantiate_classes(self) -> None:
+        decode_cfg = self.config_init[self.subcommand]["decode"]
+        self.model.decoding = decode_cfg if isinstance(decode_cfg, DecodeConfig) else DecodeConfig(**vars(decode_cfg))
+
+    def after_fit(self) -> None:
+        _report(self.run_dir, self.trainer)
+
+    def after_test(self) -> None:
+        _report(self.run_dir, self.trainer)
+
+
+def _attr(name: str):
+    def read(datamodule: Any) -> Any:
+        return getattr(datamodule, name)
+
+    return read
+
+
+def _report(run_dir: Path, trainer: L.Trainer) -> None:
+    """User-facing lines at the end of a command: where the run lives."""
+    if not trainer.is_global_zero:
+        return
+    print(f"run directory: {run_dir}")
+    print(f"  summary:     {run_dir / 'summary.json'}")
+    if (run_dir / "figures").is_dir():
+        print(f"  figures:     {run_dir / 'figures'}")
+    ckpt = trainer.checkpoint_callback
+    if ckpt is not None and getattr(ckpt, "best_model_path", ""):
+        print(f"  best ckpt:   {ckpt.best_model_path}")
+
+
+def main(args: list[str] | None = None) -> None:
+    """Entry point of the ``attnlab`` console script."""
+    try:
+        AttnlabCLI(
+            L.LightningModule,
+            L.LightningDataModule,
+            subclass_mode_model=True,
+            subclass_mode_data=True,
+            save_config_callback=RunConfigSaver,
+            save_config_kwargs={"overwrite": True},
+            auto_configure_optimizers=False,
+            parser_kwargs={"exit_on_error": False},
+            args=args,
+        )
+    except UsageError as err:
+        print(f"attnlab: error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except Exception as err:  # noqa: BLE001 - the parser's errors arrive as several exception types
+        line = condense_parser_error(err)
+        if line is None:
+            raise
+        print(f"attnlab: error: {line}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""Training-time forcing policies: what a decoder is fed as its previous token.
+
+``teacher``: gold previous tokens, one parallel pass (Williams & Zipser 1989).
+``student``: the model's own greedy predictions are fed back, step by step; the loss is still
+against gold (the "always sample" end of Bengio et al. 2015).
+``scheduled``: each previous token is gold with probability p_i, decaying with the training
+step i (Bengio et al. 2015, §2.4). With ``mode="two_pass"`` (Mihaylova & Liu 2019, for the
+Transformer) a first teacher-forced pass without gradient gives the predictions that are mixed
+in; with ``mode="per_step"`` (Bengio's original, for recurrent decoders) the coin is tossed at
+each step of a sequential loop.
+
+Validation and test never use these: they always decode free-running (``decoding.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Literal, Protocol
+
+import torch
+from torch import Tensor
+
+from lit_models.axes import Forcing, ScheduledDecay
+
+ScheduledMode = Literal["two_pass", "per_step"]
+
+
+class ForcedDecoder(Protocol):
+    """The decoder surface forcing needs (``EncoderDecoder`` and the recurrent nets implement it)."""
+
+    def step(self, prev_tokens: Tensor, state: object) -> tuple[Tensor, object]: ...
+
+    def teacher_forward(self, state: object, tgt_in: Tensor) -> Tensor: ...
+
+
+def _inverse_sigmoid_k(steps: int) -> float:
+    """Solve k·ln k = steps/2 (Newton) so that k/(k + exp(i/k)) crosses 1/2 at i = steps/2."""
+    k = max(2.0, steps / 10)
+    for _ in range(50):
+        k -= (k * math.log(k) - steps / 2) / (math.log(k) + 1)
+        k = max(k, 1.0 + 1e-6)
+    return k
+
+
+def _inverse_sigmoid(i: int, steps: int) -> float:
+    k = _inverse_sigmoid_k(steps)
+    return k / (k + math.exp(min(i / k, 700.0)))
+
+
+DECAYS: dict[ScheduledDecay, Callable[[int, int], float]] = {
+    "linear": lambda i, steps: 1.0 - i / steps,
+    "exponential": lambda i, steps: 0.01 ** (i / steps),
+    "inverse_sigmoid": _inverse_sigmoid,
+}
+
+
+def gold_probability(decay: ScheduledDecay, *, step: int, steps: int, floor: float) -> float:
+    """p_i, the probability of feeding the gold token at training step i (Bengio et al. 2015, §2.4).
+
+    linear: p = max(floor, 1 - i/steps). exponential: p = max(floor, k^i) with k = 0.01^(1/steps)
+    (1 % at ``steps``). inverse_sigmoid: p = max(floor, k / (k + exp(i/k))) with k chosen so that
+    p = 1/2 at ``steps``/2. Deviation: the paper leaves k free; we derive it from one horizon.
+    """
+    return max(floor, DECAYS[decay](max(step, 0), steps))
+
+
+def teacher(net: ForcedDecoder, state: object, tgt_in: Tensor, *, p_gold: float) -> Tensor:
+    """Gold previous tokens: logits (B, T, V) from one causal pass."""
+    return net.teacher_forward(state, tgt_in)
+
+
+def _mixed_loop(net: ForcedDecoder, state: object, tgt_in: Tensor, *, p_gold: float) -> Tensor:
+    """Sequential decoding; the token fed at step t > 0 is gold with probability p_gold, else argmax."""
+    prev, outputs = tgt_in[:, 0], []
+    for t in range(tgt_in.size(1)):
+        logits, state = net.step(prev, state)
+        outputs.append(logits)
+        if t + 1 < tgt_in.size(1):
+            own = logits.argmax(-1).detach()
+            coin = torch.rand(own.shape, device=own.device) < p_gold
+            prev = torch.where(coin, tgt_in[:, t + 1], own)
+    return torch.stack(outputs, dim=1)  # (B, T, V)
+
+
+def student(net: ForcedDecoder, state: object, tgt_in: Tensor, *, p_gold: float) -> Tensor:
+    """The model's own previous predictions are fed back (p_gold ignored: always 0)."""
+    return _mixed_loop(net, state, tgt_in, p_gold=0.0)
+
+
+def two_pass(net: ForcedDecoder, state: object, tgt_in: Tensor, *, p_gold: float) -> Tensor:
+    """Scheduled sampling for parallel decoders: pass 1 (no grad) predicts, pass 2 sees a mix."""
+    with torch.no_grad():
+        own = net.teacher_forward(state, tgt_in).argmax(-1)  # (B, T): prediction for position t + 1
+    mixed = tgt_in.clone()
+    coin = torch.rand(tgt_in[:, 1:].shape, device=tgt_in.device) < p_gold
+    mixed[:, 1:] = torch.where(coin, tgt_in[:, 1:], own[:, :-1])
+    return net.teacher_forward(state, mixed)
+
+
+PolicyFn = Callable[..., Tensor]
+SCHEDULED_MODES: dict[ScheduledMode, PolicyFn] = {"two_pass": two_pass, "per_step": _mixed_loop}
+
+
+def build_forcing(forcing: Forcing, *, scheduled_mode: ScheduledMode) -> PolicyFn:
+    """Resolve the forcing axis once, at construction."""
+    policies: dict[Forcing, PolicyFn] = {
+        "teacher": teacher,
+        "student": student,
+        "scheduled": SCHEDULED_MODES[scheduled_mode],
+    }
+    return policies[forcing]

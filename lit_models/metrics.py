@@ -1,0 +1,99 @@
+"""Losses and torchmetrics shared by every seq2seq family.
+
+All metric state is summed across DDP ranks at ``compute()`` (no per-step collectives), so
+evaluation over an un-padded shard sampler counts every example exactly once.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torchmetrics import Metric
+from torchmetrics.text import SacreBLEUScore
+
+from datamodules.batching import PAD
+
+LENGTH_BUCKET = 5  # target lengths 1-5, 6-10, ... share a bucket
+MAX_BUCKETS = 64
+
+
+def smoothed_distribution(gold: Tensor, *, num_classes: int, eps: float) -> Tensor:
+    """Label-smoothed targets (Szegedy et al. 2016; Vaswani §5.4): (1-ε)·onehot + ε/K.
+
+    Args:
+        gold: (N,) class ids. Returns (N, K); the gold class gets 1 - ε + ε/K.
+    """
+    dist = torch.full((gold.numel(), num_classes), eps / num_classes, device=gold.device)
+    return dist.scatter_add_(1, gold[:, None], torch.full_like(dist[:, :1], 1.0 - eps))
+
+
+def label_smoothed_loss(logits: Tensor, labels: Tensor, *, eps: float) -> Tensor:
+    """Mean cross-entropy against ``smoothed_distribution`` over non-PAD labels, in float32.
+
+    Args:
+        logits: (B, T, V). labels: (B, T) with PAD where there is no target.
+    """
+    return F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=PAD, label_smoothing=eps)
+
+
+class Ratio(Metric):
+    """correct / total, summed over batches and ranks."""
+
+    full_state_update = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.add_state("correct", torch.tensor(0.0), dist_reduce_fx="sum")
+        self.add_state("total", torch.tensor(0.0), dist_reduce_fx="sum")
+
+    def update(self, correct: Tensor, total: Tensor | int) -> None:
+        self.correct += correct.sum().float()
+        self.total += torch.as_tensor(total, dtype=torch.float, device=self.total.device).sum()
+
+    def compute(self) -> Tensor:
+        return self.correct / self.total.clamp_min(1.0)
+
+
+class LengthBucketAccuracy(Metric):
+    """Exact-match accuracy per target-length bucket (width ``LENGTH_BUCKET``)."""
+
+    full_state_update = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.add_state("correct", torch.zeros(MAX_BUCKETS), dist_reduce_fx="sum")
+        self.add_state("total", torch.zeros(MAX_BUCKETS), dist_reduce_fx="sum")
+
+    def update(self, correct: Tensor, lengths: Tensor) -> None:
+        """correct: (B,) bool; lengths: (B,) target lengths (content tokens)."""
+        idx = ((lengths - 1).clamp_min(0) // LENGTH_BUCKET).clamp_max(MAX_BUCKETS - 1)
+        self.correct.index_add_(0, idx, correct.float())
+        self.total.index_add_(0, idx, torch.ones_like(correct, dtype=torch.float))
+
+    def compute(self) -> dict[str, Tensor]:
+        out = {}
+        for b in torch.nonzero(self.total).flatten().tolist():
+            lo, hi = b * LENGTH_BUCKET + 1, (b + 1) * LENGTH_BUCKET
+            out[f"len_{lo:03d}_{hi:03d}"] = self.correct[b] / self.total[b]
+        return out
+
+
+def build_seq2seq_metrics() -> nn.ModuleDict:
+    """token_acc (teacher-forced), exact_match and BLEU (free-running), per-length exact match."""
+    return nn.ModuleDict(
+        {
+            "token_acc": Ratio(),
+            "exact_match": Ratio(),
+            "bleu": SacreBLEUScore(tokenize="13a"),
+            "acc_by_len": LengthBucketAccuracy(),
+        }
+    )
+
+
+def sequences_equal(pred: Tensor, gold: Tensor) -> Tensor:
+    """Row-wise equality of two right-padded (B, L1) / (B, L2) id tensors, ignoring PAD width."""
+    width = max(pred.size(1), gold.size(1))
+    p = F.pad(pred, (0, width - pred.size(1)), value=PAD)
+    g = F.pad(gold, (0, width - gold.size(1)), value=PAD)
+    return (p == g).all(dim=1)

@@ -1,0 +1,180 @@
+"""The run-directory contract: ``<root>/<experiment>/<run_name>/`` with config.yaml, metrics.csv,
+summary.json, checkpoints/ and figures/; loggers (CSV always, W&B unless disabled) and the
+summary callback. The report, the sweep runner and every check read only this layout.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import lightning as L
+import torch
+from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
+
+log = logging.getLogger(__name__)
+RUN_DIR_ENV = "ATTNLAB_RUN_DIR"
+Status = Literal["running", "finished", "diverged", "failed", "interrupted"]
+
+
+@dataclass
+class RunOptions:
+    """Where a run writes and what it checkpoints on.
+
+    Args:
+        root: directory holding all experiments.
+        experiment: experiment (group) name; default: the --config file's stem.
+        name: run name; default: a fresh timestamped name (two runs never collide).
+        monitor: metric that selects the best checkpoint.
+        mode: min or max for ``monitor``.
+        wandb_project: W&B project of the run (offline unless credentials are configured).
+    """
+
+    root: str = "runs"
+    experiment: str | None = None
+    name: str | None = None
+    monitor: str = "val/loss"
+    mode: Literal["min", "max"] = "min"
+    wandb_project: str = "attnlab"
+
+
+def fresh_run_name() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+
+
+def _inherited_run_dir() -> Path | None:
+    """DDP ranks > 0 re-execute the CLI; they reuse the directory rank 0 chose (passed by env)."""
+    child = any(os.environ.get(k, "0") not in ("", "0") for k in ("LOCAL_RANK", "RANK", "NODE_RANK"))
+    inherited = os.environ.get(RUN_DIR_ENV)
+    return Path(inherited) if child and inherited else None
+
+
+def resolve_run_dir(opts: RunOptions, *, default_experiment: str, ckpt_path: str | None) -> Path:
+    """Pick the run directory: the checkpoint's own run, the inherited one, or a fresh one."""
+    inherited = _inherited_run_dir()
+    if inherited is not None:
+        return inherited
+    if ckpt_path and Path(ckpt_path).parent.name == "checkpoints":
+        run_dir = Path(ckpt_path).resolve().parent.parent
+    else:
+        experiment = opts.experiment or default_experiment
+        base = Path(opts.root) / experiment
+        run_dir = base / (opts.name or fresh_run_name())
+        while opts.name is None and run_dir.exists():
+            run_dir = base / fresh_run_name()
+    os.environ[RUN_DIR_ENV] = str(run_dir)
+    return run_dir
+
+
+def wandb_mode() -> Literal["online", "offline", "disabled"]:
+    """W&B online only with credentials (WANDB_API_KEY or a netrc entry), else offline."""
+    mode = os.environ.get("WANDB_MODE", "").lower()
+    if mode in ("disabled", "offline", "dryrun"):
+        return "disabled" if mode == "disabled" else "offline"
+    netrc = Path.home() / ".netrc"
+    has_key = bool(os.environ.get("WANDB_API_KEY")) or (netrc.is_file() and "api.wandb.ai" in netrc.read_text())
+    return "online" if has_key else "offline"
+
+
+def build_loggers(run_dir: Path, opts: RunOptions) -> list[Logger]:
+    """CSV always (``metrics.csv`` in the run dir); W&B unless WANDB_MODE=disabled."""
+    loggers: list[Logger] = [CSVLogger(save_dir=str(run_dir), name="", version="")]
+    mode = wandb_mode()
+    if mode != "disabled":
+        loggers.append(
+            WandbLogger(save_dir=str(run_dir), project=opts.wandb_project, group=run_dir.parent.name,
+                        name=run_dir.name, offline=mode == "offline")
+        )
+    return loggers
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).parent)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _scalars(metrics: dict[str, Any]) -> dict[str, float]:
+    out = {}
+    for k, v in metrics.items():
+        if isinstance(v, torch.Tensor) and v.numel() == 1:
+            out[k] = float(v)
+        elif isinstance(v, (int, float)):
+            out[k] = float(v)
+    return out
+
+
+def read_summary(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / "summary.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
+    """Atomically (write + rename) replace summary.json."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tmp = run_dir / "summary.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=2, sort_keys=True))
+    os.replace(tmp, run_dir / "summary.json")
+
+
+class RunSummary(L.Callback):
+    """Writes summary.json: status, final and best metrics, parameters, wall time, tokens/s, seed, commit."""
+
+    def __init__(self, *, run_dir: Path, seed: int | None, subcommand: str) -> None:
+        self.run_dir, self.seed, self.subcommand = run_dir, seed, subcommand
+        self.t0 = time.time()
+        self.train_time = 0.0
+
+    def _update(self, trainer: L.Trainer, pl_module: L.LightningModule, **fields: Any) -> None:
+        if not trainer.is_global_zero:
+            return
+        summary = read_summary(self.run_dir)
+        metrics = {**summary.get("metrics", {}), **_scalars(trainer.callback_metrics)}
+        summary.update(
+            run_dir=str(self.run_dir), seed=self.seed, git_commit=git_commit(), metrics=metrics,
+            parameters=sum(p.numel() for p in pl_module.parameters() if p.requires_grad),
+            model=type(pl_module).__name__, global_step=int(trainer.global_step), **fields,
+        )
+        ckpt = trainer.checkpoint_callback
+        if ckpt is not None and getattr(ckpt, "best_model_score", None) is not None:
+            summary["best"] = {"monitor": ckpt.monitor, "score": float(ckpt.best_model_score),
+                               "checkpoint": ckpt.best_model_path}
+        write_summary(self.run_dir, summary)
+
+    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.t0 = time.time()
+        self._update(trainer, pl_module, status="running")
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.train_time = time.time() - self.t0
+
+    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        wall = time.time() - self.t0
+        tokens = getattr(pl_module, "tokens_seen", 0)
+        diverged = getattr(pl_module, "diverged_at", None)
+        self._update(
+            trainer, pl_module, status="diverged" if diverged is not None else "finished", diverged_at=diverged,
+            wall_time_s=wall, tokens_seen=tokens, tokens_per_s=tokens / max(wall, 1e-9),
+        )
+
+    def on_test_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        summary = read_summary(self.run_dir)
+        self._update(trainer, pl_module, status=summary.get("status", "finished"))
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.subcommand == "validate":
+            self._update(trainer, pl_module, status=read_summary(self.run_dir).get("status", "finished"))
+
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        status: Status = "interrupted" if isinstance(exception, KeyboardInterrupt) else "failed"
+        self._update(trainer, pl_module, status=status, error=f"{type(exception).__name__}: {exception}")

@@ -33,3 +33,6 @@ Cell = Literal["rnn", "gru", "lstm", "lstm_peephole"]
 
 Attention = Literal["none", "additive", "dot", "general", "hard"]
 """Decoder attention: none (fixed vector), additive (Bahdanau), dot / general (Luong), hard (sampled, REINFORCE)."""
+
+Baseline = Literal["moving_average", "learned"]
+"""REINFORCE baseline for hard attention: an exponential moving average of the reward, or a learned value."""

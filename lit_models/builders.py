@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from torch import nn
 
-from lit_models.axes import AttnScale, Norm, Positions, Tying
+from datamodules.batching import PAD
+from lit_models.axes import Attention, AttnScale, Cell, Norm, Positions, Tying
+from lit_models.blocks.alignment import HardEval
 from lit_models.blocks.encoder_decoder import Decoder, Encoder, EncoderDecoder, TokenEmbedding
 from lit_models.blocks.positions import POSITIONS
+from lit_models.blocks.recurrent import RecurrentEncoder
+from lit_models.blocks.recurrent_decoder import AttentionalDecoder
+from lit_models.blocks.recurrent_net import RecurrentEncoderDecoder
 from lit_models.blocks.transformer import FINAL_NORM, DecoderLayer, EncoderLayer
 
 
@@ -69,3 +74,29 @@ def build_transformer(
         generator=generator,
         dropout=dropout,
     )
+
+
+def build_recurrent_seq2seq(
+    *,
+    src_vocab_size: int,
+    tgt_vocab_size: int,
+    cell: Cell,
+    attention: Attention,
+    embed_dim: int,
+    hidden_size: int,
+    num_layers: int,
+    bidirectional: bool,
+    dropout: float,
+    hard_eval: HardEval,
+) -> RecurrentEncoderDecoder:
+    """Bahdanau et al. 2015, Fig. 1: embeddings -> (bi)recurrent encoder -> attentional decoder.
+
+    With ``attention="none"`` this is the fixed-vector encoder-decoder of Sutskever/Cho.
+    """
+    src_embed = nn.Embedding(src_vocab_size, embed_dim, padding_idx=PAD)
+    encoder = RecurrentEncoder(cell=cell, input_size=embed_dim, hidden_size=hidden_size, num_layers=num_layers,
+                               bidirectional=bidirectional, dropout=dropout)
+    decoder = AttentionalDecoder(cell=cell, vocab_size=tgt_vocab_size, embed_dim=embed_dim, hidden_size=hidden_size,
+                                 memory_size=encoder.output_size, attention=attention, num_layers=num_layers,
+                                 dropout=dropout, hard_eval=hard_eval)
+    return RecurrentEncoderDecoder(src_embed=src_embed, encoder=encoder, decoder=decoder, dropout=dropout)

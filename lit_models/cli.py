@@ -21,7 +21,7 @@ from lightning.pytorch.loggers import WandbLogger
 from lit_models.blocks.decoding import DecodeConfig
 from lit_models.errors import UsageError, condense_parser_error
 from lit_models.figures import AttentionFigures
-from lit_models.run import RunOptions, RunSummary, build_loggers, resolve_run_dir
+from lit_models.run import RunOptions, RunSummary, build_loggers, named_checkpoint, resolve_run_dir
 
 os.environ.setdefault("JSONARGPARSE_DEPRECATION_WARNINGS", "off")
 log = logging.getLogger(__name__)
@@ -70,6 +70,9 @@ class AttnlabCLI(LightningCLI):
         self.run_opts = RunOptions(**vars(cfg.run)) if not isinstance(cfg.run, dict) else RunOptions(**cfg.run)
         self.run_dir = resolve_run_dir(self.run_opts, default_experiment=default_experiment,
                                        ckpt_path=cfg.get("ckpt_path"))
+        if self.subcommand != "fit" and cfg.get("ckpt_path") in ("best", "last"):
+            cfg.ckpt_path = str(named_checkpoint(self.run_dir, cfg.ckpt_path))
+            self._parse_ckpt_path()
         self.save_config_kwargs["config_filename"] = (
             "config.yaml" if self.subcommand == "fit" else f"config.{self.subcommand}.yaml"
         )
@@ -78,7 +81,7 @@ class AttnlabCLI(LightningCLI):
         cfg = self.config_init[self.subcommand]
         seed = cfg.get("seed_everything")
         callbacks = [
-            ModelCheckpoint(dirpath=str(self.run_dir / "checkpoints"), filename="best-{step}",
+            ModelCheckpoint(dirpath=str(self.run_dir / "checkpoints"), filename="best", enable_version_counter=False,
                             monitor=self.run_opts.monitor, mode=self.run_opts.mode, save_last=True),
             RunSummary(run_dir=self.run_dir, seed=seed if isinstance(seed, int) else None,
                        subcommand=self.subcommand),
@@ -133,6 +136,7 @@ def main(args: list[str] | None = None) -> None:
             save_config_callback=RunConfigSaver,
             save_config_kwargs={"overwrite": True},
             auto_configure_optimizers=False,
+            trainer_defaults={"use_distributed_sampler": False},
             parser_kwargs={"exit_on_error": False},
             args=args,
         )

@@ -7,7 +7,6 @@ saved under ``<run_dir>/figures/`` (latest epoch) and logged to W&B as images.
 from __future__ import annotations
 
 import logging
-import math
 from pathlib import Path
 
 import lightning as L
@@ -21,31 +20,31 @@ from torch import Tensor  # noqa: E402
 log = logging.getLogger(__name__)
 
 
-def plot_attention(weights: Tensor, *, x_labels: list[str], y_labels: list[str], title: str) -> plt.Figure:
-    """Head mean plus one panel per head.
+def plot_attention(layers: list[Tensor], *, x_labels: list[str], y_labels: list[str], title: str) -> plt.Figure:
+    """One row per layer: the head mean, then one panel per head, colour scale fixed to [0, 1].
 
     Args:
-        weights: (H, T, S) attention weights of one example (rows = queries/outputs).
-        x_labels: S key labels (source tokens); y_labels: T query labels (output tokens).
+        layers: per layer, (H, T, S) attention weights of one example (rows = queries).
+        x_labels: S key labels; y_labels: T query labels.
     """
-    heads, t, s = weights.shape
-    panels = heads + 1 if heads > 1 else 1
-    cols = min(panels, 5)
-    rows = math.ceil(panels / cols)
-    size = max(2.5, 0.28 * max(t, s))
-    fig, axes = plt.subplots(rows, cols, figsize=(size * cols, size * rows), squeeze=False)
-    maps = [weights.mean(0)] + ([weights[h] for h in range(heads)] if heads > 1 else [])
-    names = ["mean over heads"] + [f"head {h + 1}" for h in range(heads)]
-    for ax in axes.flat[len(maps):]:
-        ax.axis("off")
+    heads, t, s = layers[0].shape
+    cols = 1 + (heads if heads > 1 else 0)
+    cell = min(3.0, max(1.6, 0.16 * max(t, s)))
+    fig, axes = plt.subplots(len(layers), cols, figsize=(cell * cols + 0.8, cell * len(layers) + 0.6),
+                             squeeze=False)
     image = None
-    for ax, m, name in zip(axes.flat, maps, names, strict=False):
-        image = ax.imshow(m.float().cpu().numpy(), vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto")
-        ax.set_title(name, fontsize=8)
-        ax.set_xticks(range(s), _fit(x_labels, s), rotation=90, fontsize=6)
-        ax.set_yticks(range(t), _fit(y_labels, t), fontsize=6)
-    fig.suptitle(title, fontsize=9)
-    fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.6)
+    for row, weights in enumerate(layers):
+        maps = [weights.mean(0)] + ([weights[h] for h in range(heads)] if heads > 1 else [])
+        for col, m in enumerate(maps):
+            ax = axes[row, col]
+            image = ax.imshow(m.float().cpu().numpy(), vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto")
+            ax.set_title(f"layer {row + 1} · {'mean' if col == 0 else f'head {col}'}", fontsize=7)
+            labelled = col == 0  # tick labels on the head-mean column only: ticks dominate drawing time
+            ax.set_xticks(range(s) if labelled else [], _fit(x_labels, s) if labelled else [], rotation=90,
+                          fontsize=5)
+            ax.set_yticks(range(t) if labelled else [], _fit(y_labels, t) if labelled else [], fontsize=5)
+    fig.suptitle(title, fontsize=8)
+    fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.5)
     return fig
 
 
@@ -69,20 +68,30 @@ class AttentionFigures(L.Callback):
         maps, src_labels, out_labels = pl_module.figure_maps()
         self.fig_dir.mkdir(parents=True, exist_ok=True)
         paths = {}
-        for name, weights in maps.items():
-            for i in range(weights.size(0)):
-                w = _trim(weights[i], name, len(out_labels[i]), len(src_labels[i]))
-                title = f"{name} · example {i} · epoch {trainer.current_epoch}"
-                fig = plot_attention(w, x_labels=_keys(name, src_labels[i], out_labels[i]),
-                                     y_labels=_queries(name, src_labels[i], out_labels[i]), title=title)
-                path = self.fig_dir / f"{name.replace('/', '_')}_ex{i}.png"
-                fig.savefig(path, dpi=90, bbox_inches="tight")
+        for kind, layers in _group_by_kind(maps).items():
+            for i in range(layers[0].size(0)):
+                trimmed = [_trim(w[i], kind, len(out_labels[i]), len(src_labels[i])) for w in layers]
+                fig = plot_attention(
+                    trimmed, x_labels=_keys(kind, src_labels[i], out_labels[i]),
+                    y_labels=_queries(kind, src_labels[i], out_labels[i]),
+                    title=f"{kind} attention · example {i} · epoch {trainer.current_epoch}",
+                )
+                path = self.fig_dir / f"{kind}_ex{i}.png"
+                fig.savefig(path, dpi=80)
                 plt.close(fig)
-                paths[f"attention/{name}/ex{i}"] = path
+                paths[f"attention/{kind}/ex{i}"] = path
         for logger in trainer.loggers:
             if isinstance(logger, WandbLogger):
                 for key, path in paths.items():
                     logger.log_image(key=key, images=[str(path)], step=trainer.global_step)
+
+
+def _group_by_kind(maps: dict[str, Tensor]) -> dict[str, list[Tensor]]:
+    """{'cross/layer1': w1, 'cross/layer2': w2, ...} -> {'cross': [w1, w2, ...]} in layer order."""
+    grouped: dict[str, list[Tensor]] = {}
+    for name in sorted(maps, key=lambda n: (n.split("/")[0], int(n.rsplit("layer", 1)[-1] or 0))):
+        grouped.setdefault(name.split("/")[0], []).append(maps[name])
+    return grouped
 
 
 def _queries(name: str, src: list[str], out: list[str]) -> list[str]:

@@ -31,7 +31,7 @@ class ForcedDecoder(Protocol):
 
     def step(self, prev_tokens: Tensor, state: object) -> tuple[Tensor, object]: ...
 
-    def teacher_forward(self, state: object, tgt_in: Tensor) -> Tensor: ...
+    def teacher_forward(self, state: object, tgt_in: Tensor) -> tuple[Tensor, object]: ...
 
 
 def _inverse_sigmoid_k(steps: int) -> float:
@@ -65,12 +65,12 @@ def gold_probability(decay: ScheduledDecay, *, step: int, steps: int, floor: flo
     return max(floor, DECAYS[decay](max(step, 0), steps))
 
 
-def teacher(net: ForcedDecoder, state: object, tgt_in: Tensor, *, p_gold: float) -> Tensor:
-    """Gold previous tokens: logits (B, T, V) from one causal pass."""
+def teacher(net: ForcedDecoder, state: object, tgt_in: Tensor, *, p_gold: float) -> tuple[Tensor, object]:
+    """Gold previous tokens: logits (B, T, V) from one causal pass, and the final decoder state."""
     return net.teacher_forward(state, tgt_in)
 
 
-def _mixed_loop(net: ForcedDecoder, state: object, tgt_in: Tensor, *, p_gold: float) -> Tensor:
+def _mixed_loop(net: ForcedDecoder, state: object, tgt_in: Tensor, *, p_gold: float) -> tuple[Tensor, object]:
     """Sequential decoding; the token fed at step t > 0 is gold with probability p_gold, else argmax."""
     prev, outputs = tgt_in[:, 0], []
     for t in range(tgt_in.size(1)):
@@ -80,25 +80,25 @@ def _mixed_loop(net: ForcedDecoder, state: object, tgt_in: Tensor, *, p_gold: fl
             own = logits.argmax(-1).detach()
             coin = torch.rand(own.shape, device=own.device) < p_gold
             prev = torch.where(coin, tgt_in[:, t + 1], own)
-    return torch.stack(outputs, dim=1)  # (B, T, V)
+    return torch.stack(outputs, dim=1), state  # (B, T, V)
 
 
-def student(net: ForcedDecoder, state: object, tgt_in: Tensor, *, p_gold: float) -> Tensor:
+def student(net: ForcedDecoder, state: object, tgt_in: Tensor, *, p_gold: float) -> tuple[Tensor, object]:
     """The model's own previous predictions are fed back (p_gold ignored: always 0)."""
     return _mixed_loop(net, state, tgt_in, p_gold=0.0)
 
 
-def two_pass(net: ForcedDecoder, state: object, tgt_in: Tensor, *, p_gold: float) -> Tensor:
+def two_pass(net: ForcedDecoder, state: object, tgt_in: Tensor, *, p_gold: float) -> tuple[Tensor, object]:
     """Scheduled sampling for parallel decoders: pass 1 (no grad) predicts, pass 2 sees a mix."""
     with torch.no_grad():
-        own = net.teacher_forward(state, tgt_in).argmax(-1)  # (B, T): prediction for position t + 1
+        own = net.teacher_forward(state, tgt_in)[0].argmax(-1)  # (B, T): prediction for position t + 1
     mixed = tgt_in.clone()
     coin = torch.rand(tgt_in[:, 1:].shape, device=tgt_in.device) < p_gold
     mixed[:, 1:] = torch.where(coin, tgt_in[:, 1:], own[:, :-1])
     return net.teacher_forward(state, mixed)
 
 
-PolicyFn = Callable[..., Tensor]
+PolicyFn = Callable[..., tuple[Tensor, object]]
 SCHEDULED_MODES: dict[ScheduledMode, PolicyFn] = {"two_pass": two_pass, "per_step": _mixed_loop}
 
 

@@ -19,6 +19,8 @@ import lightning as L
 import torch
 from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
 
+from lit_models.errors import UsageError
+
 log = logging.getLogger(__name__)
 RUN_DIR_ENV = "ATTNLAB_RUN_DIR"
 Status = Literal["running", "finished", "diverged", "failed", "interrupted"]
@@ -71,6 +73,14 @@ def resolve_run_dir(opts: RunOptions, *, default_experiment: str, ckpt_path: str
             run_dir = base / fresh_run_name()
     os.environ[RUN_DIR_ENV] = str(run_dir)
     return run_dir
+
+
+def named_checkpoint(run_dir: Path, which: str) -> Path:
+    """``best`` / ``last`` of a run; a missing run or checkpoint is a usage error naming the path."""
+    path = run_dir / "checkpoints" / f"{which}.ckpt"
+    if not path.is_file():
+        raise UsageError(f"--ckpt_path={which}: no checkpoint at {path} (give --run.name of a finished run)")
+    return path
 
 
 def wandb_mode() -> Literal["online", "offline", "disabled"]:

@@ -19,14 +19,14 @@ from lit_models.forcing import ScheduledMode, build_forcing, gold_probability
 from lit_models.metrics import build_seq2seq_metrics, label_smoothed_loss, sequences_equal
 from lit_models.schedules import LR_SCHEDULES
 
-FIGURE_EXAMPLES = 2
+FIGURE_EXAMPLES = 1
 
 
 class Seq2SeqModule(L.LightningModule):
     """Shared training/evaluation logic of every seq2seq family (subclasses set ``self.net``).
 
     ``self.net`` implements ``encode(src) -> state``, ``step(prev, state) -> (logits, state)``,
-    ``teacher_forward(state, tgt_in) -> logits`` and ``attention_maps(src, tgt_in)``.
+    ``teacher_forward(state, tgt_in) -> (logits, state)`` and ``attention_maps(src, tgt_in)``.
     ``self.decoding`` (a ``DecodeConfig``) is set by the CLI's ``--decode.*`` options and is
     deliberately not a hyper-parameter: a checkpoint never overrides it.
     """
@@ -66,14 +66,24 @@ class Seq2SeqModule(L.LightningModule):
         src, tgt = batch
         tgt_in, labels = tgt[:, :-1], tgt[:, 1:]
         p = self.p_gold()
-        logits = self.forcing(self.net, self.net.encode(src), tgt_in, p_gold=p)
+        logits, state = self.forcing(self.net, self.net.encode(src), tgt_in, p_gold=p)
         loss = label_smoothed_loss(logits, labels, eps=self.hparams.label_smoothing)
-        if not torch.isfinite(loss):
+        total = loss + self.auxiliary_loss(logits, labels, state)
+        if not torch.isfinite(total):
             return self._diverge()
         self.tokens_seen += int((labels != PAD).sum()) + int((src != PAD).sum())
         self.log("train/loss", loss, prog_bar=True, batch_size=src.size(0))
         self.log("train/p_gold", p, batch_size=src.size(0))
-        return loss
+        return total
+
+    def auxiliary_loss(self, logits: Tensor, labels: Tensor, state: object) -> Tensor:
+        """Extra training terms computed from the final decoder state (none for the Transformer)."""
+        return logits.new_zeros(())
+
+    def on_fit_start(self) -> None:
+        """Offset the global RNG per DDP rank so sampling (scheduled coins, hard attention) differs."""
+        if self.trainer.world_size > 1:
+            torch.manual_seed(torch.initial_seed() + self.global_rank)
 
     def _diverge(self) -> None:
         """A non-finite loss ends the run as a recorded outcome (summary status 'diverged')."""
@@ -102,7 +112,7 @@ class Seq2SeqModule(L.LightningModule):
     def _evaluate(self, batch: Seq2SeqBatch, split: str) -> None:
         src, tgt = batch
         tgt_in, labels = tgt[:, :-1], tgt[:, 1:]
-        logits = self.net.teacher_forward(self.net.encode(src), tgt_in)
+        logits, _ = self.net.teacher_forward(self.net.encode(src), tgt_in)
         loss = label_smoothed_loss(logits, labels, eps=self.hparams.label_smoothing)
         self.log(f"{split}/loss", loss, prog_bar=True, batch_size=src.size(0), sync_dist=True)
         keep = labels != PAD

@@ -94,7 +94,7 @@ class EncoderDecoder(nn.Module):
 
     Implements the decoder protocol used by forcing policies and ``decoding.py``:
     ``encode(src) -> state``, ``step(prev, state) -> (logits, state)`` (KV cache), and
-    ``teacher_forward(state, tgt_in) -> logits`` (one parallel causal pass).
+    ``teacher_forward(state, tgt_in) -> (logits, state)`` (one parallel causal pass).
     """
 
     def __init__(
@@ -136,16 +136,19 @@ class EncoderDecoder(nn.Module):
                                     rotary=self.tgt_positions.rotary, incremental=True)
         return self.generator(y[:, 0]), {"mem_mask": state["mem_mask"], "layers": caches}
 
-    def teacher_forward(self, state: State, tgt_in: Tensor) -> Tensor:
-        """tgt_in (B, T) (BOS + gold prefix) -> logits (B, T, V), causal, in one pass."""
+    def teacher_forward(self, state: State, tgt_in: Tensor) -> tuple[Tensor, State]:
+        """tgt_in (B, T) (BOS + gold prefix) -> logits (B, T, V), causal, in one pass.
+
+        The state is returned unchanged (the KV cache is not filled by a full pass).
+        """
         y = self._tgt(tgt_in, 0)
         y, _, _ = self.decoder(y, caches=state["layers"], mem_mask=state["mem_mask"],
                                rotary=self.tgt_positions.rotary, incremental=False)
-        return self.generator(y)
+        return self.generator(y), state
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher-forced logits (B, T, V) for src (B, S) and decoder input (B, T)."""
-        return self.teacher_forward(self.encode(src), tgt_in)
+        return self.teacher_forward(self.encode(src), tgt_in)[0]
 
     @torch.no_grad()
     def attention_maps(self, src: Tensor, tgt_in: Tensor) -> dict[str, Tensor]:

@@ -1,0 +1,162 @@
+"""The recurrent attentional decoder (Bahdanau et al. 2015; Luong et al. 2015; Xu et al. 2015).
+
+With ``attention="none"`` it is the fixed-vector decoder of Sutskever et al. 2014 / Cho et al.
+2014: the encoder summary only initialises the state. Every step with attention:
+
+    α_t = align(s_{t-1}, h_1..h_S)                  (scored with the previous top hidden state)
+    c_t = Σ_j α_tj h_j                               (soft) or h_{j~α_t} (hard, Xu et al. §4.1)
+    s_t = cell([E y_{t-1}; c_t], s_{t-1})           (stacked; dropout between layers)
+    logits_t = W_o dropout(tanh(W_d [s_t; c_t; E y_{t-1}]))
+
+The decoder state is a flat dict of batch-first tensors (beam search reorders it along dim 0)::
+
+    "h":             (B, L, H)  hidden state of each layer
+    "c":             (B, L, H)  memory cells (lstm / lstm_peephole); (B, L, 0) for rnn / gru
+    "memory":        (B, S, D)  encoder outputs; (B, S, 0) for attention="none"
+    "keys":          (B, S, P)  precomputed scorer keys (U h_j, W h_j or h_j); (B, S, 0) for "none"
+    "mask":          (B, S)     bool, True = valid memory position
+    "attn":          (B, S)     float32 attention weights of the last step (zeros for "none")
+    "attn_log_prob": (B,)       Σ_t log α_t[chosen] over scored steps (hard); zeros for soft
+    "attn_entropy":  (B,)       Σ_t H(α_t) over scored steps (hard); zeros for soft
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+from datamodules.batching import EOS, PAD
+from lit_models.axes import Attention, Cell
+from lit_models.blocks.alignment import HardEval, build_alignment
+from lit_models.blocks.recurrent import CELLS
+
+DecoderState = dict[str, Tensor]
+"""See the module docstring for the keys; every tensor has the batch on dim 0."""
+
+
+class TeacherOut(NamedTuple):
+    """logits (B, T, V), attention weights (B, T, S) float32, the state after the last step."""
+
+    logits: Tensor
+    weights: Tensor
+    state: DecoderState
+
+
+class AttentionalDecoder(nn.Module):
+    """Recurrent decoder with optional soft / hard attention over a memory, driven by ``step``.
+
+    Choices and deviations, stated once:
+
+    * Alignment uses s_{t-1}, the previous *top-layer* state, for every scorer (Bahdanau eq. 6).
+      Luong et al. score the new state h_t and feed an attentional vector h̃_t back (input
+      feeding); here dot / general only change the score function, the data flow is Bahdanau's.
+    * Initial state: s_0 = tanh(W_b · encoder_final) for every layer, as Bahdanau (s_0 =
+      tanh(W_s ←h_1)) and Cho (h' = tanh(V' c)); Sutskever copies the encoder state directly.
+      Memory cells start at zero.
+    * Output: one tanh hidden layer over [s_t; c_t; E y_{t-1}] (Bahdanau's deep output uses a
+      maxout over s_{t-1}, y_{t-1}, c_t); for "none" c_t is empty.
+    * The additive scorer's hidden width is ``hidden_size`` (Bahdanau: n' = n).
+    * Hard attention samples in training and uses ``hard_eval`` in eval: the argmax location, or
+      the soft expectation of the context (which is what soft attention computes, Xu et al. §4.2).
+    * Attention log-probabilities / entropies are accumulated only on steps whose input token is
+      not PAD or EOS: steps after the end of a target produce no scored token.
+    * Sampling uses ``self.alignment.generator`` if set, else the global RNG; the LightningModule
+      offsets the global seed per DDP rank so ranks do not sample identical locations.
+
+    Args:
+        cell: :data:`Cell`, resolved through ``recurrent.CELLS``.
+        vocab_size: V. embed_dim: E. hidden_size: H. memory_size: D (encoder output width, also
+            the width of ``encoder_final``). attention: :data:`Attention`.
+        num_layers: L stacked cells. dropout: on embeddings, between layers and before the output.
+        hard_eval: :data:`HardEval`, only used by ``attention="hard"``.
+    """
+
+    def __init__(
+        self,
+        *,
+        cell: Cell,
+        vocab_size: int,
+        embed_dim: int,
+        hidden_size: int,
+        memory_size: int,
+        attention: Attention,
+        num_layers: int = 1,
+        dropout: float = 0.0,
+        hard_eval: HardEval = "argmax",
+    ) -> None:
+        super().__init__()
+        self.num_layers, self.hidden_size = num_layers, hidden_size
+        self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=PAD)
+        self.bridge = nn.Linear(memory_size, num_layers * hidden_size)
+        self.alignment = build_alignment(
+            attention, query_size=hidden_size, memory_size=memory_size, attn_size=hidden_size, hard_eval=hard_eval
+        )
+        ctx = self.alignment.context_size
+        self.cells = nn.ModuleList(
+            CELLS[cell].step(input_size=embed_dim + ctx if l == 0 else hidden_size, hidden_size=hidden_size)
+            for l in range(num_layers)
+        )
+        self.cell_state_size: int = self.cells[0].cell_state_size
+        self.deep_out = nn.Linear(hidden_size + ctx + embed_dim, hidden_size)
+        self.out = nn.Linear(hidden_size, vocab_size)
+        self.dropout = nn.Dropout(dropout)
+
+    def init_state(self, memory: Tensor, memory_mask: Tensor, encoder_final: Tensor) -> DecoderState:
+        """Initial decoder state.
+
+        Args:
+            memory: (B, S, D) encoder outputs / annotation vectors.
+            memory_mask: (B, S) bool, True = valid.
+            encoder_final: (B, D) summary vector, e.g. ``RecurrentEncoder(...).summary`` (top-layer
+                final state, both directions) or the mean annotation vector of a captioner.
+
+        Returns:
+            the state dict described in the module docstring.
+        """
+        b, s = memory_mask.shape
+        h = torch.tanh(self.bridge(encoder_final)).view(b, self.num_layers, self.hidden_size)  # (B, L, H)
+        zeros = torch.zeros(b, device=memory.device)
+        return {
+            "h": h,
+            "c": h.new_zeros(b, self.num_layers, self.cell_state_size),  # (B, L, H) or (B, L, 0)
+            **self.alignment.prepare(memory, memory_mask),
+            "mask": memory_mask,
+            "attn": torch.zeros(b, s, device=memory.device),
+            "attn_log_prob": zeros,
+            "attn_entropy": zeros,
+        }
+
+    def step(self, prev_tokens: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
+        """One decoding step: prev_tokens (B,) long -> logits (B, V), new state."""
+        emb = self.dropout(self.embedding(prev_tokens))  # (B, E)
+        att = self.alignment(state["h"][:, -1], keys=state["keys"], memory=state["memory"], mask=state["mask"])
+        x = torch.cat([emb, att.context.to(emb.dtype)], dim=-1)  # (B, E + D)
+        hs, cs = [], []
+        for l, cell in enumerate(self.cells):
+            h_l, c_l = cell(x, state["h"][:, l], state["c"][:, l])
+            hs.append(h_l)
+            cs.append(c_l)
+            x = self.dropout(h_l)
+        top = torch.cat([hs[-1], att.context.to(emb.dtype), emb], dim=-1)  # (B, H + D + E)
+        logits = self.out(self.dropout(torch.tanh(self.deep_out(top))))  # (B, V)
+        scored = ((prev_tokens != PAD) & (prev_tokens != EOS)).to(att.log_prob.dtype)  # (B,)
+        new_state = {
+            **state,
+            "h": torch.stack(hs, dim=1),  # (B, L, H)
+            "c": torch.stack(cs, dim=1),  # (B, L, H) or (B, L, 0)
+            "attn": att.weights,
+            "attn_log_prob": state["attn_log_prob"] + att.log_prob * scored,
+            "attn_entropy": state["attn_entropy"] + att.entropy * scored,
+        }
+        return logits, new_state
+
+    def teacher_forward(self, state: DecoderState, tgt_in: Tensor) -> TeacherOut:
+        """Feed gold tokens tgt_in (B, T) through ``step``: logits (B, T, V), weights (B, T, S), state."""
+        logits, weights = [], []
+        for t in range(tgt_in.size(1)):
+            step_logits, state = self.step(tgt_in[:, t], state)
+            logits.append(step_logits)
+            weights.append(state["attn"])
+        return TeacherOut(torch.stack(logits, dim=1), torch.stack(weights, dim=1), state)

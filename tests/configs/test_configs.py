@@ -1,0 +1,23 @@
+"""Every config in ablations/configs runs one training step and one validation step through the CLI."""
+
+from pathlib import Path
+
+import pytest
+
+from lit_models.cli import main
+
+CONFIGS = sorted((Path(__file__).parents[2] / "ablations" / "configs").glob("*.yaml"))
+SMALL_DATA = ["--data.init_args.train_size=64", "--data.init_args.val_size=8", "--data.init_args.test_size=8"]
+
+
+def test_configs_exist():
+    assert CONFIGS, "ablations/configs is empty"
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=[c.stem for c in CONFIGS])
+def test_config_fast_dev_run(config, tmp_path):
+    main(["fit", "--config", str(config), "--trainer.fast_dev_run=1", "--trainer.accelerator=cpu",
+          "--trainer.devices=1", f"--run.root={tmp_path}", "--data.init_args.batch_size=8", *SMALL_DATA])
+    runs = list(tmp_path.glob("*/*/summary.json"))
+    assert len(runs) == 1
+    assert '"status": "finished"' in runs[0].read_text()

@@ -28,8 +28,9 @@ log = logging.getLogger(__name__)
 
 
 class RunConfigSaver(SaveConfigCallback):
-    """Saves the resolved config as ``config.yaml`` (``config.<subcommand>.yaml`` for evaluation of an
-    existing run, so nothing is overwritten) and logs it to W&B as flat dotted keys."""
+    """Saves the resolved config as ``config.yaml`` in the logger's directory (``<run>/`` for fit,
+    ``<run>/<subcommand>/`` when evaluating a run, so nothing is overwritten) and logs it to W&B
+    as flat dotted keys."""
 
     def save_config(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         flat = _flatten(self.parser.dump(self.config, skip_none=False, format="yaml"))
@@ -73,9 +74,6 @@ class AttnlabCLI(LightningCLI):
         if self.subcommand != "fit" and cfg.get("ckpt_path") in ("best", "last"):
             cfg.ckpt_path = str(named_checkpoint(self.run_dir, cfg.ckpt_path))
             self._parse_ckpt_path()
-        self.save_config_kwargs["config_filename"] = (
-            "config.yaml" if self.subcommand == "fit" else f"config.{self.subcommand}.yaml"
-        )
 
     def instantiate_trainer(self, **kwargs: Any) -> L.Trainer:
         cfg = self.config_init[self.subcommand]
@@ -89,7 +87,7 @@ class AttnlabCLI(LightningCLI):
         ]
         trainer_cfg = dict(self.config_init[self.subcommand]["trainer"])
         trainer_cfg["callbacks"] = list(trainer_cfg.get("callbacks") or []) + callbacks
-        trainer_cfg["logger"] = build_loggers(self.run_dir, self.run_opts)
+        trainer_cfg["logger"] = build_loggers(self.run_dir, self.run_opts, subcommand=self.subcommand)
         trainer_cfg["default_root_dir"] = str(self.run_dir)
         extra = [self._get(self.config_init, c) for c in self._parser(self.subcommand).callback_keys]
         return self._instantiate_trainer({**trainer_cfg, **kwargs}, extra)
@@ -107,7 +105,7 @@ class AttnlabCLI(LightningCLI):
 
 def _attr(name: str):
     def read(datamodule: Any) -> Any:
-        return getattr(datamodule, name)
+        return getattr(datamodule, name, None)
 
     return read
 

@@ -93,9 +93,14 @@ def wandb_mode() -> Literal["online", "offline", "disabled"]:
     return "online" if has_key else "offline"
 
 
-def build_loggers(run_dir: Path, opts: RunOptions) -> list[Logger]:
-    """CSV always (``metrics.csv`` in the run dir); W&B unless WANDB_MODE=disabled."""
-    loggers: list[Logger] = [CSVLogger(save_dir=str(run_dir), name="", version="")]
+def build_loggers(run_dir: Path, opts: RunOptions, *, subcommand: str) -> list[Logger]:
+    """CSV always; W&B unless WANDB_MODE=disabled.
+
+    ``fit`` logs to ``<run>/metrics.csv``; evaluating an existing run (test / validate / predict)
+    logs to ``<run>/<subcommand>/metrics.csv`` so the training log is never overwritten.
+    """
+    version = "" if subcommand == "fit" else subcommand
+    loggers: list[Logger] = [CSVLogger(save_dir=str(run_dir), name="", version=version)]
     mode = wandb_mode()
     if mode != "disabled":
         loggers.append(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from torch import nn
 
 from datamodules.batching import PAD
@@ -15,21 +17,32 @@ from lit_models.blocks.recurrent_net import RecurrentEncoderDecoder
 from lit_models.blocks.transformer import FINAL_NORM, DecoderLayer, EncoderLayer
 
 
-def _tie(tying: Tying, src: TokenEmbedding, tgt: TokenEmbedding, out: nn.Linear) -> TokenEmbedding:
-    """Apply weight tying (Press & Wolf 2017; Vaswani §3.4 shares all three matrices).
-
-    Returns the source embedding to use (the target one under ``all``).
-    """
-    if tying in ("decoder", "all"):
-        out.weight = tgt.table.weight
-    if tying == "all":
-        if src.table.num_embeddings != tgt.table.num_embeddings:
-            raise ValueError(
-                f"tying='all' needs one shared vocabulary, got src_vocab_size={src.table.num_embeddings} "
-                f"and tgt_vocab_size={tgt.table.num_embeddings}"
-            )
-        return tgt
+def _tie_none(src: TokenEmbedding, tgt: TokenEmbedding, out: nn.Linear) -> TokenEmbedding:
     return src
+
+
+def _tie_decoder(src: TokenEmbedding, tgt: TokenEmbedding, out: nn.Linear) -> TokenEmbedding:
+    out.weight = tgt.table.weight  # Press & Wolf 2017: output projection = decoder input embedding
+    return src
+
+
+def _tie_all(src: TokenEmbedding, tgt: TokenEmbedding, out: nn.Linear) -> TokenEmbedding:
+    """Vaswani §3.4: one matrix for both embeddings and the output projection (shared vocabulary)."""
+    if src.table.num_embeddings != tgt.table.num_embeddings:
+        raise ValueError(
+            f"tying='all' needs one shared vocabulary, got src_vocab_size={src.table.num_embeddings} "
+            f"and tgt_vocab_size={tgt.table.num_embeddings}"
+        )
+    _tie_decoder(src, tgt, out)
+    return tgt
+
+
+TYING: dict[Tying, Callable[[TokenEmbedding, TokenEmbedding, nn.Linear], TokenEmbedding]] = {
+    "none": _tie_none,
+    "decoder": _tie_decoder,
+    "all": _tie_all,
+}
+"""Weight tying; each returns the source embedding to use."""
 
 
 def build_transformer(
@@ -63,7 +76,7 @@ def build_transformer(
     src_embed = TokenEmbedding(vocab_size=src_vocab_size, d_model=d_model)
     tgt_embed = TokenEmbedding(vocab_size=tgt_vocab_size, d_model=d_model)
     generator = nn.Linear(d_model, tgt_vocab_size)
-    src_embed = _tie(tying, src_embed, tgt_embed, generator)
+    src_embed = TYING[tying](src_embed, tgt_embed, generator)
     return EncoderDecoder(
         src_embed=src_embed,
         tgt_embed=tgt_embed,

@@ -34,7 +34,9 @@ def sinusoid_table(length: int, d_model: int) -> Tensor:
 class NoPositions(nn.Module):
     """No position information: attention is permutation-equivariant (the 'none' arm)."""
 
-    rotary: RotaryEmbedding | None = None
+    def __init__(self) -> None:
+        super().__init__()
+        self.rotary: RotaryEmbedding | None = None  # an instance attribute: RoPE registers a module here
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         return x

@@ -21,7 +21,14 @@ from lightning.pytorch.loggers import WandbLogger
 from lit_models.blocks.decoding import DecodeConfig
 from lit_models.errors import UsageError, condense_parser_error
 from lit_models.figures import AttentionFigures
-from lit_models.run import RunOptions, RunSummary, build_loggers, named_checkpoint, resolve_run_dir
+from lit_models.run import (
+    RunOptions,
+    RunSummary,
+    build_loggers,
+    named_checkpoint,
+    refuse_finished_run,
+    resolve_run_dir,
+)
 
 os.environ.setdefault("JSONARGPARSE_DEPRECATION_WARNINGS", "off")
 log = logging.getLogger(__name__)
@@ -71,6 +78,7 @@ class AttnlabCLI(LightningCLI):
         self.run_opts = RunOptions(**vars(cfg.run)) if not isinstance(cfg.run, dict) else RunOptions(**cfg.run)
         self.run_dir = resolve_run_dir(self.run_opts, default_experiment=default_experiment,
                                        ckpt_path=cfg.get("ckpt_path"))
+        refuse_finished_run(self.run_dir, subcommand=self.subcommand, ckpt_path=cfg.get("ckpt_path"))
         if self.subcommand != "fit" and cfg.get("ckpt_path") in ("best", "last"):
             cfg.ckpt_path = str(named_checkpoint(self.run_dir, cfg.ckpt_path))
             self._parse_ckpt_path()

@@ -128,7 +128,9 @@ class RecurrentSeq2Seq(Seq2SeqModule):
         return hp.reinforce_weight * policy + hp.entropy_weight * bonus + baseline_loss
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
+        super().on_save_checkpoint(checkpoint)
         checkpoint["reward_average"] = self.reward_average
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
+        super().on_load_checkpoint(checkpoint)
         self.reward_average = checkpoint.get("reward_average")

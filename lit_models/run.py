@@ -75,6 +75,16 @@ def resolve_run_dir(opts: RunOptions, *, default_experiment: str, ckpt_path: str
     return run_dir
 
 
+def refuse_finished_run(run_dir: Path, *, subcommand: str, ckpt_path: str | None) -> None:
+    """A new ``fit`` must not overwrite a finished run; resuming it (``--ckpt_path``) is fine."""
+    status = read_summary(run_dir).get("status")
+    if subcommand == "fit" and not ckpt_path and status in ("finished", "diverged"):
+        raise UsageError(
+            f"{run_dir} already holds a {status} run; choose another --run.name "
+            "or continue it with --ckpt_path last"
+        )
+
+
 def named_checkpoint(run_dir: Path, which: str) -> Path:
     """``best`` / ``last`` of a run; a missing run or checkpoint is a usage error naming the path."""
     path = run_dir / "checkpoints" / f"{which}.ckpt"

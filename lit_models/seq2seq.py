@@ -85,6 +85,14 @@ class Seq2SeqModule(L.LightningModule):
         if self.trainer.world_size > 1:
             torch.manual_seed(torch.initial_seed() + self.global_rank)
 
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        """Lightning does not save RNG states; keep torch's so a resumed run draws the same stream."""
+        checkpoint["torch_rng_state"] = torch.get_rng_state()
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        if "torch_rng_state" in checkpoint:
+            torch.set_rng_state(checkpoint["torch_rng_state"])
+
     def _diverge(self) -> None:
         """A non-finite loss ends the run as a recorded outcome (summary status 'diverged')."""
         self.diverged_at = int(self.global_step)

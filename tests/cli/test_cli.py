@@ -68,3 +68,19 @@ def test_decode_options_are_not_hyperparameters(tmp_path):
 
     ckpt = torch.load(tmp_path / "transformer_reverse" / "r2" / "checkpoints" / "last.ckpt", weights_only=True)
     assert "beam_size" not in ckpt["hyper_parameters"] and "strategy" not in ckpt["hyper_parameters"]
+
+
+def test_finished_run_is_not_overwritten_and_resume_continues(tmp_path, capsys):
+    _fit(tmp_path, "--run.name=r3")
+    run = tmp_path / "transformer_reverse" / "r3"
+    before = json.loads((run / "summary.json").read_text())
+    with pytest.raises(SystemExit) as exit_info:
+        _fit(tmp_path, "--run.name=r3")
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "already holds a finished run" in err[0]
+    assert json.loads((run / "summary.json").read_text()) == before
+    main(["fit", "--config", CONFIG, f"--run.root={tmp_path}", "--run.name=r3", "--ckpt_path=last",
+          "--trainer.max_epochs=2", *TINY])
+    after = json.loads((run / "summary.json").read_text())
+    assert after["global_step"] == 2 * before["global_step"], (before["global_step"], after["global_step"])

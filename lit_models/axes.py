@@ -36,3 +36,9 @@ Attention = Literal["none", "additive", "dot", "general", "hard"]
 
 Baseline = Literal["moving_average", "learned"]
 """REINFORCE baseline for hard attention: an exponential moving average of the reward, or a learned value."""
+
+Pooling = Literal["last", "mean", "max", "attention", "cls"]
+"""Sequence -> vector for classification: final state(s), mean, max, additive attention (Yang 2016), [CLS] token."""
+
+EncoderFamily = Literal["recurrent", "transformer"]
+"""Text encoder of the classifier: a (bi)recurrent net or a Transformer encoder stack."""

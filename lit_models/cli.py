@@ -7,6 +7,8 @@ contract, decode-time options and one-line errors for bad input.
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import logging
 import os
 import sys
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.loggers import WandbLogger
@@ -70,6 +73,27 @@ class AttnlabCLI(LightningCLI):
         parser.add_class_arguments(RunOptions, "run", help="Run directory and checkpoint selection.")
         for target, attr in (("src_vocab_size", "src_vocab_size"), ("tgt_vocab_size", "tgt_vocab_size")):
             parser.link_arguments("data", f"model.init_args.{target}", compute_fn=_attr(attr), apply_on="instantiate")
+
+    def _parse_ckpt_path(self) -> None:
+        """As Lightning's, but keep only checkpoint hparams the model class accepts: the config dump
+        saves link targets (e.g. tgt_vocab_size) as None for models that have no such argument."""
+        if not self.config.get("subcommand"):
+            return
+        ckpt_path = self.config[self.config.subcommand].get("ckpt_path")
+        if not (ckpt_path and Path(ckpt_path).is_file()):
+            return
+        hparams = torch.load(ckpt_path, weights_only=True, map_location="cpu").get("hyper_parameters", {})
+        hparams.pop("_instantiator", None)
+        class_path = hparams.pop("_class_path", None)
+        if not hparams or class_path is None:
+            return super()._parse_ckpt_path()
+        module, _, name = class_path.rpartition(".")
+        accepted = inspect.signature(getattr(importlib.import_module(module), name)).parameters
+        model = {"class_path": class_path, "dict_kwargs": {k: v for k, v in hparams.items() if k in accepted}}
+        try:
+            self.config = self.parser.parse_object({self.config.subcommand: {"model": model}}, self.config)
+        except SystemExit:
+            raise UsageError(f"{ckpt_path}: its hyper-parameters do not fit {class_path}") from None
 
     def before_instantiate_classes(self) -> None:
         cfg = self.config[self.subcommand]

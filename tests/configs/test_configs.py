@@ -7,7 +7,17 @@ import pytest
 from lit_models.cli import main
 
 CONFIGS = sorted((Path(__file__).parents[2] / "ablations" / "configs").glob("*.yaml"))
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 SMALL_DATA = ["--data.init_args.train_size=64", "--data.init_args.val_size=8", "--data.init_args.test_size=8"]
+
+
+def _overrides(config: Path, tmp_path: Path) -> list[str]:
+    """Extra args from tests/fixtures/config_overrides/<stem>.args (configs that name a downloaded corpus)."""
+    path = FIXTURES / "config_overrides" / f"{config.stem}.args"
+    if not path.is_file():
+        return []
+    lines = [ln.strip() for ln in path.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    return [ln.format(fixtures=FIXTURES, tmp_path=tmp_path) for ln in lines]
 
 
 def test_configs_exist():
@@ -17,7 +27,8 @@ def test_configs_exist():
 @pytest.mark.parametrize("config", CONFIGS, ids=[c.stem for c in CONFIGS])
 def test_config_fast_dev_run(config, tmp_path):
     main(["fit", "--config", str(config), "--trainer.fast_dev_run=1", "--trainer.accelerator=cpu",
-          "--trainer.devices=1", f"--run.root={tmp_path}", "--data.init_args.batch_size=8", *SMALL_DATA])
+          "--trainer.devices=1", f"--run.root={tmp_path}", "--data.init_args.batch_size=8", *SMALL_DATA,
+          *_overrides(config, tmp_path)])
     runs = list(tmp_path.glob("*/*/summary.json"))
     assert len(runs) == 1
     assert '"status": "finished"' in runs[0].read_text()

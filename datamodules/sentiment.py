@@ -1,0 +1,353 @@
+"""Sentiment classification data: an offline synthetic language (default), IMDB, SST-2, local files.
+
+The synthetic language (the offline default) is built so that poolings differ: a long neutral
+filler text holds one to ``max_phrases`` polarity phrases, each a polarity word optionally
+preceded by a negator ("not good" is negative). The label is the polarity of the **first**
+phrase; later phrases are distractors of random polarity. A mean over all states mixes the
+distractors in; a last-state read-out must carry the decision across the rest of the text; an
+attention pooling can pick the deciding phrase. :func:`synthetic_label` is the rule, applied to the
+final text (so a filler negator that lands before a polarity word counts too).
+
+Real corpora: IMDB (Maas et al. 2011; ``aclImdb/{train,test}/{pos,neg}/*.txt``), SST-2 (GLUE TSV
+``sentence<TAB>label`` with header; GLUE's test labels are hidden, so its dev set is our test
+set) and local TSV/CSV/JSONL files with text and label columns. Where no validation split is
+published, ``val_size`` examples are held out of train with a seeded shuffle. Bad input (label
+outside the declared set, non-UTF-8 bytes, an empty split) is a one-line UsageError naming the
+file, line or split.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal, NamedTuple
+
+import lightning as L
+import torch
+from torch import Tensor
+from torch.utils.data import DataLoader
+
+from datamodules.batching import N_SPECIAL, UNK, build_dataloader, pad_sequences
+from datamodules.download import Resource, extract, fetch
+from datamodules.tokenization import (
+    Tokenization,
+    Tokenizer,
+    WordVocab,
+    load_tokenizer,
+    prepare_tokenizer,
+    read_records,
+    read_text,
+)
+from lit_models.errors import UsageError
+
+SentimentSource = Literal["synthetic", "imdb", "sst2", "files"]
+"""Where examples come from: the offline synthetic language, IMDB, SST-2 (GLUE), local files."""
+
+Split = Literal["train", "val", "test"]
+Example = tuple[str, int]  # (text, class index)
+
+POSITIVE = ("good", "great", "excellent", "wonderful", "superb", "brilliant")
+NEGATIVE = ("bad", "awful", "terrible", "boring", "dull", "poor")
+NEGATORS = ("not", "never")
+FILLER = (
+    "the a this that it its movie film plot story actor actress scene scenes camera music director script "
+    "character characters ending dialogue cast screen sound cinema series episode studio and or but with of "
+    "in on at was is were are has had seems feels looks quite rather very really just also then again"
+).split()
+SYNTHETIC_LEXICON = (*NEGATORS, *POSITIVE, *NEGATIVE, *FILLER)
+SYNTHETIC_SIZES = {"train": 10000, "val": 500, "test": 2000}
+BINARY_NAMES = ["negative", "positive"]
+IMDB = Resource(url="https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz",
+                checksum="md5:7c2ac02c03563afcf9b574c7e56c153a")
+SST2 = Resource(url="https://dl.fbaipublicfiles.com/glue/data/SST-2.zip",
+                checksum="md5:9f81648d4199384278b86e315dac217c")
+_SPLIT_INDEX = {"train": 0, "val": 1, "test": 2}
+
+
+class ClassificationBatch(NamedTuple):
+    """tokens (B, S) right-padded with PAD; labels (B,) class indices."""
+
+    tokens: Tensor
+    labels: Tensor
+
+
+def collate_classification(items: Sequence[tuple[list[int], int]]) -> ClassificationBatch:
+    """``(ids, label)`` items -> :class:`ClassificationBatch`."""
+    return ClassificationBatch(pad_sequences([i[0] for i in items]), torch.tensor([i[1] for i in items]))
+
+
+# --------------------------------------------------------------------------- synthetic language
+def synthetic_label(words: Sequence[str]) -> int:
+    """1 (positive) or 0: the polarity of the first polarity word, flipped by a negator just before it."""
+    for i, w in enumerate(words):
+        if w in POSITIVE or w in NEGATIVE:
+            positive = w in POSITIVE
+            if i > 0 and words[i - 1] in NEGATORS:
+                positive = not positive
+            return int(positive)
+    raise ValueError("a synthetic text needs at least one polarity word")
+
+
+def generate_sentiment(
+    *, n: int, min_words: int, max_words: int, max_phrases: int, filler: Sequence[str], rng: random.Random
+) -> list[Example]:
+    """Draw ``n`` synthetic (text, label) examples.
+
+    Args:
+        n: examples. min_words / max_words: filler length range (inclusive).
+        max_phrases: polarity phrases per text are uniform in 1..max_phrases.
+        filler: neutral words. rng: source of randomness (consumed).
+    """
+    out: list[Example] = []
+    for _ in range(n):
+        words = [rng.choice(NEGATORS) if rng.random() < 0.03 else rng.choice(filler)
+                 for _ in range(rng.randint(min_words, max_words))]
+        slots = sorted((rng.randint(0, len(words)) for _ in range(rng.randint(1, max_phrases))), reverse=True)
+        for slot in slots:  # right to left, so earlier slots keep their index
+            phrase = [rng.choice(POSITIVE if rng.random() < 0.5 else NEGATIVE)]
+            if rng.random() < 0.3:
+                phrase.insert(0, rng.choice(NEGATORS))
+            words[slot:slot] = phrase
+        out.append((" ".join(words), synthetic_label(words)))
+    return out
+
+
+def synthetic_vocab(vocab_size: int) -> WordVocab:
+    """The synthetic lexicon cut or padded (``w0``, ``w1``, ... neutral words) to ``vocab_size`` ids."""
+    extra = [f"w{i}" for i in range(max(0, vocab_size - N_SPECIAL - len(SYNTHETIC_LEXICON)))]
+    return WordVocab(words=[*SYNTHETIC_LEXICON, *extra][: vocab_size - N_SPECIAL])
+
+
+# --------------------------------------------------------------------------- real corpora
+def _parse_label(value: str, labels: Sequence[str], where: str) -> int:
+    if value.strip() not in labels:
+        raise UsageError(f"{where}: label {value!r} is not one of the declared labels {list(labels)}")
+    return list(labels).index(value.strip())
+
+
+def read_labelled(path: Path, *, text_column: str, label_column: str, labels: Sequence[str]) -> list[Example]:
+    """(text, class) pairs of a TSV/CSV/JSONL file; labels must be in ``labels`` (class = position)."""
+    return [(text, _parse_label(label, labels, f"{path}:{line}"))
+            for line, (text, label) in read_records(path, fields=(text_column, label_column))]
+
+
+_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
+
+
+def read_imdb(root: Path, split: Literal["train", "test"]) -> list[Example]:
+    """IMDB reviews of ``root/aclImdb/<split>/{neg,pos}/*.txt`` (neg = 0, pos = 1), ``<br />`` -> space."""
+    out: list[Example] = []
+    for label, polarity in enumerate(("neg", "pos")):
+        folder = root / "aclImdb" / split / polarity
+        if not folder.is_dir():
+            raise UsageError(f"{folder}: no such directory (expected the aclImdb layout {split}/{polarity}/*.txt)")
+        out += [(_BREAK.sub(" ", read_text(p)), label) for p in sorted(folder.glob("*.txt"))]
+    return out
+
+
+def _shuffled(items: list[Example], seed: int) -> list[Example]:
+    items = list(items)
+    random.Random(seed).shuffle(items)
+    return items
+
+
+def _cap(items: list[Example], size: int | None) -> list[Example]:
+    return items if size is None else items[:size]
+
+
+class SentimentData(L.LightningDataModule):
+    """Sentiment classification batches (:class:`ClassificationBatch`) from one ``source``.
+
+    Under DDP the loaders shard themselves (``build_dataloader``): seeded ``DistributedSampler`` for
+    train, an exactly-once ``UnpaddedShardSampler`` for val/test. Vocabulary sizes are init
+    arguments, so the CLI can link ``src_vocab_size`` to the model before any data is read.
+
+    Args:
+        source: synthetic | imdb | sst2 | files.
+        data_dir: downloads, extracted corpora and SentencePiece models live here.
+        train_path / val_path / test_path: ``files`` source: TSV/CSV/JSONL with a header
+            (val_path optional: then ``val_size`` examples are held out of train).
+        text_column / label_column: column (or JSON key) names for ``files``.
+        labels: the declared label values for ``files``; class i = ``labels[i]`` (default ``["0", "1"]``).
+        tokenizer: word | bpe | unigram (real text; the synthetic language is always word-level).
+        vocab_size: total vocabulary size, the 4 special ids included.
+        max_len: texts longer than this many tokens are truncated (the first ``max_len`` kept).
+        train_size / val_size / test_size: synthetic: exact sizes (default 10000 / 500 / 2000);
+            real: caps after a seeded shuffle (``None``: all), and ``val_size`` is the held-out
+            size when val is carved from train (default: min(1000, 10% of train)).
+        min_words / max_words / max_phrases: synthetic filler length range and phrases per text.
+        batch_size: examples per batch (per rank). seed: data and shuffle seed (same on every rank).
+        num_workers: DataLoader workers.
+    """
+
+    def __init__(
+        self,
+        *,
+        source: SentimentSource = "synthetic",
+        data_dir: str = "data",
+        train_path: str | None = None,
+        val_path: str | None = None,
+        test_path: str | None = None,
+        text_column: str = "text",
+        label_column: str = "label",
+        labels: list[str] | None = None,
+        tokenizer: Tokenization = "word",
+        vocab_size: int = 128,
+        max_len: int = 400,
+        train_size: int | None = None,
+        val_size: int | None = None,
+        test_size: int | None = None,
+        min_words: int = 10,
+        max_words: int = 60,
+        max_phrases: int = 3,
+        batch_size: int = 64,
+        seed: int = 1234,
+        num_workers: int = 0,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.source: SentimentSource = source
+        self.data_dir = Path(data_dir)
+        self.tokenizer_kind: Tokenization = tokenizer
+        self.sizes: dict[str, int | None] = {"train": train_size, "val": val_size, "test": test_size}
+        self.labels = list(labels) if labels is not None else ["0", "1"]
+        self._validate()
+        self.tokenizer: Tokenizer | None = synthetic_vocab(vocab_size) if source == "synthetic" else None
+        self.datasets: dict[str, list[tuple[list[int], int]]] = {}
+        self.texts: dict[str, list[Example]] = {}
+
+    def _validate(self) -> None:
+        hp = self.hparams
+        minimum = N_SPECIAL + len(NEGATORS) + len(POSITIVE) + len(NEGATIVE) + 1
+        if self.source == "synthetic" and hp.vocab_size < minimum:
+            raise UsageError(f"vocab_size must be >= {minimum} for the synthetic language, got {hp.vocab_size}")
+        if hp.vocab_size <= N_SPECIAL:
+            raise UsageError(f"vocab_size must be > {N_SPECIAL}, got {hp.vocab_size}")
+        if not 1 <= hp.min_words <= hp.max_words or hp.max_phrases < 1:
+            raise UsageError(f"need 1 <= min_words <= max_words and max_phrases >= 1, got "
+                             f"{hp.min_words}, {hp.max_words}, {hp.max_phrases}")
+        for split, size in self.sizes.items():
+            if size is not None and size < 1:
+                raise UsageError(f"{split}_size must be >= 1 (or null for all), got {size}")
+        if self.source == "files" and (hp.train_path is None or hp.test_path is None):
+            raise UsageError("source=files needs --data.init_args.train_path and --data.init_args.test_path")
+        if len(set(self.labels)) != len(self.labels) or len(self.labels) < 2:
+            raise UsageError(f"labels must be at least two distinct values, got {self.labels}")
+        if hp.batch_size < 1 or hp.max_len < 1:
+            raise UsageError(f"batch_size and max_len must be >= 1, got {hp.batch_size}, {hp.max_len}")
+
+    # ----------------------------------------------------------------- vocabulary facts
+    @property
+    def src_vocab_size(self) -> int:
+        """Input vocabulary size (the init argument; linked to the model by the CLI)."""
+        return self.hparams.vocab_size
+
+    @property
+    def class_names(self) -> list[str]:
+        """Class index -> name (figure labels)."""
+        return self.labels if self.source == "files" else BINARY_NAMES
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.class_names)
+
+    # ----------------------------------------------------------------- raw splits
+    def raw_splits(self) -> dict[str, list[Example]]:
+        """(text, label) examples of every split, deterministic in (source, files, sizes, seed)."""
+        if not self.texts:
+            self.texts = self._synthetic() if self.source == "synthetic" else self._real()
+            for split, items in self.texts.items():
+                if not items:
+                    raise UsageError(f"sentiment data ({self.source}): the {split} split is empty")
+        return self.texts
+
+    def _synthetic(self) -> dict[str, list[Example]]:
+        hp = self.hparams
+        filler = self.tokenizer.itos[N_SPECIAL + len(NEGATORS) + len(POSITIVE) + len(NEGATIVE):]
+        return {
+            split: generate_sentiment(
+                n=self.sizes[split] or SYNTHETIC_SIZES[split], min_words=hp.min_words, max_words=hp.max_words,
+                max_phrases=hp.max_phrases, filler=filler, rng=random.Random(hp.seed * 3 + _SPLIT_INDEX[split]),
+            )
+            for split in ("train", "val", "test")
+        }
+
+    def _real(self) -> dict[str, list[Example]]:
+        train, val, test = self._read_source()
+        train = _shuffled(train, self.hparams.seed)
+        if val is None:
+            held = self.sizes["val"] or min(1000, len(train) // 10)
+            val, train = train[:held], train[held:]
+        return {
+            "train": _cap(train, self.sizes["train"]),
+            "val": _cap(_shuffled(val, self.hparams.seed + 1), self.sizes["val"]),
+            "test": _cap(_shuffled(test, self.hparams.seed + 2), self.sizes["test"]),
+        }
+
+    def _read_source(self) -> tuple[list[Example], list[Example] | None, list[Example]]:
+        hp = self.hparams
+        if self.source == "imdb":
+            root = self._corpus_root(IMDB, "imdb", "aclImdb")
+            return read_imdb(root, "train"), None, read_imdb(root, "test")
+        if self.source == "sst2":
+            root = self._corpus_root(SST2, "sst2", "SST-2")
+            kw = {"text_column": "sentence", "label_column": "label", "labels": ["0", "1"]}
+            sst = root / "SST-2"
+            return read_labelled(sst / "train.tsv", **kw), None, read_labelled(sst / "dev.tsv", **kw)
+        kw = {"text_column": hp.text_column, "label_column": hp.label_column, "labels": self.labels}
+        val = read_labelled(Path(hp.val_path), **kw) if hp.val_path else None
+        return read_labelled(Path(hp.train_path), **kw), val, read_labelled(Path(hp.test_path), **kw)
+
+    def _corpus_root(self, resource: Resource, name: str, inner: str) -> Path:
+        """``data_dir/<name>`` holding ``inner``: a local copy if present, else the verified download."""
+        root = self.data_dir / name
+        if not (root / inner).is_dir():
+            extract(fetch(resource, cache_dir=self.data_dir / "downloads"), root)
+        return root
+
+    # ----------------------------------------------------------------- Lightning hooks
+    def prepare_data(self) -> None:
+        """Download/extract the corpus and train SentencePiece once (no state is kept here)."""
+        if self.source != "synthetic":
+            train = [t for t, _ in self.raw_splits()["train"]]
+            prepare_tokenizer(self.tokenizer_kind, train, cache_dir=self.data_dir / "tokenizers",
+                              name=f"sentiment-{self.source}", vocab_size=self.hparams.vocab_size)
+
+    def setup(self, stage: str) -> None:
+        """Load the tokenizer and encode every split (same result on every rank)."""
+        if self.datasets:
+            return
+        splits = self.raw_splits()
+        if self.tokenizer is None:
+            self.tokenizer = load_tokenizer(
+                self.tokenizer_kind, [t for t, _ in splits["train"]], cache_dir=self.data_dir / "tokenizers",
+                name=f"sentiment-{self.source}", vocab_size=self.hparams.vocab_size,
+            )
+        max_len = self.hparams.max_len
+        for split, items in splits.items():
+            self.datasets[split] = [((self.tokenizer.encode(t) or [UNK])[:max_len], y) for t, y in items]
+
+    def _loader(self, split: Split) -> DataLoader:
+        hp = self.hparams
+        return build_dataloader(self.datasets[split], train=split == "train", batch_size=hp.batch_size,  # type: ignore[arg-type]
+                                seed=hp.seed, num_workers=hp.num_workers, collate_fn=collate_classification)
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train")
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("val")
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test")
+
+    def predict_dataloader(self) -> DataLoader:
+        return self._loader("test")
+
+    def decode_tokens(self, ids: Sequence[int] | Tensor) -> str:
+        """Ids -> text (words joined by spaces, or detokenized SentencePiece); stops at EOS."""
+        if self.tokenizer is None:
+            raise RuntimeError("decode_tokens needs setup() first (the tokenizer is loaded there)")
+        return self.tokenizer.decode(ids.tolist() if isinstance(ids, Tensor) else list(ids))

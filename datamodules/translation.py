@@ -1,0 +1,345 @@
+"""Machine-translation corpora: Multi30k (downloaded, checksummed), IWSLT14 / WMT14 (prepared locally),
+and local parallel files, tokenized with SentencePiece (or words) into :class:`Seq2SeqBatch`\\ es.
+
+- ``multi30k``: the WMT16 multimodal task-1 release (Elliott et al. 2016), 29,000 / 1,014 / 1,000
+  sentence pairs; the three published archives are downloaded once into ``data_dir/downloads``,
+  verified against their published sha256 (the values torchtext ships), extracted safely and read as
+  ``train|val|test.<lang>``.
+- ``iwslt14`` / ``wmt14``: not downloaded. Prepare them with fairseq's
+  ``examples/translation/prepare-iwslt14.sh`` / ``prepare-wmt14en2de.sh`` **without the final BPE
+  step** (SentencePiece is trained here), and put ``train|valid|test.<lang>`` under
+  ``data_dir/<source>/`` — or point ``source=files`` at any layout.
+- ``files``: each of ``train_path`` / ``val_path`` / ``test_path`` is a ``.tsv``/``.csv``/``.jsonl``
+  file with ``src_column`` / ``tgt_column`` (header row), or a prefix ``P`` of two plain-text files
+  ``P.<src_lang>`` and ``P.<tgt_lang>`` (one sentence per line; different line counts are an error
+  naming both files).
+
+SentencePiece is trained once in ``prepare_data`` on the training split (shared by both sides, or one
+model per side), cached by a content hash; ``setup`` loads it on every rank. ``decode_tokens``
+detokenizes target ids, so BLEU is computed on detokenized text (SacreBLEU 13a).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Literal
+
+import lightning as L
+from torch import Tensor
+from torch.utils.data import DataLoader, Sampler
+
+from datamodules.batching import BOS, EOS, N_SPECIAL, PAD, UNK, build_dataloader, collate_pairs, distributed_world
+from datamodules.download import Resource, extract, fetch
+from datamodules.tokenization import (
+    Tokenization,
+    Tokenizer,
+    load_tokenizer,
+    prepare_tokenizer,
+    read_lines,
+    read_records,
+)
+from lit_models.errors import UsageError
+
+TranslationSource = Literal["multi30k", "iwslt14", "wmt14", "files"]
+"""Parallel corpus: Multi30k (downloaded), IWSLT14 / WMT14 (fairseq-prepared), or local files."""
+
+Split = Literal["train", "val", "test"]
+TextPair = tuple[str, str]
+
+_SHEF = "http://www.quest.dcs.shef.ac.uk/wmt16_files_mmt/"
+_MIRROR = "https://raw.githubusercontent.com/neychev/small_DL_repo/master/datasets/Multi30k/"
+MULTI30K: dict[str, Resource] = {
+    "train": Resource(url=_SHEF + "training.tar.gz", mirrors=(_MIRROR + "training.tar.gz",),
+                      checksum="sha256:20140d013d05dd9a72dfde46478663ba05737ce983f478f960c1123c6671be5e"),
+    "val": Resource(url=_SHEF + "validation.tar.gz", mirrors=(_MIRROR + "validation.tar.gz",),
+                    checksum="sha256:a7aa20e9ebd5ba5adce7909498b94410996040857154dab029851af3a866da8c"),
+    "test": Resource(url=_SHEF + "mmt16_task1_test.tar.gz", mirrors=(_MIRROR + "mmt16_task1_test.tar.gz",),
+                     checksum="sha256:0681be16a532912288a91ddd573594fbdd57c0fbb81486eff7c55247e35326c2"),
+}
+"""The published Multi30k task-1 archives (files ``train|val|test.{de,en,...}`` inside)."""
+MULTI30K_PREFIX = {"train": "train", "val": "val", "test": "test"}
+PREPARED_PREFIX = {"train": "train", "val": "valid", "test": "test"}  # fairseq's prepare-*.sh names
+
+
+def read_parallel(src_path: Path, tgt_path: Path) -> list[TextPair]:
+    """Line-aligned pairs of two plain-text files; blank-on-both-sides lines are skipped."""
+    src, tgt = read_lines(src_path), read_lines(tgt_path)
+    if len(src) != len(tgt):
+        raise UsageError(f"parallel files differ in length: {src_path} has {len(src)} lines, "
+                         f"{tgt_path} has {len(tgt)}")
+    return [(s, t) for s, t in zip(src, tgt, strict=True) if s.strip() or t.strip()]
+
+
+def _find(root: Path, name: str) -> Path:
+    """The file called ``name`` anywhere under an extracted archive."""
+    hits = sorted(root.rglob(name))
+    if not hits:
+        raise UsageError(f"{root}: the archive has no {name} (unexpected layout)")
+    return hits[0]
+
+
+class _Epoch:
+    """Holds the epoch; Lightning calls ``set_epoch`` on ``loader.batch_sampler.sampler`` every epoch."""
+
+    def __init__(self) -> None:
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+
+class TokenBudgetBatchSampler(Sampler[list[int]]):
+    """Length-bucketed batches holding at most ``max_tokens`` padded tokens, sharded for DDP.
+
+    Examples are sorted by length (ties broken by a seeded, per-epoch shuffle for training) and cut
+    greedily into batches with ``longest · count <= max_tokens`` (an example longer than the budget
+    is a batch of its own), as fairseq's ``--max-tokens``. Training shuffles the batches with
+    ``(seed, epoch)`` and gives every rank the same number of batches (the list is padded by
+    repeating batches, like ``DistributedSampler``); evaluation gives batch j to rank j mod W, so
+    every example counts exactly once (ranks may then run different numbers of batches: never sync
+    per step on such a loader). Lightning sets the epoch through ``.sampler.set_epoch``.
+
+    Args:
+        lengths: per-example size in tokens (e.g. max(source, target + 2)).
+        max_tokens: budget per batch. train: shuffle + pad, or exactly-once order.
+        seed: shuffle seed (same on every rank). num_replicas / rank: default from the process group.
+    """
+
+    def __init__(
+        self, lengths: Sequence[int], *, max_tokens: int, train: bool, seed: int,
+        num_replicas: int | None = None, rank: int | None = None,
+    ) -> None:
+        world, this_rank = distributed_world()
+        self.lengths, self.max_tokens, self.train, self.seed = list(lengths), max_tokens, train, seed
+        self.num_replicas = world if num_replicas is None else num_replicas
+        self.rank = this_rank if rank is None else rank
+        self.sampler = _Epoch()
+
+    def set_epoch(self, epoch: int) -> None:
+        self.sampler.set_epoch(epoch)
+
+    def batches(self) -> list[list[int]]:
+        """All batches of this epoch (before sharding)."""
+        rng = random.Random(self.seed * 100_003 + self.sampler.epoch)
+        ties = [rng.random() for _ in self.lengths] if self.train else list(range(len(self.lengths)))
+        order = sorted(range(len(self.lengths)), key=lambda i: (self.lengths[i], ties[i]))
+        out: list[list[int]] = []
+        current: list[int] = []
+        longest = 0
+        for i in order:
+            if current and max(longest, self.lengths[i]) * (len(current) + 1) > self.max_tokens:
+                out.append(current)
+                current, longest = [], 0
+            current.append(i)
+            longest = max(longest, self.lengths[i])
+        if current:
+            out.append(current)
+        if self.train:
+            rng.shuffle(out)
+        return out
+
+    def _shard(self) -> list[list[int]]:
+        batches, w = self.batches(), self.num_replicas
+        if self.train and batches:
+            total = math.ceil(len(batches) / w) * w
+            batches = (batches * math.ceil(total / len(batches)))[:total]
+        return batches[self.rank :: w]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return iter(self._shard())
+
+    def __len__(self) -> int:
+        return len(self._shard())
+
+
+class TranslationData(L.LightningDataModule):
+    """Parallel text -> :class:`datamodules.batching.Seq2SeqBatch` (src (B, S), tgt (B, T) with BOS/EOS).
+
+    Loaders shard themselves under DDP (``build_dataloader``): a seeded ``DistributedSampler`` for
+    train, an exactly-once ``UnpaddedShardSampler`` for val/test.
+
+    Args:
+        source: multi30k | iwslt14 | wmt14 | files.
+        src_lang / tgt_lang: language codes (file suffixes; Multi30k has de, en, fr, cs).
+        data_dir: downloads, extracted corpora and SentencePiece models.
+        train_path / val_path / test_path: ``files`` source: a table file or a plain-text prefix.
+        src_column / tgt_column: column (or JSON key) names in table files.
+        tokenizer: bpe | unigram (SentencePiece) | word.
+        vocab_size: size of each vocabulary, the 4 special ids included (known at init, so the CLI
+            links src/tgt vocabulary sizes to the model before any data exists).
+        shared_vocab: one vocabulary trained on both sides (needed for ``tying=all``) or one per side.
+        max_len: training pairs with more tokens than this on either side are dropped (val/test never).
+        max_tokens: if set, batches hold at most this many padded tokens (length-bucketed,
+            :class:`TokenBudgetBatchSampler`) instead of ``batch_size`` pairs.
+        train_size / val_size / test_size: caps (``None``: all); train is a seeded random subset,
+            val/test their first examples.
+        batch_size: pairs per batch (per rank). seed: subset and shuffle seed. num_workers: loader workers.
+    """
+
+    def __init__(
+        self,
+        *,
+        source: TranslationSource = "multi30k",
+        src_lang: str = "de",
+        tgt_lang: str = "en",
+        data_dir: str = "data",
+        train_path: str | None = None,
+        val_path: str | None = None,
+        test_path: str | None = None,
+        src_column: str = "src",
+        tgt_column: str = "tgt",
+        tokenizer: Tokenization = "bpe",
+        vocab_size: int = 8000,
+        shared_vocab: bool = True,
+        max_len: int = 128,
+        max_tokens: int | None = None,
+        train_size: int | None = None,
+        val_size: int | None = None,
+        test_size: int | None = None,
+        batch_size: int = 64,
+        seed: int = 1234,
+        num_workers: int = 0,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.source: TranslationSource = source
+        self.data_dir = Path(data_dir)
+        self.sizes: dict[str, int | None] = {"train": train_size, "val": val_size, "test": test_size}
+        if source == "files" and not (train_path and val_path and test_path):
+            raise UsageError("source=files needs --data.init_args.train_path, val_path and test_path")
+        if vocab_size <= N_SPECIAL or src_lang == tgt_lang:
+            raise UsageError(f"need vocab_size > {N_SPECIAL} and two languages, got {vocab_size}, "
+                             f"{src_lang}-{tgt_lang}")
+        for split, size in self.sizes.items():
+            if size is not None and size < 1:
+                raise UsageError(f"{split}_size must be >= 1 (or null for all), got {size}")
+        if max_tokens is not None and max_tokens < 1:
+            raise UsageError(f"max_tokens must be >= 1 (or null for batch_size batches), got {max_tokens}")
+        self.texts: dict[str, list[TextPair]] = {}
+        self.tokenizers: tuple[Tokenizer, Tokenizer] | None = None
+        self.datasets: dict[str, list[tuple[list[int], list[int]]]] = {}
+
+    @property
+    def src_vocab_size(self) -> int:
+        """Source vocabulary size (an init argument; the CLI links it to the model)."""
+        return self.hparams.vocab_size
+
+    @property
+    def tgt_vocab_size(self) -> int:
+        """Target vocabulary size (an init argument; the CLI links it to the model)."""
+        return self.hparams.vocab_size
+
+    # ----------------------------------------------------------------- raw text
+    def raw_splits(self) -> dict[str, list[TextPair]]:
+        """Text pairs of every split (downloading Multi30k first if needed)."""
+        if not self.texts:
+            texts = {split: self._read(split) for split in ("train", "val", "test")}
+            for split, pairs in texts.items():
+                if not pairs:
+                    raise UsageError(f"translation data ({self.source}): the {split} split is empty")
+            train = list(texts["train"])
+            random.Random(self.hparams.seed).shuffle(train)
+            cap = self.sizes
+            self.texts = {"train": train[: cap["train"]], "val": texts["val"][: cap["val"]],
+                          "test": texts["test"][: cap["test"]]}
+        return self.texts
+
+    def _read(self, split: Split) -> list[TextPair]:
+        hp = self.hparams
+        langs = (hp.src_lang, hp.tgt_lang)
+        if self.source == "multi30k":
+            root = extract(fetch(MULTI30K[split], cache_dir=self.data_dir / "downloads"),
+                           self.data_dir / "multi30k" / split)
+            return read_parallel(*(_find(root, f"{MULTI30K_PREFIX[split]}.{lang}") for lang in langs))
+        if self.source in ("iwslt14", "wmt14"):
+            prefix = self.data_dir / self.source / PREPARED_PREFIX[split]
+            if not prefix.with_name(f"{prefix.name}.{hp.src_lang}").is_file():
+                raise UsageError(
+                    f"{self.source} is not downloaded automatically: run fairseq's examples/translation/"
+                    f"prepare-{'iwslt14' if self.source == 'iwslt14' else 'wmt14en2de'}.sh without its BPE step "
+                    f"and put train|valid|test.{{{hp.src_lang},{hp.tgt_lang}}} in {prefix.parent} "
+                    "(or use source=files)"
+                )
+            return read_parallel(*(prefix.with_name(f"{prefix.name}.{lang}") for lang in langs))
+        path = Path({"train": hp.train_path, "val": hp.val_path, "test": hp.test_path}[split])
+        if path.suffix.lower() in (".tsv", ".csv", ".jsonl"):
+            return [(s, t) for _, (s, t) in read_records(path, fields=(hp.src_column, hp.tgt_column))]
+        return read_parallel(*(path.with_name(f"{path.name}.{lang}") for lang in langs))
+
+    # ----------------------------------------------------------------- tokenizers
+    def _vocab_jobs(self) -> list[tuple[str, list[str]]]:
+        """(model name, training texts) per vocabulary: one shared, or one per side."""
+        hp, train = self.hparams, self.raw_splits()["train"]
+        base = f"{self.source}-{hp.src_lang}{hp.tgt_lang}"
+        if hp.shared_vocab:
+            return [(f"{base}-shared", [s for s, _ in train] + [t for _, t in train])]
+        return [(f"{base}-{hp.src_lang}", [s for s, _ in train]), (f"{base}-{hp.tgt_lang}", [t for _, t in train])]
+
+    def prepare_data(self) -> None:
+        """Download/extract (Multi30k) and train SentencePiece once; keeps no state for other ranks."""
+        for name, texts in self._vocab_jobs():
+            prepare_tokenizer(self.hparams.tokenizer, texts, cache_dir=self.data_dir / "tokenizers", name=name,
+                              vocab_size=self.hparams.vocab_size)
+
+    def setup(self, stage: str) -> None:
+        """Load the tokenizers and encode every split, identically on every rank."""
+        if self.datasets:
+            return
+        hp = self.hparams
+        toks = [load_tokenizer(hp.tokenizer, texts, cache_dir=self.data_dir / "tokenizers", name=name,
+                               vocab_size=hp.vocab_size) for name, texts in self._vocab_jobs()]
+        self.tokenizers = (toks[0], toks[-1])
+        src_tok, tgt_tok = self.tokenizers
+        for split, pairs in self.raw_splits().items():
+            encoded = [(src_tok.encode(s) or [UNK], tgt_tok.encode(t)) for s, t in pairs]
+            if split == "train":
+                encoded = [p for p in encoded if len(p[0]) <= hp.max_len and len(p[1]) <= hp.max_len]
+            self.datasets[split] = encoded
+
+    def _loader(self, split: Split) -> DataLoader:
+        hp, data = self.hparams, self.datasets[split]
+        if hp.max_tokens is not None:
+            lengths = [max(len(s), len(t) + 2) for s, t in data]
+            batches = TokenBudgetBatchSampler(lengths, max_tokens=hp.max_tokens, train=split == "train", seed=hp.seed)
+            return DataLoader(data, batch_sampler=batches, num_workers=hp.num_workers,  # type: ignore[arg-type]
+                              collate_fn=collate_pairs, persistent_workers=hp.num_workers > 0)
+        return build_dataloader(self.datasets[split], train=split == "train", batch_size=hp.batch_size,  # type: ignore[arg-type]
+                                seed=hp.seed, num_workers=hp.num_workers, collate_fn=collate_pairs)
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train")
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("val")
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test")
+
+    def predict_dataloader(self) -> DataLoader:
+        return self._loader("test")
+
+    def _decode(self, side: int, ids: Sequence[int] | Tensor) -> str:
+        if self.tokenizers is None:
+            raise RuntimeError("decoding needs setup() first (the tokenizers are loaded there)")
+        return self.tokenizers[side].decode(ids.tolist() if isinstance(ids, Tensor) else list(ids))
+
+    def decode_tokens(self, ids: Sequence[int] | Tensor) -> str:
+        """Target ids -> detokenized text (stops at EOS, drops PAD/BOS): what BLEU compares."""
+        return self._decode(1, ids)
+
+    def decode_source(self, ids: Sequence[int] | Tensor) -> str:
+        """Source ids -> detokenized text (for figure labels with separate vocabularies)."""
+        return self._decode(0, ids)
+
+    def token_labels(self, ids: Sequence[int] | Tensor, *, side: Literal["src", "tgt"]) -> list[str]:
+        """One label per id up to the first EOS (PAD/BOS dropped): attention-figure tick labels."""
+        if self.tokenizers is None:
+            raise RuntimeError("token_labels needs setup() first (the tokenizers are loaded there)")
+        tok = self.tokenizers[0 if side == "src" else 1]
+        seq = ids.tolist() if isinstance(ids, Tensor) else list(ids)
+        if EOS in seq:
+            seq = seq[: seq.index(EOS)]
+        return [tok.piece(i) for i in seq if i not in (PAD, BOS)]

@@ -1,0 +1,330 @@
+"""Text classification (sentiment): a recurrent or Transformer encoder, a pooling, a linear head.
+
+The question it answers: how should a sequence of states become one decision? ``--model.pooling``
+is last | mean | max | attention | cls (``lit_models.blocks.pooling``); attention pooling follows
+Yang et al. 2016 (HAN word attention) / Lin et al. 2017 (one hop) and its weights are drawn as
+token-importance figures. Metrics (``val/acc``, ``val/f1`` macro-F1, ``val/loss`` and ``test/*``)
+are torchmetrics states summed across DDP ranks at ``compute()``, so with the exactly-once eval
+sampler every example counts once. Figures go to ``<trainer.default_root_dir>/figures/``
+(the run directory under the CLI) and to W&B when a WandbLogger is attached.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+import lightning as L
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from lightning.pytorch.loggers import WandbLogger  # noqa: E402
+from torch import Tensor, nn  # noqa: E402
+from torchmetrics import MeanMetric  # noqa: E402
+from torchmetrics.classification import (  # noqa: E402
+    MulticlassAccuracy,
+    MulticlassConfusionMatrix,
+    MulticlassF1Score,
+)
+
+from datamodules.batching import PAD  # noqa: E402
+from lit_models.axes import AttnScale, Cell, EncoderFamily, LRSchedule, Norm, Positions  # noqa: E402
+from lit_models.blocks.encoder_decoder import Encoder, TokenEmbedding  # noqa: E402
+from lit_models.blocks.pooling import POOLINGS, PREPENDS_CLS, Pooling  # noqa: E402
+from lit_models.blocks.positions import POSITIONS, NoPositions  # noqa: E402
+from lit_models.blocks.recurrent import RecurrentEncoder  # noqa: E402
+from lit_models.blocks.transformer import FINAL_NORM, EncoderLayer  # noqa: E402
+from lit_models.errors import UsageError  # noqa: E402
+from lit_models.schedules import LR_SCHEDULES  # noqa: E402
+
+FIGURE_EXAMPLES = 2
+
+
+class ClassifierOut(NamedTuple):
+    """logits (B, C); weights (B, S) per input token (pooling weights, CLS removed) or None."""
+
+    logits: Tensor
+    weights: Tensor | None
+
+
+class RecurrentStates(nn.Module):
+    """Embedded tokens (B, S, E) -> recurrent outputs (B, S, dirs·H), zero at padding."""
+
+    def __init__(self, *, encoder: RecurrentEncoder, dropout: float) -> None:
+        super().__init__()
+        self.encoder, self.drop = encoder, nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        return self.encoder(self.drop(x), mask).outputs
+
+
+class TransformerStates(nn.Module):
+    """Embedded tokens (B, S, D) -> positions, dropout, encoder stack -> (B, S, D)."""
+
+    def __init__(self, *, positions: NoPositions, encoder: Encoder, dropout: float) -> None:
+        super().__init__()
+        self.positions, self.encoder, self.drop = positions, encoder, nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        x = self.drop(self.positions(x))
+        return self.encoder(x, mask=mask[:, None, None, :], rotary=self.positions.rotary)[0]  # (B, S, D)
+
+
+class TextClassifierNet(nn.Module):
+    """embed -> [prepend CLS] -> encoder states -> pooling -> dropout -> linear.
+
+    Args:
+        embed: ids (B, S) -> (B, S, E). states: (x, mask) -> (B, S, D). pooling: a ``POOLINGS`` module.
+        head: D -> C. cls_dim: E to prepend a learned [CLS] vector, None otherwise. dropout: before the head.
+    """
+
+    def __init__(
+        self, *, embed: nn.Module, states: nn.Module, pooling: nn.Module, head: nn.Linear, cls_dim: int | None,
+        dropout: float,
+    ) -> None:
+        super().__init__()
+        self.embed, self.states, self.pooling, self.head = embed, states, pooling, head
+        self.cls = None if cls_dim is None else nn.Parameter(torch.randn(cls_dim) * cls_dim**-0.5)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, tokens: Tensor) -> ClassifierOut:
+        """tokens (B, S) right-padded ids -> :class:`ClassifierOut`."""
+        mask = tokens != PAD  # (B, S)
+        x = self.embed(tokens)  # (B, S, E)
+        if self.cls is not None:
+            x = torch.cat([self.cls.to(x.dtype).expand(x.size(0), 1, -1), x], dim=1)  # (B, 1+S, E)
+            mask = torch.cat([mask.new_ones(mask.size(0), 1), mask], dim=1)
+        pooled, weights = self.pooling(self.states(x, mask), mask)  # (B, D), (B, S') | None
+        if weights is not None and self.cls is not None:
+            weights = weights[:, 1:]
+        return ClassifierOut(self.head(self.drop(pooled)), weights)
+
+
+def build_classifier(
+    *, vocab_size: int, num_classes: int, encoder: EncoderFamily, pooling: Pooling, cell: Cell, embed_dim: int,
+    hidden_size: int, num_layers: int, bidirectional: bool, d_model: int, heads: int, d_ff: int, norm: Norm,
+    positions: Positions, attn_scale: AttnScale, max_positions: int, attn_size: int, dropout: float,
+) -> TextClassifierNet:
+    """Wire a classifier (belongs in ``builders.py``): recurrent (Yang et al. 2016 word level) or
+    Transformer encoder (Vaswani et al. 2017 encoder; Devlin et al. 2019 for ``cls``) + pooling."""
+    if encoder == "recurrent":
+        if pooling == "cls" and not bidirectional:
+            raise UsageError("pooling=cls with a unidirectional recurrent encoder reads a state that has seen "
+                             "only the [CLS] token; use bidirectional=true or encoder=transformer")
+        rnn = RecurrentEncoder(cell=cell, input_size=embed_dim, hidden_size=hidden_size, num_layers=num_layers,
+                               bidirectional=bidirectional, dropout=dropout)
+        embed: nn.Module = nn.Embedding(vocab_size, embed_dim, padding_idx=PAD)
+        states: nn.Module = RecurrentStates(encoder=rnn, dropout=dropout)
+        width, directions, cls_dim = rnn.output_size, 2 if bidirectional else 1, embed_dim
+    else:
+        if d_model % heads:
+            raise UsageError(f"d_model={d_model} is not divisible by heads={heads}")
+        layers = [EncoderLayer(d_model=d_model, heads=heads, d_ff=d_ff, dropout=dropout, attn_dropout=0.0,
+                               norm=norm, attn_scale=attn_scale) for _ in range(num_layers)]
+        stack = Encoder(layers=layers, final_norm=nn.LayerNorm(d_model) if FINAL_NORM[norm] else None)
+        pos = POSITIONS[positions](d_model=d_model, d_head=d_model // heads, max_len=max_positions)
+        embed = TokenEmbedding(vocab_size=vocab_size, d_model=d_model)
+        states = TransformerStates(positions=pos, encoder=stack, dropout=dropout)
+        width, directions, cls_dim = d_model, 1, d_model
+    return TextClassifierNet(
+        embed=embed, states=states, head=nn.Linear(width, num_classes),
+        pooling=POOLINGS[pooling](d_in=width, attn_size=attn_size, directions=directions),
+        cls_dim=cls_dim if PREPENDS_CLS[pooling] else None, dropout=dropout,
+    )
+
+
+class SentimentClassifier(L.LightningModule):
+    """Sequence classifier with the encoder and the pooling as ablation axes.
+
+    Arguments of the encoder not chosen by ``encoder`` are unused (kept flat for sweeps).
+
+    Args:
+        src_vocab_size: input vocabulary size (linked from the datamodule by the CLI).
+        num_classes: C; must equal the datamodule's ``num_classes`` (checked in ``setup``).
+        encoder: recurrent | transformer. pooling: last | mean | max | attention | cls.
+        cell, embed_dim, hidden_size, bidirectional: recurrent encoder (H per direction).
+        num_layers: recurrent layers or Transformer encoder layers.
+        d_model, heads, d_ff, norm, positions, attn_scale, max_positions: Transformer encoder.
+        attn_size: size of u_t in attention pooling (Yang et al. 2016).
+        dropout: on embeddings, between layers, before the head.
+        lr, weight_decay: AdamW. lr_schedule, warmup_steps: see ``lit_models.schedules``.
+    """
+
+    def __init__(
+        self, *, src_vocab_size: int, num_classes: int = 2, encoder: EncoderFamily = "recurrent",
+        pooling: Pooling = "attention", cell: Cell = "lstm", embed_dim: int = 64, hidden_size: int = 64,
+        num_layers: int = 1, bidirectional: bool = True, d_model: int = 64, heads: int = 4, d_ff: int = 256,
+        norm: Norm = "pre", positions: Positions = "sinusoidal", attn_scale: AttnScale = "sqrt_dk",
+        max_positions: int = 512, attn_size: int = 64, dropout: float = 0.1, lr: float = 3e-3,
+        weight_decay: float = 0.0, lr_schedule: LRSchedule = "constant", warmup_steps: int = 0,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        hp = self.hparams
+        self.net = build_classifier(
+            vocab_size=src_vocab_size, num_classes=num_classes, encoder=encoder, pooling=pooling, cell=cell,
+            embed_dim=embed_dim, hidden_size=hidden_size, num_layers=num_layers, bidirectional=bidirectional,
+            d_model=d_model, heads=heads, d_ff=d_ff, norm=norm, positions=positions, attn_scale=attn_scale,
+            max_positions=max_positions, attn_size=attn_size, dropout=dropout,
+        )
+        self.metrics = nn.ModuleDict({split: nn.ModuleDict({
+            "acc": MulticlassAccuracy(num_classes=hp.num_classes, average="micro"),
+            "f1": MulticlassF1Score(num_classes=hp.num_classes, average="macro"),
+            "loss": MeanMetric(),
+            "confusion": MulticlassConfusionMatrix(num_classes=hp.num_classes),
+        }) for split in ("val", "test")})
+        self.importance_batch: Tensor | None = None  # (N, S) fixed validation examples, with their labels
+        self.importance_labels: Tensor | None = None
+        self.tokens_seen = 0
+        self.diverged_at: int | None = None
+
+    def setup(self, stage: str) -> None:
+        """Fail early, in one line, when the data's classes disagree with ``num_classes``."""
+        dm = self.trainer.datamodule if self._trainer is not None else None
+        n = getattr(dm, "num_classes", None)
+        if n is not None and n != self.hparams.num_classes:
+            raise UsageError(f"the data has {n} classes but --model.init_args.num_classes={self.hparams.num_classes}")
+
+    def forward(self, tokens: Tensor) -> ClassifierOut:
+        return self.net(tokens)
+
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor | None:
+        tokens, labels = batch
+        logits = self.net(tokens).logits
+        loss = F.cross_entropy(logits.float(), labels)
+        if not torch.isfinite(loss):
+            self.diverged_at = int(self.global_step)
+            self.trainer.should_stop = True
+            return None
+        self.tokens_seen += int((tokens != PAD).sum())
+        self.log("train/loss", loss, prog_bar=True, batch_size=labels.numel())
+        self.log("train/acc", (logits.argmax(-1) == labels).float().mean(), batch_size=labels.numel())
+        return loss
+
+    def _evaluate(self, batch: tuple[Tensor, Tensor], split: str) -> None:
+        tokens, labels = batch
+        logits = self.net(tokens).logits
+        m = self.metrics[split]
+        m["loss"].update(F.cross_entropy(logits.float(), labels), weight=labels.numel())
+        preds = logits.argmax(-1)
+        for name in ("acc", "f1", "confusion"):
+            m[name].update(preds, labels)
+
+    def _log_split(self, split: str) -> Tensor:
+        """Compute (a collective on every rank), log scalars, reset; returns the confusion matrix."""
+        m = self.metrics[split]
+        values = {f"{split}/{k}": m[k].compute() for k in ("acc", "f1", "loss")}
+        confusion = m["confusion"].compute()
+        for metric in m.values():
+            metric.reset()
+        self.log_dict(values, prog_bar=True)
+        return confusion
+
+    def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
+        if self.importance_batch is None and batch_idx == 0:
+            self.importance_batch = batch[0][:FIGURE_EXAMPLES].cpu()
+            self.importance_labels = batch[1][:FIGURE_EXAMPLES].cpu()
+        self._evaluate(batch, "val")
+
+    def on_validation_epoch_end(self) -> None:
+        confusion = self._log_split("val")
+        if self.trainer.is_global_zero and not self.trainer.sanity_checking:
+            self._figures("val", confusion)
+
+    def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
+        self._evaluate(batch, "test")
+
+    def on_test_epoch_end(self) -> None:
+        confusion = self._log_split("test")
+        if self.trainer.is_global_zero:
+            self._figures("test", confusion)
+
+    def predict_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> list[str]:
+        """Predicted class names (the datamodule's ``class_names``, else indices as text)."""
+        preds = self.net(batch[0]).logits.argmax(-1).tolist()
+        names = getattr(self.trainer.datamodule, "class_names", None) if self._trainer is not None else None
+        return [names[p] if names else str(p) for p in preds]
+
+    def configure_optimizers(self) -> dict:
+        hp = self.hparams
+        opt = torch.optim.AdamW(self.parameters(), lr=hp.lr, weight_decay=hp.weight_decay)
+        total = max(1, int(self.trainer.estimated_stepping_batches)) if self._trainer else 1
+        fn = LR_SCHEDULES[hp.lr_schedule]
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: fn(s + 1, warmup=hp.warmup_steps, total=total))
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    # ------------------------------------------------------------------ figures (rank 0 only)
+    def _figures(self, split: str, confusion: Tensor) -> None:
+        dm = self.trainer.datamodule
+        names = list(getattr(dm, "class_names", [str(i) for i in range(self.hparams.num_classes)]))
+        fig_dir = Path(self.trainer.default_root_dir) / "figures"
+        fig_dir.mkdir(parents=True, exist_ok=True)
+        fig = plot_confusion(confusion.cpu(), names, title=f"{split} confusion · epoch {self.current_epoch}")
+        paths = {f"{split}/confusion": _save(fig, fig_dir / f"confusion_{split}.png")}
+        if split == "val" and self.importance_batch is not None and hasattr(dm, "decode_tokens"):
+            paths.update(self._importance_figures(fig_dir, names, dm))
+        for logger in self.trainer.loggers:
+            if isinstance(logger, WandbLogger):
+                for key, path in paths.items():
+                    logger.log_image(key=key, images=[str(path)], step=self.global_step)
+
+    @torch.no_grad()
+    def _importance_figures(self, fig_dir: Path, names: list[str], dm: L.LightningDataModule) -> dict[str, Path]:
+        was_training = self.training
+        self.eval()
+        out = self.net(self.importance_batch.to(self.device))
+        self.train(was_training)
+        if out.weights is None:  # last / cls pooling: no per-token reading
+            return {}
+        paths = {}
+        for i, ids in enumerate(self.importance_batch.tolist()):
+            n = sum(t != PAD for t in ids)
+            words = [dm.decode_tokens([t]) or "<unk>" for t in ids[:n]]
+            pred = int(out.logits[i].argmax())
+            title = (f"{self.hparams.pooling} pooling · gold {names[int(self.importance_labels[i])]} · "
+                     f"pred {names[pred]} · epoch {self.current_epoch}")
+            fig = plot_token_importance(out.weights[i, :n].float().cpu(), words, title=title)
+            paths[f"importance/ex{i}"] = _save(fig, fig_dir / f"importance_ex{i}.png")
+        return paths
+
+
+def _save(fig: plt.Figure, path: Path) -> Path:
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return path
+
+
+def plot_confusion(confusion: Tensor, names: list[str], *, title: str) -> plt.Figure:
+    """Row-normalised confusion matrix (rows = gold, colour scale [0, 1]) annotated with counts."""
+    counts = confusion.float()
+    rates = counts / counts.sum(1, keepdim=True).clamp_min(1)
+    k = len(names)
+    fig, ax = plt.subplots(figsize=(1.2 + 0.6 * k, 1.0 + 0.6 * k))
+    image = ax.imshow(rates.numpy(), vmin=0.0, vmax=1.0, cmap="Blues")
+    for r in range(k):
+        for c in range(k):
+            ax.text(c, r, f"{int(counts[r, c])}", ha="center", va="center", fontsize=7,
+                    color="white" if rates[r, c] > 0.5 else "black")
+    ax.set_xticks(range(k), names, rotation=45, fontsize=7)
+    ax.set_yticks(range(k), names, fontsize=7)
+    ax.set_xlabel("predicted", fontsize=7)
+    ax.set_ylabel("gold", fontsize=7)
+    ax.set_title(title, fontsize=8)
+    fig.colorbar(image, ax=ax, shrink=0.7)
+    fig.tight_layout()
+    return fig
+
+
+def plot_token_importance(weights: Tensor, words: list[str], *, title: str) -> plt.Figure:
+    """One bar per input token: its pooling weight (y axis fixed to [0, 1], comparable across runs)."""
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.18 * len(words) + 1.0), 2.6))
+    ax.bar(range(len(words)), weights.numpy(), color="tab:blue")
+    ax.set_ylim(0.0, 1.0)
+    ax.set_xticks(range(len(words)), words, rotation=90, fontsize=6)
+    ax.set_ylabel("weight", fontsize=7)
+    ax.set_title(title, fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,227 @@
+"""Probes: Lightning callbacks that measure what an ablation is about, logged as metrics.
+
+* ``AttentionEntropy``: entropy of every attention map per layer and map type on a fixed
+  validation batch -> ``val/attn_entropy/<map name>`` (nats; 0 = one-hot, log(keys) = uniform).
+* ``GradientNorms``: gradient L2 norm per layer for the first optimizer steps ->
+  ``train/grad_norm/<layer>`` (Xiong et al. 2020 compare exactly this for Post- vs Pre-Norm).
+* ``FreeRunningLoss``: the exposure-bias gap. ``val/loss`` is teacher-forced; this scores the
+  gold targets while the decoder is fed its own greedy predictions through ``net.step()`` ->
+  ``val/free_running_loss`` and ``val/exposure_gap`` (free-running minus teacher-forced loss,
+  both decoded step by step on the same fixed batch).
+
+Each probe checks for the capability it needs (``net.attention_maps``, ``net.encode`` and
+``net.step``, a batch with ``src``/``tgt``) and skips modules without it. Probes compute on
+rank 0 only and log with ``rank_zero_only=True``: no collectives, so they are DDP-safe.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from datamodules.batching import PAD
+
+log = logging.getLogger(__name__)
+
+LAYER = re.compile(r"^(?:net\.)?((?:encoder|decoder)\.layers\.\d+)\.")
+
+
+class FixedBatch:
+    """The first ``size`` examples of the first validation batch (the same every epoch: val is not shuffled)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.src: Tensor | None = None
+        self.tgt: Tensor | None = None
+
+    def capture(self, batch: Any, batch_idx: int, dataloader_idx: int) -> None:
+        """Keep the batch's src/tgt on CPU if this is the first validation batch and it has them."""
+        if self.src is not None or batch_idx != 0 or dataloader_idx != 0:
+            return
+        src, tgt = getattr(batch, "src", None), getattr(batch, "tgt", None)
+        if isinstance(src, Tensor) and isinstance(tgt, Tensor):
+            self.src, self.tgt = src[: self.size].detach().cpu(), tgt[: self.size].detach().cpu()
+
+    def on(self, device: torch.device) -> tuple[Tensor, Tensor] | None:
+        """(src (B, S), tgt (B, T)) on ``device``, or None before a batch was captured."""
+        if self.src is None or self.tgt is None:
+            return None
+        return self.src.to(device), self.tgt.to(device)
+
+
+def _should_probe(trainer: L.Trainer) -> bool:
+    return trainer.is_global_zero and not trainer.sanity_checking
+
+
+class AttentionEntropy(L.Callback):
+    """Mean attention entropy per map (``enc_self/layer1``, ``cross/layer2``, ...) on a fixed batch.
+
+    Entropy H = -sum_k w_k log w_k over the keys of each query row, averaged over heads, real
+    (non-PAD) query rows and examples. Maps come from ``pl_module.net.attention_maps(src, tgt_in)``
+    with the gold decoder input (teacher-forced maps). Rows are masked with the source mask for
+    ``enc*`` maps and the target mask otherwise (the naming convention of ``attention_maps``).
+
+    Args:
+        examples: examples of the first validation batch to use.
+    """
+
+    def __init__(self, *, examples: int = 32) -> None:
+        self.batch = FixedBatch(examples)
+
+    def on_validation_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
+                                batch_idx: int, dataloader_idx: int = 0) -> None:
+        self.batch.capture(batch, batch_idx, dataloader_idx)
+
+    @torch.no_grad()
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        net = getattr(pl_module, "net", None)
+        data = self.batch.on(pl_module.device)
+        if not _should_probe(trainer) or data is None or not callable(getattr(net, "attention_maps", None)):
+            return
+        src, tgt = data
+        tgt_in = tgt[:, :-1]
+        for name, weights in net.attention_maps(src, tgt_in).items():
+            if weights is None or weights.dim() != 4:
+                continue
+            value = attention_entropy(weights, query_mask=_query_mask(name, weights, src, tgt_in))
+            if torch.isnan(value):  # no row is a distribution (e.g. attention "none" returns zeros)
+                continue
+            pl_module.log(f"val/attn_entropy/{name}", value, rank_zero_only=True, batch_size=src.size(0))
+
+
+def _query_mask(name: str, weights: Tensor, src: Tensor, tgt_in: Tensor) -> Tensor:
+    """(B, Tq) bool: real query rows of a (B, H, Tq, Tk) map."""
+    tq = weights.size(2)
+    if name.startswith("enc") and tq == src.size(1):
+        return src != PAD
+    if tq == tgt_in.size(1):
+        return tgt_in != PAD
+    return torch.ones(weights.shape[0], tq, dtype=torch.bool, device=weights.device)
+
+
+def attention_entropy(weights: Tensor, *, query_mask: Tensor) -> Tensor:
+    """Mean entropy (nats) of attention rows; nan when no row qualifies.
+
+    Args:
+        weights: (B, H, Tq, Tk) rows summing to 1 (zeros on masked keys: 0 log 0 = 0). Rows that
+            do not sum to 1 (an all-zero map of an arm without attention) are left out.
+        query_mask: (B, Tq) bool, True for rows to average.
+    """
+    w = weights.float()
+    h = -torch.special.xlogy(w, w).sum(-1)  # (B, H, Tq)
+    keep = query_mask[:, None, :].expand_as(h) & ((w.sum(-1) - 1.0).abs() < 1e-3)
+    return h[keep].mean() if keep.any() else h.new_tensor(float("nan"))
+
+
+class GradientNorms(L.Callback):
+    """Gradient L2 norm per layer for the first ``steps`` optimizer steps (after backward, before clipping).
+
+    Parameters are grouped by ``net.encoder.layers.{i}`` / ``net.decoder.layers.{i}``; the rest
+    by their first two name components under ``net`` (embeddings, generator, recurrent stacks).
+    Logged as ``train/grad_norm/<group>`` and ``train/grad_norm/total``. Under DDP the gradients
+    are already averaged across ranks here, so rank 0's value is the global one.
+
+    Args:
+        steps: number of initial optimizer steps to log.
+    """
+
+    def __init__(self, *, steps: int = 50) -> None:
+        self.steps = steps
+
+    def on_after_backward(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.global_step >= self.steps or not trainer.is_global_zero:
+            return
+        norms = layer_grad_norms(pl_module)
+        for group, value in norms.items():
+            pl_module.log(f"train/grad_norm/{group}", value, on_step=True, on_epoch=False, rank_zero_only=True)
+
+
+def parameter_group(name: str) -> str:
+    """``net.encoder.layers.3.ff.w1.weight`` -> ``encoder.layers.3``; ``net.src_embed.table.weight`` ->
+    ``src_embed.table``."""
+    match = LAYER.match(name)
+    if match:
+        return match.group(1)
+    parts = name.split(".")
+    parts = parts[1:] if parts[0] == "net" else parts
+    return ".".join(parts[:2]) if len(parts) > 2 else parts[0]
+
+
+def layer_grad_norms(module: torch.nn.Module) -> dict[str, float]:
+    """L2 norm of the gradient of each parameter group, plus ``total``; parameters without grad are skipped."""
+    sq: dict[str, float] = {}
+    for name, p in module.named_parameters():
+        if p.grad is None:
+            continue
+        group = parameter_group(name)
+        sq[group] = sq.get(group, 0.0) + float(p.grad.detach().float().pow(2).sum())
+    if not sq:
+        return {}
+    return {**{g: v**0.5 for g, v in sq.items()}, "total": sum(sq.values()) ** 0.5}
+
+
+class FreeRunningLoss(L.Callback):
+    """Exposure bias: loss of the gold targets when the decoder is fed its own greedy tokens.
+
+    Decodes a fixed validation batch twice through ``net.step()``: fed the gold previous token
+    (teacher forcing) and fed its own argmax (free running). Logs ``val/free_running_loss`` and
+    ``val/exposure_gap`` = free-running minus teacher-forced loss, both with the module's
+    label smoothing so the gap compares like with like (Ranzato et al. 2016; Bengio et al. 2015).
+
+    Args:
+        examples: examples of the first validation batch to use.
+    """
+
+    def __init__(self, *, examples: int = 32) -> None:
+        self.batch = FixedBatch(examples)
+
+    def on_validation_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
+                                batch_idx: int, dataloader_idx: int = 0) -> None:
+        self.batch.capture(batch, batch_idx, dataloader_idx)
+
+    @torch.no_grad()
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        net = getattr(pl_module, "net", None)
+        data = self.batch.on(pl_module.device)
+        if not _should_probe(trainer) or data is None or not all(
+            callable(getattr(net, a, None)) for a in ("encode", "step")
+        ):
+            return
+        src, tgt = data
+        eps = float(getattr(pl_module.hparams, "label_smoothing", 0.0) or 0.0)
+        teacher = stepwise_loss(net, src, tgt, feed="gold", label_smoothing=eps)
+        free = stepwise_loss(net, src, tgt, feed="own", label_smoothing=eps)
+        pl_module.log("val/free_running_loss", free, rank_zero_only=True, batch_size=src.size(0))
+        pl_module.log("val/exposure_gap", free - teacher, rank_zero_only=True, batch_size=src.size(0))
+
+
+def stepwise_loss(net: Any, src: Tensor, tgt: Tensor, *, feed: str, label_smoothing: float = 0.0) -> Tensor:
+    """Cross-entropy of the gold labels ``tgt[:, 1:]`` over a step-by-step decode.
+
+    Args:
+        net: implements ``encode(src) -> state`` and ``step(prev (B,), state) -> (logits (B, V), state)``.
+        src: (B, S) source ids. tgt: (B, T) ``[BOS, y.., EOS, PAD..]``.
+        feed: ``gold`` feeds ``tgt[:, t]`` at step t (teacher forcing); ``own`` feeds the previous argmax.
+    """
+    tgt_in, labels = tgt[:, :-1], tgt[:, 1:]
+    state = net.encode(src)
+    prev, logits = tgt_in[:, 0], []
+    for t in range(tgt_in.size(1)):
+        step_logits, state = net.step(prev, state)  # (B, V)
+        logits.append(step_logits)
+        if t + 1 < tgt_in.size(1):
+            prev = tgt_in[:, t + 1] if feed == "gold" else step_logits.argmax(-1)
+    stacked = torch.stack(logits, dim=1)  # (B, T, V)
+    return F.cross_entropy(stacked.float().flatten(0, 1), labels.flatten(), ignore_index=PAD,
+                           label_smoothing=label_smoothing)
+
+
+def default_probes() -> list[L.Callback]:
+    """The probes the CLI attaches to every fit (each skips modules that lack what it needs)."""
+    return [AttentionEntropy(), GradientNorms(), FreeRunningLoss()]

@@ -24,6 +24,7 @@ from lightning.pytorch.loggers import WandbLogger
 from lit_models.blocks.decoding import DecodeConfig
 from lit_models.errors import UsageError, condense_parser_error
 from lit_models.figures import AttentionFigures
+from lit_models.probes import default_probes
 from lit_models.run import (
     RunOptions,
     RunSummary,
@@ -116,6 +117,7 @@ class AttnlabCLI(LightningCLI):
             RunSummary(run_dir=self.run_dir, seed=seed if isinstance(seed, int) else None,
                        subcommand=self.subcommand),
             AttentionFigures(run_dir=self.run_dir),
+            *default_probes(),
         ]
         trainer_cfg = dict(self.config_init[self.subcommand]["trainer"])
         trainer_cfg["callbacks"] = list(trainer_cfg.get("callbacks") or []) + callbacks
@@ -156,7 +158,12 @@ def _report(run_dir: Path, trainer: L.Trainer) -> None:
 
 
 def main(args: list[str] | None = None) -> None:
-    """Entry point of the ``attnlab`` console script."""
+    """Entry point of the ``attnlab`` console script: fit/validate/test/predict, or sweep/report/demo."""
+    from ablations.commands import dispatch
+
+    code = dispatch(sys.argv[1:] if args is None else list(args))
+    if code is not None:
+        raise SystemExit(code)
     try:
         AttnlabCLI(
             L.LightningModule,

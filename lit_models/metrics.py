@@ -83,6 +83,7 @@ def build_seq2seq_metrics() -> nn.ModuleDict:
     """token_acc (teacher-forced), exact_match and BLEU (free-running), per-length exact match."""
     return nn.ModuleDict(
         {
+            "loss": Ratio(),  # token-weighted mean of the teacher-forced loss (exact under DDP)
             "token_acc": Ratio(),
             "exact_match": Ratio(),
             "bleu": SacreBLEUScore(tokenize="13a"),

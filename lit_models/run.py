@@ -168,7 +168,8 @@ class RunSummary(L.Callback):
         summary.update(
             run_dir=str(self.run_dir), seed=self.seed, git_commit=git_commit(), metrics=metrics,
             parameters=sum(p.numel() for p in pl_module.parameters() if p.requires_grad),
-            model=type(pl_module).__name__, global_step=int(trainer.global_step), **fields,
+            model=type(pl_module).__name__, global_step=max(int(trainer.global_step), summary.get("global_step", 0)),
+            **fields,
         )
         ckpt = trainer.checkpoint_callback
         if ckpt is not None and getattr(ckpt, "best_model_score", None) is not None:

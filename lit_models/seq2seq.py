@@ -122,9 +122,9 @@ class Seq2SeqModule(L.LightningModule):
         tgt_in, labels = tgt[:, :-1], tgt[:, 1:]
         logits, _ = self.net.teacher_forward(self.net.encode(src), tgt_in)
         loss = label_smoothed_loss(logits, labels, eps=self.hparams.label_smoothing)
-        self.log(f"{split}/loss", loss, prog_bar=True, batch_size=src.size(0), sync_dist=True)
         keep = labels != PAD
         m = self.metrics[split]
+        m["loss"].update(loss.detach() * keep.sum(), keep.sum())
         m["token_acc"].update((logits.argmax(-1) == labels) & keep, keep.sum())
         pred = self.generate(src)
         correct = sequences_equal(pred, labels)

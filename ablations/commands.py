@@ -1,0 +1,183 @@
+"""``attnlab sweep | report | demo``: run a sweep offline, write the comparison report, or both
+for the attention-bottleneck question at quick scale.
+
+    attnlab sweep sweeps/norm.yaml --scale quick --root runs      # every trial, offline
+    attnlab sweep sweeps/norm.yaml --dry-run --count 4            # print the trials' commands
+    attnlab report runs                                           # runs/<sweep>/report.md + PNGs
+    attnlab demo                                                  # ≈10 min on 2 CPU cores
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+from ablations.questions import QUESTIONS, SWEEPS_DIR
+
+log = logging.getLogger(__name__)
+DEMO_QUESTION = "attention_bottleneck"
+
+
+def _sweep_path(arg: str) -> Path:
+    """A sweep file path, or a bare sweep name resolved under ``sweeps/``."""
+    path = Path(arg)
+    if path.is_file():
+        return path
+    candidate = SWEEPS_DIR / f"{arg.removesuffix('.yaml')}.yaml"
+    if candidate.is_file():
+        return candidate
+    raise FileNotFoundError(f"no sweep file {arg!r} (and no sweeps/{candidate.name}); "
+                            f"known questions: {', '.join(QUESTIONS)}")
+
+
+def sweep_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="attnlab sweep", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run a W&B sweep file offline: W&B's own sweeps engine proposes each trial and the trial runs "
+                    "as a subprocess with exactly the command `wandb agent` would run, plus --run.root/experiment/"
+                    "name so every trial lands in ROOT/<sweep name>/<trial name>/. Re-running skips trials whose "
+                    "summary.json says finished or diverged; failed trials are recorded and retried next time.",
+        epilog="Online instead: wandb sweep SWEEP.yaml && wandb agent ENTITY/PROJECT/ID (from the repo root).")
+    p.add_argument("sweep", help="sweep YAML file (or a name under sweeps/, e.g. 'norm')")
+    p.add_argument("--count", type=int, default=None,
+                   help="start at most N trials (required for random/bayes unless the file sets run_cap)")
+    p.add_argument("--dry-run", action="store_true", help="print the trials' commands without running them")
+    p.add_argument("--scale", choices=("quick", "full"), default="full",
+                   help="quick: append the question's small-data overrides (a trial takes well under a minute on "
+                        "a CPU core); full: the config as written (default)")
+    p.add_argument("--root", default="runs", help="runs directory (default: runs)")
+    p.add_argument("--jobs", type=int, default=1, help="trials run at once (default 1)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="OMP/MKL threads per trial (default: 1 with --scale quick or --jobs > 1, else inherited)")
+    p.add_argument("--timeout", type=float, default=None, help="stop a trial after this many seconds")
+    p.add_argument("--seed", type=int, default=0, help="seed of the engine's proposals (random/bayes)")
+    p.add_argument("--report", action="store_true", help="write ROOT/<sweep name>/report.md when done")
+    return p
+
+
+def _threads(args: argparse.Namespace) -> int | None:
+    if args.threads is not None:
+        return args.threads
+    busy = args.scale == "quick" or args.jobs > 1
+    return 1 if busy and "OMP_NUM_THREADS" not in os.environ else None
+
+
+def sweep_main(argv: list[str]) -> int:
+    """``attnlab sweep``: exit 0 when no trial failed, 1 when one did, 2 for a bad sweep file."""
+    from ablations.runner import SweepError, load_sweep, make_plan, run_sweep
+
+    args = sweep_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        sweep = load_sweep(_sweep_path(args.sweep))
+        plan = make_plan(sweep, root=args.root, scale=args.scale, threads=_threads(args))
+        outcomes = run_sweep(plan, count=args.count, dry_run=args.dry_run, jobs=args.jobs, timeout_s=args.timeout,
+                             seed=args.seed)
+    except (SweepError, FileNotFoundError) as err:
+        print(f"attnlab sweep: error: {err}", file=sys.stderr)
+        return 2
+    counts: dict[str, int] = {}
+    for o in outcomes:
+        key = "skipped" if o.skipped and o.status != "planned" else o.status
+        counts[key] = counts.get(key, 0) + 1
+    print(f"{plan.name}: {len(outcomes)} trials (" + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+          + f") in {plan.root / plan.name}")
+    if args.report and not args.dry_run:
+        _print_report(plan.root / plan.name)
+    elif not args.dry_run:
+        print(f"report: attnlab report {plan.root / plan.name}")
+    return 1 if counts.get("failed") else 0
+
+
+def _print_report(exp_dir: Path) -> bool:
+    """Write and print the report of one experiment directory; False when it holds no runs."""
+    from ablations.report import write_report
+    from ablations.results import load_experiment
+
+    runs = load_experiment(exp_dir) if exp_dir.is_dir() else []
+    if not runs:
+        return False
+    report = write_report(exp_dir.name, runs, exp_dir)
+    print(f"\n== {exp_dir.name} ==\n{report.table}\n{report.verdict}\nreport: {report.path}")
+    return True
+
+
+def report_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="attnlab report",
+        description="Compare the arms of each ablation question: table (mean ± std over seeds, diverged/failed "
+                    "runs shown), learning curves with seed bands, accuracy by length, probe plots, attention "
+                    "maps side by side and the verdict, written to RUNS_DIR/<experiment>/report.md + PNGs.")
+    p.add_argument("runs_dir", help="runs root (holding <experiment>/<run>/) or one experiment directory")
+    p.add_argument("--experiment", action="append", default=None, help="only this experiment (repeatable)")
+    p.add_argument("--wandb-sweep", default=None, metavar="ENTITY/PROJECT/ID",
+                   help="read an online sweep through the W&B API instead (needs network and credentials); "
+                        "the report is written to RUNS_DIR/<sweep name>/")
+    return p
+
+
+def report_main(argv: list[str]) -> int:
+    """``attnlab report``: exit 0 when at least one report was written, 2 when no runs were found."""
+    from ablations.report import write_report
+    from ablations.results import experiment_dirs, load_experiment, load_wandb_sweep
+
+    args = report_parser().parse_args(argv)
+    root = Path(args.runs_dir)
+    if args.wandb_sweep:
+        name, runs = load_wandb_sweep(args.wandb_sweep)
+        found = {name: (root / name, runs)}
+    else:
+        found = {name: (d, load_experiment(d)) for name, d in experiment_dirs(root).items()}
+    found = {k: v for k, v in found.items() if v[1] and (not args.experiment or k in args.experiment)}
+    if not found:
+        print(f"attnlab report: error: no runs under {root}", file=sys.stderr)
+        return 2
+    for name, (out, runs) in found.items():
+        report = write_report(name, runs, out)
+        print(f"\n== {name} ==\n{report.table}\n{report.verdict}\nreport: {report.path}")
+    return 0
+
+
+def demo_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="attnlab demo",
+        description=f"Run the {DEMO_QUESTION!r} question (recurrent seq2seq with attention none / additive / dot / "
+                    "general / hard on reverse) at quick scale, all arms, 2 seeds, then write and print the report. "
+                    "About 10 minutes on 2 CPU cores.")
+    p.add_argument("--root", default="runs/demo", help="runs directory (default: runs/demo)")
+    p.add_argument("--seeds", type=int, default=2, help="seeds per arm (default 2)")
+    p.add_argument("--jobs", type=int, default=2, help="trials at once, one thread each (default 2)")
+    p.add_argument("--timeout", type=float, default=240.0, help="stop a trial after this many seconds (default 240)")
+    return p
+
+
+def demo_main(argv: list[str]) -> int:
+    """``attnlab demo``: exit 0 when the report was written."""
+    from ablations.runner import load_sweep, make_plan, run_sweep
+
+    args = demo_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    t0 = time.time()
+    sweep = load_sweep(QUESTIONS[DEMO_QUESTION].sweep_path)
+    sweep["parameters"]["seed_everything"] = {"values": list(range(1, args.seeds + 1))}
+    plan = make_plan(sweep, root=args.root, scale="quick", threads=1)
+    print(f"demo: {DEMO_QUESTION} at quick scale, {args.seeds} seeds per arm, {args.jobs} at once -> {plan.root}")
+    run_sweep(plan, jobs=args.jobs, timeout_s=args.timeout)
+    ok = _print_report(plan.root / plan.name)
+    print(f"demo finished in {time.time() - t0:.0f} s")
+    return 0 if ok else 1
+
+
+COMMANDS = {"sweep": sweep_main, "report": report_main, "demo": demo_main}
+
+
+def dispatch(argv: list[str]) -> int | None:
+    """Run ``attnlab sweep|report|demo`` when ``argv`` starts with one (its exit code); None: not ours,
+    LightningCLI's subcommands (fit/validate/test/predict) take it."""
+    if argv and argv[0] in COMMANDS:
+        return COMMANDS[argv[0]](list(argv[1:]))
+    return None

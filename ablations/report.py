@@ -1,0 +1,351 @@
+"""The comparison report of one ablation question: table (mean ± std over seeds), learning
+curves with seed bands, accuracy by length, probe plots, the arms' attention maps side by
+side, and the verdict. Written as ``report.md`` + PNGs into ``<root>/<experiment>/``.
+
+Values: the final (last logged) value of each metric per run, except ``train/...`` probes,
+which are averaged over the steps they were logged (e.g. gradient norms at the start of
+training). Means are over finished runs; diverged and failed runs are counted, not averaged.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import yaml  # noqa: E402
+
+from ablations.questions import Arm, ArmStats, Question, Stat, question_for  # noqa: E402
+from ablations.results import RunRecord, arm_stats, group_arms, stat, varying_params  # noqa: E402
+
+log = logging.getLogger(__name__)
+LEN_KEY = re.compile(r"^(?P<split>\w+)/acc_by_len/len_(?P<lo>\d+)_(?P<hi>\d+)$")
+
+
+@dataclass
+class Report:
+    """What ``write_report`` produced: the markdown path, the plain-text table and the verdict."""
+
+    path: Path
+    table: str
+    verdict: str
+    figures: list[Path]
+
+
+def adhoc_question(name: str, runs: list[RunRecord]) -> Question:
+    """A stand-in for experiments without a registered question: axes are the parameters that vary."""
+    monitors = [r.metrics for r in runs if "val/exact_match" in r.metrics]
+    metric = "val/exact_match" if monitors else "val/loss"
+    return Question(name=name, sweep=f"{name}.yaml", axes=varying_params(runs), metric=metric,
+                    goal="maximize" if metric != "val/loss" else "minimize", probes=("val/loss",),
+                    expected="(no question registered for this experiment)",
+                    verdict=lambda stats: "no verdict: ad-hoc experiment without a registered question")
+
+
+def run_value(run: RunRecord, key: str) -> float:
+    """Final value of ``key``; ``train/...`` keys averaged over their logged steps."""
+    if key.startswith("train/"):
+        vals = [v for _, v in run.curve(key)]
+        if vals:
+            return sum(vals) / len(vals)
+    return run.metrics.get(key, math.nan)
+
+
+def _arm_label(question: Question, arm: Arm) -> str:
+    if not question.axes:
+        return "all runs"
+    return ", ".join(f"{a.split('.')[-1]}={v}" for a, v in zip(question.axes, arm, strict=True))
+
+
+def _sweep_order(question: Question) -> list[list[Any]]:
+    """The value order of each axis in the sweep file (empty lists when the file is unknown)."""
+    try:
+        params = yaml.safe_load(question.sweep_path.read_text()).get("parameters", {})
+    except (OSError, AttributeError, yaml.YAMLError):
+        params = {}
+    return [list(params.get(a, {}).get("values", [])) for a in question.axes]
+
+
+def sorted_arms(question: Question, arms: Mapping[Arm, list[RunRecord]]) -> list[Arm]:
+    """Arms in the sweep file's value order (unknown values last, by their text)."""
+    order = _sweep_order(question)
+
+    def key(arm: Arm) -> tuple:
+        return tuple((vals.index(v), "") if v in vals else (len(vals), str(v)) for vals, v in zip(order, arm,
+                                                                                                   strict=True))
+
+    return sorted(arms, key=key)
+
+
+# --------------------------------------------------------------------- table
+def _columns(question: Question, runs: list[RunRecord]) -> list[str]:
+    """Metric, then exact-key probes, then ``prefix*`` averages (acc_by_len only plotted)."""
+    keys = {k for r in runs for k in r.metrics} | {k for r in runs for row in r.history for k in row}
+    cols = [question.metric]
+    for probe in question.probes:
+        if probe.endswith("/"):
+            if "acc_by_len" not in probe and any(k.startswith(probe) for k in keys):
+                cols.append(probe + "*")
+        elif probe in keys and probe not in cols:
+            cols.append(probe)
+    return cols
+
+
+def _column_stat(runs: list[RunRecord], column: str) -> Stat:
+    if not column.endswith("*"):
+        return stat([run_value(r, column) for r in runs])
+    prefix, per_run = column[:-1], []
+    for r in runs:
+        keys = {k for k in r.metrics if k.startswith(prefix)} | {k for row in r.history for k in row
+                                                                 if k.startswith(prefix)}
+        vals = [run_value(r, k) for k in sorted(keys) if not k.endswith("/total")]
+        vals = [v for v in vals if math.isfinite(v)]
+        per_run.append(sum(vals) / len(vals) if vals else math.nan)
+    return stat(per_run)
+
+
+def _notes(runs: list[RunRecord]) -> str:
+    counts: dict[str, int] = {}
+    for r in runs:
+        if r.status != "finished":
+            counts[r.status] = counts.get(r.status, 0) + 1
+    return ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+
+
+Rows = list[list[str]]
+
+
+def table(question: Question, arms: Mapping[Arm, list[RunRecord]], order: list[Arm]) -> tuple[list[str], Rows]:
+    """Header and rows: arm, n (finished/total), one ``mean ± std`` cell per column, notes."""
+    all_runs = [r for runs in arms.values() for r in runs]
+    cols = _columns(question, all_runs)
+    header = ["arm", "n", *[("mean(" + c[:-1] + "*)" if c.endswith("*") else c) for c in cols], "notes"]
+    rows = []
+    for arm in order:
+        runs = arms[arm]
+        done = [r for r in runs if r.status == "finished"]
+        cells = []
+        for c in cols:
+            s = _column_stat(done, c)
+            cells.append("—" if s.n == 0 else f"{s.mean:.4f} ± {s.std:.4f}")
+        notes = _notes(runs) if done else f"no finished run ({_notes(runs)})"
+        rows.append([_arm_label(question, arm), f"{len(done)}/{len(runs)}", *cells, notes])
+    return header, rows
+
+
+def text_table(header: list[str], rows: list[list[str]]) -> str:
+    """Aligned plain-text table for the terminal."""
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=True)]
+    lines = ["  ".join(str(x).ljust(w) for x, w in zip(line, widths, strict=True)).rstrip()
+             for line in [header, ["-" * w for w in widths], *rows]]
+    return "\n".join(lines)
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    esc = [[str(c).replace("|", "\\|") for c in r] for r in [header, *rows]]
+    return "\n".join(["| " + " | ".join(esc[0]) + " |", "|" + "---|" * len(header),
+                      *["| " + " | ".join(r) + " |" for r in esc[1:]]])
+
+
+# --------------------------------------------------------------------- plots
+def _colors(n: int) -> list[Any]:
+    cmap = plt.get_cmap("tab10")
+    return [cmap(i % 10) for i in range(n)]
+
+
+def _band(runs: list[RunRecord], key: str) -> tuple[list[int], list[float], list[float]]:
+    """Steps, mean and std over seeds of ``key``'s curve (steps logged by at least one seed)."""
+    by_step: dict[int, list[float]] = {}
+    for r in runs:
+        for step, value in r.curve(key):
+            by_step.setdefault(step, []).append(value)
+    steps = sorted(by_step)
+    stats = [stat(by_step[s]) for s in steps]
+    return steps, [s.mean for s in stats], [s.std for s in stats]
+
+
+def plot_curves(question: Question, arms: Mapping[Arm, list[RunRecord]], order: list[Arm], out: Path) -> Path | None:
+    """Validation curves (mean line, ±1 std band over finished seeds) of the metric and val/loss."""
+    keys = [k for k in (question.metric, *question.probes, "val/loss") if k.startswith("val/") and "*" not in k
+            and not k.endswith("/")]
+    keys = list(dict.fromkeys(keys))[:2]
+    runs_all = [r for rs in arms.values() for r in rs]
+    keys = [k for k in keys if any(r.curve(k) for r in runs_all)]
+    if not keys:
+        return None
+    fig, axes = plt.subplots(1, len(keys), figsize=(5.5 * len(keys), 4), squeeze=False)
+    for ax, key in zip(axes[0], keys, strict=True):
+        for arm, color in zip(order, _colors(len(order)), strict=True):
+            done = [r for r in arms[arm] if r.status == "finished"]
+            steps, mean, std = _band(done, key)
+            if not steps:
+                continue
+            ax.plot(steps, mean, color=color, label=f"{_arm_label(question, arm)} (n={len(done)})")
+            lo = [m - s if math.isfinite(s) else m for m, s in zip(mean, std, strict=True)]
+            hi = [m + s if math.isfinite(s) else m for m, s in zip(mean, std, strict=True)]
+            ax.fill_between(steps, lo, hi, color=color, alpha=0.2)
+        ax.set(xlabel="step", ylabel=key, title=key)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    return _save(fig, out / "curves.png")
+
+
+def plot_acc_by_len(question: Question, arms: Mapping[Arm, list[RunRecord]], order: list[Arm],
+                    out: Path) -> Path | None:
+    """Exact match per target-length bucket (``<split>/acc_by_len/len_*``), one panel per split."""
+    splits: dict[str, set[tuple[int, int]]] = {}
+    for runs in arms.values():
+        for r in runs:
+            for key in r.metrics:
+                m = LEN_KEY.match(key)
+                if m:
+                    splits.setdefault(m["split"], set()).add((int(m["lo"]), int(m["hi"])))
+    if not splits:
+        return None
+    params = next(r.params for rs in arms.values() for r in rs)
+    fig, axes = plt.subplots(1, len(splits), figsize=(5.5 * len(splits), 4), squeeze=False)
+    for ax, (split, buckets) in zip(axes[0], sorted(splits.items()), strict=True):
+        train_max, split_max = _length_limits(params, split)
+        ordered = sorted(buckets)
+        xs = [(lo + min(hi, split_max or hi)) / 2 for lo, hi in ordered]  # centre of the lengths present
+        for arm, color in zip(order, _colors(len(order)), strict=True):
+            done = [r for r in arms[arm] if r.status == "finished"]
+            stats = [stat([r.metrics.get(f"{split}/acc_by_len/len_{lo:03d}_{hi:03d}", math.nan) for r in done])
+                     for lo, hi in ordered]
+            if all(s.n == 0 for s in stats):
+                continue
+            ax.errorbar(xs, [s.mean for s in stats], yerr=[0 if s.n < 2 else s.std for s in stats], color=color,
+                        marker="o", capsize=3, label=_arm_label(question, arm))
+        if train_max:
+            ax.axvline(train_max + 0.5, color="grey", linestyle="--", linewidth=1,
+                       label=f"longest training length ({train_max})")
+        ax.set(xlabel="target length (bucket centre)", ylabel="exact match", title=f"{split}: accuracy by length",
+               ylim=(-0.02, 1.02))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    return _save(fig, out / "acc_by_len.png")
+
+
+def _length_limits(params: Mapping[str, Any], split: str) -> tuple[int | None, int | None]:
+    """(longest training length, longest length of ``split``) from a run's data parameters."""
+    train_max = params.get("data.max_len")
+    split_max = params.get("data.test_max_len") if split == "test" else train_max
+    split_max = split_max if isinstance(split_max, int) else train_max
+    return (train_max if isinstance(train_max, int) else None), (split_max if isinstance(split_max, int) else None)
+
+
+def plot_probe(question: Question, prefix: str, arms: Mapping[Arm, list[RunRecord]], order: list[Arm],
+               out: Path) -> Path | None:
+    """Grouped bars: one group per probe key under ``prefix`` (layer / map), one bar per arm (± std)."""
+    keys = sorted({k for rs in arms.values() for r in rs for k in (*r.metrics, *(k for row in r.history for k in row))
+                   if k.startswith(prefix)})
+    if not keys:
+        return None
+    shown = [(arm, color) for arm, color in zip(order, _colors(len(order)), strict=True)
+             if any(r.status == "finished" for r in arms[arm])]
+    if not shown:
+        return None
+    width = 0.8 / len(shown)
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.6 * len(keys) * len(shown) ** 0.5 + 3), 4))
+    for i, (arm, color) in enumerate(shown):
+        done = [r for r in arms[arm] if r.status == "finished"]
+        stats = [stat([run_value(r, k) for r in done]) for k in keys]
+        xs = [j + (i - (len(shown) - 1) / 2) * width for j in range(len(keys))]
+        ax.bar(xs, [s.mean if s.n else 0.0 for s in stats], width, yerr=[s.std if s.n > 1 else 0 for s in stats],
+               color=color, label=_arm_label(question, arm), capsize=2)
+    ax.set_xticks(range(len(keys)), [k[len(prefix):] for k in keys], rotation=45, ha="right", fontsize=7)
+    ax.set(title=prefix.rstrip("/") + (" (mean over logged steps)" if prefix.startswith("train/") else " (final)"))
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=7)
+    return _save(fig, out / f"probe_{prefix.strip('/').replace('/', '_')}.png")
+
+
+def _figure_of(run: RunRecord) -> Path | None:
+    """The run's most telling attention figure: the last cross-attention layer of example 0."""
+    ex0 = [f for f in run.figures if f.stem.endswith("_ex0")] or run.figures
+    cross = sorted((f for f in ex0 if f.name.startswith("cross")), key=lambda f: f.name)
+    return (cross or ex0 or [None])[-1] if ex0 else None
+
+
+def plot_attention(question: Question, arms: Mapping[Arm, list[RunRecord]], order: list[Arm],
+                   out: Path) -> Path | None:
+    """The arms' attention figures side by side (the lowest-seed finished run of each arm)."""
+    picks = []
+    for arm in order:
+        done = sorted((r for r in arms[arm] if r.status == "finished" and r.figures), key=lambda r: str(r.seed))
+        fig_path = _figure_of(done[0]) if done else None
+        if fig_path is not None:
+            picks.append((arm, done[0], fig_path))
+    if not picks:
+        return None
+    fig, axes = plt.subplots(1, len(picks), figsize=(4.5 * len(picks), 4.5), squeeze=False)
+    for ax, (arm, run, path) in zip(axes[0], picks, strict=True):
+        ax.imshow(plt.imread(str(path)))
+        ax.set_title(f"{_arm_label(question, arm)}\nseed {run.seed} · {path.stem}", fontsize=8)
+        ax.axis("off")
+    return _save(fig, out / "attention.png")
+
+
+def _save(fig: plt.Figure, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+# -------------------------------------------------------------------- report
+def write_report(name: str, runs: list[RunRecord], out: Path, question: Question | None = None) -> Report:
+    """Write ``out/report.md`` and its PNGs for the runs of one experiment (question looked up by name)."""
+    question = question or question_for(name) or adhoc_question(name, runs)
+    out.mkdir(parents=True, exist_ok=True)
+    arms = group_arms(runs, question.axes)
+    order = sorted_arms(question, arms)
+    stats: ArmStats = arm_stats(arms)
+    verdict = question.verdict(stats)
+    header, rows = table(question, arms, order)
+    figures = [p for p in (
+        plot_curves(question, arms, order, out),
+        plot_acc_by_len(question, arms, order, out),
+        *(plot_probe(question, pr, arms, order, out) for pr in question.probes
+          if pr.endswith("/") and "acc_by_len" not in pr),
+        plot_attention(question, arms, order, out),
+    ) if p is not None]
+    path = out / "report.md"
+    path.write_text(_markdown(question, runs, header, rows, verdict, figures))
+    return Report(path=path, table=text_table(header, rows), verdict=verdict, figures=figures)
+
+
+FIGURE_TITLES = {"curves": "Learning curves (mean ± 1 std over finished seeds)", "acc_by_len": "Accuracy by length",
+                 "attention": "Attention maps (one seed per arm)"}
+
+
+def _markdown(question: Question, runs: list[RunRecord], header: list[str], rows: list[list[str]], verdict: str,
+              figures: list[Path]) -> str:
+    axes = ", ".join(f"`{a}`" for a in question.axes) or "(none)"
+    lines = [
+        f"# {question.name}", "",
+        f"- **Sweep:** `sweeps/{question.sweep}` · **axes:** {axes}",
+        f"- **Metric:** `{question.metric}` ({question.goal})",
+        f"- **Expected:** {question.expected}",
+        f"- **Verdict:** {verdict}", "",
+        "## Results", "",
+        "Mean ± std over finished seeds (n = finished/total); diverged and failed runs are counted in notes, "
+        "never averaged. Final values; `train/` probes averaged over their logged steps.", "",
+        markdown_table(header, rows), "",
+    ]
+    for fig in figures:
+        title = FIGURE_TITLES.get(fig.stem, fig.stem.removeprefix("probe_").replace("_", "/") + " (probe)")
+        lines += [f"## {title}", "", f"![{fig.stem}]({fig.name})", ""]
+    lines += ["## Runs", "", "| run | status | seed | " + question.metric + " |", "|---|---|---|---|"]
+    for r in sorted(runs, key=lambda r: r.name):
+        value = r.metrics.get(question.metric)
+        lines.append(f"| {r.name} | {r.status} | {r.seed} | {'—' if value is None else f'{value:.4f}'} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,216 @@
+"""Collect runs into records the report reads: from local run directories (the run-directory
+contract) or, for online sweeps, from the W&B API with the same keys.
+
+A record's ``params`` are flat dotted CLI paths without ``init_args`` (``model.norm``,
+``data.test_max_len``, ``seed_everything``): the keys the sweep files, the W&B config
+(``RunConfigSaver``) and the report columns share.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ablations.questions import Arm, ArmStats, Stat
+
+log = logging.getLogger(__name__)
+
+STATUSES = ("finished", "diverged", "failed", "interrupted", "running")
+
+
+@dataclass
+class RunRecord:
+    """One run as the report sees it.
+
+    Args:
+        experiment: group name (= sweep name = question name).
+        name: run name (the trial name for sweep runs).
+        status: finished / diverged / failed / interrupted / running.
+        params: flat config (see module docstring).
+        metrics: final scalar metrics (summary.json ``metrics`` or the W&B summary).
+        history: rows of metrics.csv (``step`` plus logged keys), or the W&B history.
+        figures: attention figure PNGs of the run.
+        run_dir: where the run lives (None for W&B-only records).
+    """
+
+    experiment: str
+    name: str
+    status: str
+    params: dict[str, Any]
+    metrics: dict[str, float]
+    history: list[dict[str, float]] = field(default_factory=list)
+    figures: list[Path] = field(default_factory=list)
+    run_dir: Path | None = None
+
+    @property
+    def seed(self) -> Any:
+        return self.params.get("seed_everything")
+
+    def arm(self, axes: Iterable[str]) -> Arm:
+        """The values of ``axes`` (CLI paths, with or without ``init_args``) for this run."""
+        return tuple(self.params.get(normalize_key(a)) for a in axes)
+
+    def curve(self, key: str) -> list[tuple[int, float]]:
+        """(step, value) of ``key`` over training, finite values only."""
+        return [(int(r["step"]), r[key]) for r in self.history if key in r and "step" in r and math.isfinite(r[key])]
+
+
+def normalize_key(key: str) -> str:
+    """``model.init_args.norm`` -> ``model.norm`` (the flat form used everywhere in results)."""
+    return key.replace(".init_args.", ".").removeprefix("--")
+
+
+def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested config dict -> flat dotted keys without ``init_args``; ``class_path`` kept as ``<group>.class_path``."""
+    if not isinstance(node, dict):
+        return {normalize_key(prefix): node}
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
+def _floats(metrics: Mapping[str, Any]) -> dict[str, float]:
+    return {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def read_history(path: Path) -> list[dict[str, float]]:
+    """metrics.csv -> rows of the non-empty numeric cells (Lightning's CSVLogger writes sparse rows)."""
+    if not path.is_file():
+        return []
+    rows = []
+    with path.open(newline="") as f:
+        for row in csv.DictReader(f):
+            parsed = {}
+            for key, cell in row.items():
+                try:
+                    parsed[key] = float(cell)
+                except (TypeError, ValueError):
+                    continue
+            rows.append(parsed)
+    return rows
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text()) if path.suffix == ".json" else yaml.safe_load(path.read_text())
+    except (OSError, ValueError, yaml.YAMLError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _status(summary_status: str | None, trial_status: str | None) -> str:
+    """The runner's verdict (exit code and summary together) wins; else the summary's; else failed."""
+    if trial_status in ("finished", "diverged", "failed", "interrupted"):
+        return trial_status
+    return summary_status if summary_status in STATUSES else "failed"
+
+
+def load_run(run_dir: Path) -> RunRecord | None:
+    """A record from ``run_dir`` (None if it holds none of summary.json, config.yaml, trial.json)."""
+    summary, config, trial = (_read(run_dir / f) for f in ("summary.json", "config.yaml", "trial.json"))
+    if not (summary or config or trial):
+        return None
+    params = {normalize_key(k): v for k, v in (trial.get("params") or {}).items()}
+    params.update(flatten(config))
+    status = _status(summary.get("status"), trial.get("status"))
+    return RunRecord(
+        experiment=run_dir.parent.name, name=run_dir.name, status=status, params=params,
+        metrics=_floats(summary.get("metrics", {})), history=read_history(run_dir / "metrics.csv"),
+        figures=sorted((run_dir / "figures").glob("*.png")), run_dir=run_dir,
+    )
+
+
+def load_experiment(exp_dir: Path) -> list[RunRecord]:
+    """Every run under ``<root>/<experiment>/``."""
+    runs = (load_run(d) for d in sorted(exp_dir.iterdir()) if d.is_dir() and _is_run_dir(d))
+    return [r for r in runs if r is not None]
+
+
+def _is_run_dir(path: Path) -> bool:
+    return any((path / f).is_file() for f in ("summary.json", "config.yaml", "trial.json"))
+
+
+def experiment_dirs(root: Path) -> dict[str, Path]:
+    """Experiment name -> directory: ``root``'s subdirectories holding runs, or ``root`` itself when it
+    is one experiment (its subdirectories are runs)."""
+    if not root.is_dir():
+        return {}
+    subdirs = [d for d in sorted(root.iterdir()) if d.is_dir()]
+    if any(_is_run_dir(d) for d in subdirs):
+        return {root.name: root}
+    return {d.name: d for d in subdirs if any(_is_run_dir(r) for r in d.iterdir() if r.is_dir())}
+
+
+def stat(values: list[float]) -> Stat:
+    """Mean and sample std (0 for one value) of the finite values."""
+    vals = [v for v in values if math.isfinite(v)]
+    if not vals:
+        return Stat(mean=math.nan, std=math.nan, n=0)
+    mean = sum(vals) / len(vals)
+    std = math.sqrt(sum((v - mean) ** 2 for v in vals) / (len(vals) - 1)) if len(vals) > 1 else 0.0
+    return Stat(mean=mean, std=std, n=len(vals))
+
+
+def group_arms(runs: Iterable[RunRecord], axes: tuple[str, ...]) -> dict[Arm, list[RunRecord]]:
+    """Runs by arm, arms in first-seen order (the sweep's order for runner-made runs)."""
+    arms: dict[Arm, list[RunRecord]] = {}
+    for run in runs:
+        arms.setdefault(run.arm(axes), []).append(run)
+    return arms
+
+
+def arm_stats(arms: Mapping[Arm, list[RunRecord]]) -> ArmStats:
+    """arm -> metric -> Stat over the arm's finished runs (diverged and failed runs excluded)."""
+    out: dict[Arm, dict[str, Stat]] = {}
+    for arm, runs in arms.items():
+        done = [r for r in runs if r.status == "finished"]
+        keys = sorted({k for r in done for k in r.metrics})
+        out[arm] = {k: stat([r.metrics[k] for r in done if k in r.metrics]) for k in keys}
+    return out
+
+
+def varying_params(runs: list[RunRecord]) -> tuple[str, ...]:
+    """Parameters that differ between runs (seed and run.* excluded): the axes of an ad-hoc experiment."""
+    keys = sorted({k for r in runs for k in r.params})
+    skip = ("seed_everything", "run.", "config", "trainer.callbacks", "trainer.logger")
+    return tuple(k for k in keys if not k.startswith(skip) and len({repr(r.params.get(k)) for r in runs}) > 1)
+
+
+# ------------------------------------------------------------------- W&B API
+def load_wandb_sweep(sweep_path: str) -> tuple[str, list[RunRecord]]:
+    """Records of an online sweep (``entity/project/sweep_id``) through ``wandb.Api()``.
+
+    Needs network access and credentials, so it is not exercised by the test suite. The W&B
+    config holds the flat keys ``RunConfigSaver`` logs; W&B run states map to our statuses
+    (crashed/killed -> failed). Figures stay on W&B (the report links none).
+    """
+    import wandb
+
+    sweep = wandb.Api().sweep(sweep_path)
+    name = str(sweep.config.get("name") or sweep.id)
+    metric = (sweep.config.get("metric") or {}).get("name")
+    records = []
+    for run in sweep.runs:
+        params = {normalize_key(k): v for k, v in dict(run.config).items() if not k.startswith("_")}
+        status = {"finished": "finished", "running": "running"}.get(run.state, "failed")
+        history = [_wandb_row(row) for row in run.scan_history(keys=[metric, "trainer/global_step"])] if metric else []
+        records.append(RunRecord(experiment=name, name=run.name, status=status, params=params,
+                                 metrics=_floats(dict(run.summary)), history=history))
+    return name, records
+
+
+def _wandb_row(row: Mapping[str, Any]) -> dict[str, float]:
+    """A W&B history row with Lightning's ``trainer/global_step`` as ``step``."""
+    out = {k: float(v) for k, v in row.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    if "trainer/global_step" in out:
+        out["step"] = out["trainer/global_step"]
+    return out

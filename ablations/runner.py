@@ -1,0 +1,440 @@
+"""Offline sweep execution on W&B's own sweeps engine, with ``wandb agent``'s command rendering.
+
+``sweeps.next_run`` proposes each trial (grid, random or bayes) from the records of the trials
+before it; every trial runs as a subprocess with exactly the argument list ``wandb agent``
+builds from the sweep's ``command:`` (``${env} ${interpreter} ${program} ... ${args}``, values
+rendered ``--key=value`` with ``str()``), followed by the scale overrides and the run-directory
+arguments. Deviation from the agent: ``${interpreter}`` is the Python running this runner (the
+agent uses the literal ``python`` from PATH), so trials run in the same environment.
+
+Each trial lands in ``<root>/<sweep name>/<trial name>/`` (the run-directory contract) plus
+``trial.json`` (parameters, command, exit code, status) and ``trial.log`` (its output). Trial
+names are derived from the parameters, so a second invocation skips trials whose summary says
+finished or diverged, and retries the rest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ablations.questions import QUICK_DATA, REPO, question_for
+
+log = logging.getLogger(__name__)
+
+DONE_STATUSES = ("finished", "diverged")
+DEFAULT_COMMAND = ["${env}", "${interpreter}", "${program}", "${args}"]  # wandb's DEFAULT_SWEEP_COMMAND
+ENVVAR_MACRO = re.compile(r"\$\{envvar:([A-Z0-9_]*)\}")  # wandb's SWEEP_COMMAND_ENV_VAR_REGEX
+SEED_KEY = "seed_everything"
+
+
+class SweepError(ValueError):
+    """A sweep file that cannot run (schema violation, unknown method without a bound, ...)."""
+
+
+# ---------------------------------------------------------------- sweep files
+def load_sweep(path: str | Path) -> dict[str, Any]:
+    """Read a sweep YAML file into a dict (raises SweepError naming the file if it is not a mapping)."""
+    data = yaml.safe_load(Path(path).read_text())
+    if not isinstance(data, dict):
+        raise SweepError(f"{path}: a sweep file must be a YAML mapping")
+    data.setdefault("name", Path(path).stem)
+    return data
+
+
+def schema_violations(sweep: Mapping[str, Any]) -> list[str]:
+    """W&B's own validation of a sweep config (``sweeps.schema_violations_from_proposed_config``)."""
+    from sweeps import schema_violations_from_proposed_config
+
+    return list(schema_violations_from_proposed_config(dict(sweep)))
+
+
+def varied_keys(sweep: Mapping[str, Any]) -> list[str]:
+    """Parameters that take more than one value (everything but ``value:`` constants), sorted."""
+    return sorted(k for k, spec in sweep.get("parameters", {}).items() if "value" not in spec)
+
+
+def to_python(value: Any) -> Any:
+    """numpy scalars (what the engine proposes for distributions) -> plain Python, as JSON would give."""
+    return value.item() if hasattr(value, "item") and not isinstance(value, (list, dict, str)) else value
+
+
+def proposable_values(name: str, spec: Mapping[str, Any]) -> list[Any]:
+    """Every value the engine can propose for a categorical/constant parameter; for a distribution,
+    its minimum, median and (almost) maximum as the engine would render them."""
+    if "values" in spec:
+        return list(spec["values"])
+    if "value" in spec:
+        return [spec["value"]]
+    import numpy as np
+    from sweeps.params import HyperParameter
+
+    quantiles = np.array([0.0, 0.5, 1.0 - 1e-9])
+    return [to_python(v) for v in np.atleast_1d(HyperParameter(name, dict(spec)).ppf(quantiles))]
+
+
+# -------------------------------------------------------------- command rendering
+def render_args(params: Mapping[str, Any]) -> list[str]:
+    """``${args}``: ``--key=value`` with ``str(value)``, in the given order (as the agent does)."""
+    return [f"--{key}={value}" for key, value in params.items()]
+
+
+def render_command(
+    sweep: Mapping[str, Any], params: Mapping[str, Any], *, interpreter: str = "python", env: str = "/usr/bin/env"
+) -> list[str]:
+    """The argument list ``wandb agent`` runs for a trial with ``params`` (its ``_command_run``).
+
+    ``${envvar:NAME}`` becomes the variable's value (or ``NAME`` when unset, like the agent);
+    ``${args_no_hyphens}`` and the other agent macros are supported, but ``${args}`` is the one
+    LightningCLI accepts.
+    """
+    macros: dict[str, list[str]] = {
+        "env": [env], "interpreter": [interpreter], "program": [str(sweep.get("program", ""))],
+        "args": render_args(params), "args_no_hyphens": [f"{k}={v}" for k, v in params.items()],
+        "args_no_equals": [s for k, v in params.items() for s in (f"--{k}", str(v))],
+        "args_json": [json.dumps(dict(params))],
+        "args_no_boolean_flags": [f"--{k}" if v is True else f"--{k}={v}" for k, v in params.items() if v is not False],
+        "args_append_hydra": [f"+{k}={v}" for k, v in params.items()],
+        "args_override_hydra": [f"++{k}={v}" for k, v in params.items()],
+    }
+    out: list[str] = []
+    for chunk in list(sweep.get("command") or DEFAULT_COMMAND):
+        chunk = ENVVAR_MACRO.sub(lambda m: os.environ.get(m.group(1), m.group(1)), str(chunk))
+        if chunk.startswith("${") and chunk.endswith("}"):
+            out += macros.get(chunk[2:-1]) or []
+        else:
+            out.append(chunk)
+    return out
+
+
+def trial_name(params: Mapping[str, Any], varied: list[str]) -> str:
+    """Deterministic, readable name from the varied parameters: ``attn_scale=none,seed=1``."""
+    shorts = [k.split(".")[-1] for k in varied]
+    parts = []
+    for key, short in zip(varied, shorts, strict=True):
+        label = "seed" if key == SEED_KEY else (short if shorts.count(short) == 1 else key)
+        parts.append(f"{label}={params.get(key)}")
+    name = re.sub(r"[^A-Za-z0-9_.,=+-]", "_", ",".join(parts)) or "default"
+    return name if len(name) <= 120 else name[:100] + "-" + hashlib.sha1(name.encode()).hexdigest()[:8]
+
+
+# ---------------------------------------------------------------- trials
+@dataclass
+class Trial:
+    """One proposed trial: its parameters, name, run directory and the commands it runs."""
+
+    name: str
+    params: dict[str, Any]
+    run_dir: Path
+    command: list[str]
+    follow_up: list[str] | None = None  # `attnlab test` on the best checkpoint, when the question needs it
+
+
+@dataclass
+class Outcome:
+    """What became of a trial: status (finished/diverged/failed/skipped-*), exit code, metric, time."""
+
+    trial: Trial
+    status: str
+    returncode: int | None = None
+    metric: float | None = None
+    wall_s: float = 0.0
+    skipped: bool = False
+    summary_metrics: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class SweepPlan:
+    """Everything fixed for one invocation of a sweep."""
+
+    sweep: dict[str, Any]
+    name: str
+    root: Path
+    scale_args: list[str]
+    interpreter: str
+    cwd: Path
+    test_after_fit: bool
+    env: dict[str, str]
+
+    @property
+    def metric(self) -> str | None:
+        return (self.sweep.get("metric") or {}).get("name")
+
+    def trial(self, params: dict[str, Any]) -> Trial:
+        name = trial_name(params, varied_keys(self.sweep))
+        run_dir = self.root / self.name / name
+        run_args = [f"--run.root={self.root}", f"--run.experiment={self.name}", f"--run.name={name}"]
+        command = render_command(self.sweep, params, interpreter=self.interpreter) + self.scale_args + run_args
+        follow_up = None
+        if self.test_after_fit and "fit" in command:
+            follow_up = [("test" if c == "fit" else c) for c in command] + ["--ckpt_path=best"]
+        return Trial(name=name, params=params, run_dir=run_dir, command=command, follow_up=follow_up)
+
+
+def make_plan(
+    sweep: dict[str, Any], *, root: str | Path, scale: str, threads: int | None, interpreter: str | None = None
+) -> SweepPlan:
+    """Validate ``sweep`` and fix its name, scale overrides, environment and working directory."""
+    violations = schema_violations(sweep)
+    if violations:
+        raise SweepError("sweep config violates the W&B schema: " + "; ".join(violations))
+    name = str(sweep["name"])
+    question = question_for(name)
+    scale_args = [] if scale == "full" else list(question.quick if question else QUICK_DATA)
+    from lit_models.run import RUN_DIR_ENV
+
+    env = {k: v for k, v in os.environ.items() if k != RUN_DIR_ENV}  # each trial names its own run directory
+    if threads:
+        env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    program = Path(str(sweep.get("program", "")))
+    cwd = Path.cwd() if program.is_absolute() or (Path.cwd() / program).exists() else REPO
+    return SweepPlan(sweep=sweep, name=name, root=Path(root).resolve(), scale_args=scale_args,
+                     interpreter=interpreter or sys.executable, cwd=cwd,
+                     test_after_fit=bool(question and question.test_after_fit), env=env)
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A JSON file as a dict ({} if missing or unreadable: a trial killed mid-write)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def trial_status(run_dir: Path, returncode: int | None) -> str:
+    """finished / diverged from summary.json; anything else (non-zero exit, no summary) is failed."""
+    status = read_json(run_dir / "summary.json").get("status")
+    if returncode not in (0, None):
+        return status if status in ("diverged", "interrupted") else "failed"
+    return status if status in ("finished", "diverged", "interrupted") else "failed"
+
+
+# ---------------------------------------------------------------- execution
+@dataclass
+class _Running:
+    """A trial whose subprocess is alive (``phase`` fit, then test when a follow-up is due)."""
+
+    trial: Trial
+    proc: subprocess.Popen
+    log_file: Any
+    started: float
+    phase: str = "fit"
+
+
+def _write_trial_json(trial: Trial, plan: SweepPlan, **fields: Any) -> None:
+    record = {"name": trial.name, "sweep": plan.name, "params": trial.params, "command": trial.command,
+              "follow_up": trial.follow_up, **fields}
+    (trial.run_dir / "trial.json").write_text(json.dumps(record, indent=2, default=str))
+
+
+def _launch(trial: Trial, plan: SweepPlan, command: list[str], log_file: Any) -> subprocess.Popen:
+    """Start one command (an argument list, never a shell string) in its own process group."""
+    log_file.write(f"$ {' '.join(command)}\n")
+    log_file.flush()
+    return subprocess.Popen(command, cwd=plan.cwd, env=plan.env, stdout=log_file, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def start_trial(trial: Trial, plan: SweepPlan) -> _Running:
+    """Clear a stale (unfinished) run directory, write trial.json and start the fit."""
+    if (trial.run_dir / "trial.json").exists():
+        shutil.rmtree(trial.run_dir)
+    trial.run_dir.mkdir(parents=True, exist_ok=True)
+    _write_trial_json(trial, plan, status="running", started=time.time())
+    log_file = (trial.run_dir / "trial.log").open("w")
+    return _Running(trial=trial, proc=_launch(trial, plan, trial.command, log_file), log_file=log_file,
+                    started=time.time())
+
+
+def stop_process(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """SIGTERM the trial's process group (DDP ranks included), SIGKILL after ``grace_s``."""
+    import signal
+
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+            proc.wait(timeout=wait)
+            return
+        except ProcessLookupError:
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def finish_phase(running: _Running, plan: SweepPlan) -> Outcome | None:
+    """A subprocess ended: start the follow-up test if due (None), else the trial's Outcome."""
+    trial, rc = running.trial, running.proc.returncode
+    status = trial_status(trial.run_dir, rc)
+    if running.phase == "fit" and status == "finished" and trial.follow_up:
+        running.phase = "test"
+        running.proc = _launch(trial, plan, trial.follow_up, running.log_file)
+        return None
+    running.log_file.close()
+    if running.phase == "test":  # the fit finished; a failed test makes the trial failed
+        status = "finished" if rc == 0 else "failed"
+    metrics = read_json(trial.run_dir / "summary.json").get("metrics", {})
+    value = metrics.get(plan.metric) if plan.metric else None
+    wall = time.time() - running.started
+    _write_trial_json(trial, plan, status=status, returncode=rc, wall_s=round(wall, 1), metric=value)
+    return Outcome(trial=trial, status=status, returncode=rc, metric=value, wall_s=wall,
+                   summary_metrics={k: v for k, v in metrics.items() if isinstance(v, (int, float))})
+
+
+def wait_any(active: list[_Running], timeout_s: float | None) -> _Running:
+    """Block until one active trial's process exits (killing any that outlive ``timeout_s``)."""
+    while True:
+        for running in active:
+            if timeout_s is not None and running.proc.poll() is None and time.time() - running.started > timeout_s:
+                log.warning("trial %s exceeded %.0f s: stopping it", running.trial.name, timeout_s)
+                stop_process(running.proc)
+            if running.proc.poll() is not None:
+                return running
+        time.sleep(0.2)
+
+
+def progress_line(index: int, total: int | None, outcome: Outcome, metric: str | None) -> str:
+    """``[3/12] attn_scale=none,seed=1  finished  val/exact_match=0.412  38s``"""
+    value = "" if outcome.metric is None or metric is None else f"  {metric}={outcome.metric:.4g}"
+    rc = f" (exit {outcome.returncode})" if outcome.returncode not in (0, None) else ""
+    wall = f"  {outcome.wall_s:.0f}s" if not outcome.skipped else ""
+    return f"[{index}/{total or '?'}] {outcome.trial.name}  {outcome.status}{rc}{value}{wall}"
+
+
+def grid_size(sweep: Mapping[str, Any]) -> int | None:
+    """Number of grid points (None for random/bayes or non-categorical grids)."""
+    if sweep.get("method") != "grid":
+        return None
+    sizes = [len(s["values"]) if "values" in s else 1 for s in sweep.get("parameters", {}).values()]
+    return math.prod(sizes)
+
+
+def _engine_record(trial: Trial, state: str, metrics: Mapping[str, float] | None = None) -> Any:
+    """The SweepRun the engine sees for a trial (config entries are ``{"value": v}`` like W&B's)."""
+    from sweeps import SweepRun
+
+    return SweepRun(name=trial.name, state=state, config={k: {"value": v} for k, v in trial.params.items()},
+                    summary_metrics=dict(metrics or {}))
+
+
+def _done_outcome(trial: Trial, metric: str | None) -> Outcome | None:
+    """An Outcome marking the trial skipped when its summary says finished or diverged (and the runner's
+    own record, if any, agrees: a fit whose follow-up test failed is run again)."""
+    summary = read_json(trial.run_dir / "summary.json")
+    record = read_json(trial.run_dir / "trial.json")
+    if summary.get("status") not in DONE_STATUSES or (record and record.get("status") not in DONE_STATUSES):
+        return None
+    metrics = {k: v for k, v in summary.get("metrics", {}).items() if isinstance(v, (int, float))}
+    return Outcome(trial=trial, status=f"skipped ({summary['status']})", metric=metrics.get(metric or ""),
+                   skipped=True, summary_metrics=metrics)
+
+
+class _Session:
+    """State of one invocation: the engine's run records, the outcomes and the live trials."""
+
+    def __init__(self, plan: SweepPlan, *, limit: int | None, dry_run: bool, jobs: int,
+                 echo: Callable[[str], None]) -> None:
+        self.plan, self.limit, self.dry_run, self.jobs, self.echo = plan, limit, dry_run, max(1, jobs), echo
+        sizes = [x for x in (limit, grid_size(plan.sweep)) if x is not None]
+        self.total = min(sizes) if sizes else None
+        self.runs: list[Any] = []
+        self.outcomes: list[Outcome] = []
+        self.active: list[_Running] = []
+        self.started = 0
+        self.skipped_in_a_row = 0
+        self.exhausted = False
+
+    def _record(self, outcome: Outcome, state: str) -> None:
+        self.runs = [r for r in self.runs if r.name != outcome.trial.name]
+        self.runs.append(_engine_record(outcome.trial, state, outcome.summary_metrics))
+        self.outcomes.append(outcome)
+
+    def fill(self) -> None:
+        """Ask the engine for trials until ``jobs`` run at once, the limit is hit or the engine is done."""
+        from sweeps import next_run
+
+        while not self.exhausted and len(self.active) < self.jobs and (self.limit is None or self.started < self.limit):
+            proposal = next_run(self.plan.sweep, self.runs)
+            if proposal is None or self.skipped_in_a_row > 1000:
+                self.exhausted = True
+                return
+            trial = self.plan.trial({k: to_python(v["value"]) for k, v in proposal.config.items()})
+            done = _done_outcome(trial, self.plan.metric)
+            if done is not None:
+                self.skipped_in_a_row += 1
+                self._record(done, "finished")
+                self.echo(progress_line(len(self.outcomes), self.total, done, self.plan.metric))
+            elif self.dry_run:
+                self.started += 1
+                self._record(Outcome(trial=trial, status="planned", skipped=True), "finished")
+                self.echo(f"[{len(self.outcomes)}/{self.total or '?'}] {trial.name}\n    {' '.join(trial.command)}"
+                          + (f"\n  then {' '.join(trial.follow_up)}" if trial.follow_up else ""))
+            else:
+                self.skipped_in_a_row = 0
+                self.started += 1
+                self.runs.append(_engine_record(trial, "running"))
+                self.active.append(start_trial(trial, self.plan))
+
+    def collect(self, timeout_s: float | None) -> None:
+        """Wait for one live trial to end a phase; record and print it when the trial is over."""
+        running = wait_any(self.active, timeout_s)
+        outcome = finish_phase(running, self.plan)
+        if outcome is None:
+            return
+        self.active.remove(running)
+        self._record(outcome, "finished" if outcome.status in DONE_STATUSES else "failed")
+        self.echo(progress_line(len(self.outcomes), self.total, outcome, self.plan.metric))
+
+    def interrupt(self) -> None:
+        for running in self.active:
+            stop_process(running.proc)
+            _write_trial_json(running.trial, self.plan, status="interrupted")
+
+
+def run_sweep(
+    plan: SweepPlan,
+    *,
+    count: int | None = None,
+    dry_run: bool = False,
+    jobs: int = 1,
+    timeout_s: float | None = None,
+    seed: int = 0,
+    echo: Callable[[str], None] = print,
+) -> list[Outcome]:
+    """Run (or with ``dry_run`` list) the sweep's trials until the engine has no more or ``count``
+    trials have been started; finished/diverged trials under the root are skipped, not counted.
+
+    Failed and diverged trials are recorded and fed back to the engine; the sweep goes on.
+    ``jobs`` trials run at once (the engine sees the live ones as running, as W&B's does).
+    """
+    import numpy as np
+
+    limit = count or plan.sweep.get("run_cap")
+    if plan.sweep["method"] != "grid" and limit is None:
+        raise SweepError(f"method {plan.sweep['method']!r} never runs out of proposals: give --count")
+    random.seed(seed)
+    np.random.seed(seed)  # random/bayes proposals repeat across invocations, so done trials are skipped
+    session = _Session(plan, limit=limit, dry_run=dry_run, jobs=jobs, echo=echo)
+    try:
+        while True:
+            session.fill()
+            if not session.active:
+                return session.outcomes
+            session.collect(timeout_s)
+    except KeyboardInterrupt:
+        session.interrupt()
+        raise

@@ -1,0 +1,70 @@
+"""``attnlab sweep | report | demo`` argument handling and exit codes."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import yaml
+
+from ablations.commands import demo_main, report_main, sweep_main
+
+
+def test_sweep_help_explains_the_options(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        sweep_main(["--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    for option in ("--count", "--dry-run", "--scale", "--root", "--jobs", "wandb agent"):
+        assert option in out
+
+
+def test_missing_sweep_is_a_usage_error(capsys):
+    assert sweep_main(["no_such_sweep"]) == 2
+    assert "no sweep file" in capsys.readouterr().err
+
+
+def test_dry_run_by_question_name_prints_quick_commands(capsys, tmp_path):
+    assert sweep_main(["norm", "--dry-run", "--count", "2", "--scale", "quick", "--root", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("lit_models/cli.py fit --config ablations/configs/transformer_reverse.yaml") == 2
+    assert "--trainer.max_epochs=3" in out and "--run.experiment=norm" in out and "2 planned" in out
+    assert not any(tmp_path.iterdir())
+
+
+def test_sweep_exit_code_reports_failed_trials(tmp_path, fake_program, capsys):
+    sweep = {"name": "fake", "program": str(fake_program), "method": "grid",
+             "metric": {"name": "val/score", "goal": "maximize"}, "parameters": {"x": {"values": [1, "bad"]}},
+             "command": ["${env}", "${interpreter}", "${program}", "fit", "${args}"]}
+    path = tmp_path / "fake.yaml"
+    path.write_text(yaml.safe_dump(sweep))
+    assert sweep_main([str(path), "--root", str(tmp_path / "runs")]) == 1
+    out = capsys.readouterr().out
+    assert "[1/2] x=1  finished" in out and "[2/2] x=bad  failed (exit 2)" in out and "1 failed" in out
+    assert sweep_main([str(path), "--root", str(tmp_path / "runs"), "--report"]) == 1
+    assert "report: " in capsys.readouterr().out
+    assert report_main([str(tmp_path / "runs")]) == 0
+
+
+def test_demo_help(capsys):
+    with pytest.raises(SystemExit):
+        demo_main(["--help"])
+    assert "attention_bottleneck" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_demo_fits_in_ten_minutes(tmp_path, capsys):
+    t0 = time.time()
+    assert demo_main(["--root", str(tmp_path)]) == 0
+    elapsed = time.time() - t0
+    out = capsys.readouterr().out
+    assert "attention=additive" in out and "report:" in out
+    assert (tmp_path / "attention_bottleneck" / "report.md").is_file()
+    assert elapsed < 600, f"demo took {elapsed:.0f} s"
+
+
+def test_dispatch_leaves_lightning_subcommands_alone(capsys):
+    from ablations.commands import dispatch
+
+    assert dispatch(["fit", "--config", "x.yaml"]) is None and dispatch([]) is None
+    assert dispatch(["sweep", "no_such_sweep"]) == 2

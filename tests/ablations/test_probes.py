@@ -1,0 +1,153 @@
+"""Probes: attention entropy, per-layer gradient norms, and the exposure-bias (free-running) loss."""
+
+from __future__ import annotations
+
+import math
+
+import lightning as L
+import pytest
+import torch
+
+from datamodules.batching import BOS, EOS, PAD
+from datamodules.synthetic import SyntheticSeq2Seq
+from lit_models.probes import (
+    AttentionEntropy,
+    FreeRunningLoss,
+    GradientNorms,
+    attention_entropy,
+    default_probes,
+    layer_grad_norms,
+    parameter_group,
+    stepwise_loss,
+)
+from lit_models.recurrent_seq2seq import RecurrentSeq2Seq
+from lit_models.seq2seq import TransformerSeq2Seq
+
+
+def test_entropy_is_log_k_for_uniform_and_zero_for_one_hot():
+    uniform = torch.full((2, 3, 4, 5), 0.2)
+    assert attention_entropy(uniform, query_mask=torch.ones(2, 4, dtype=torch.bool)) == pytest.approx(math.log(5))
+    one_hot = torch.zeros(2, 1, 4, 5)
+    one_hot[..., 2] = 1.0
+    assert attention_entropy(one_hot, query_mask=torch.ones(2, 4, dtype=torch.bool)) == pytest.approx(0.0)
+
+
+def test_entropy_skips_masked_queries_and_rows_that_are_not_distributions():
+    w = torch.zeros(1, 1, 3, 4)
+    w[0, 0, 0] = 0.25  # uniform, kept
+    w[0, 0, 1, 0] = 1.0  # one-hot but masked out
+    mask = torch.tensor([[True, False, True]])  # row 2 is all zeros: not a distribution, left out
+    assert attention_entropy(w, query_mask=mask) == pytest.approx(math.log(4))
+    assert math.isnan(float(attention_entropy(torch.zeros(1, 1, 2, 3), query_mask=torch.ones(1, 2, dtype=torch.bool))))
+
+
+@pytest.mark.parametrize(("name", "group"), [
+    ("net.encoder.layers.3.ff.w1.weight", "encoder.layers.3"),
+    ("net.decoder.layers.0.cross.q.bias", "decoder.layers.0"),
+    ("net.src_embed.table.weight", "src_embed.table"),
+    ("net.generator.weight", "generator"),
+    ("value.weight", "value"),
+])
+def test_parameter_groups(name, group):
+    assert parameter_group(name) == group
+
+
+def test_grad_norms_add_up_to_the_total():
+    model = TransformerSeq2Seq(src_vocab_size=12, tgt_vocab_size=12, d_model=16, heads=2, d_ff=32,
+                               encoder_layers=2, decoder_layers=1)
+    src = torch.randint(4, 12, (3, 5))
+    tgt = torch.cat([torch.full((3, 1), BOS), torch.randint(4, 12, (3, 4)), torch.full((3, 1), EOS)], 1)
+    model.net(src, tgt[:, :-1]).logsumexp(-1).sum().backward()
+    norms = layer_grad_norms(model)
+    assert {"encoder.layers.0", "encoder.layers.1", "decoder.layers.0", "total"} <= set(norms)
+    parts = sum(v**2 for k, v in norms.items() if k != "total")
+    assert norms["total"] == pytest.approx(parts**0.5, rel=1e-5)
+
+
+def _batch(n: int = 4, length: int = 5) -> tuple[torch.Tensor, torch.Tensor]:
+    src = torch.randint(4, 12, (n, length))
+    src[0, -2:] = PAD
+    tgt = torch.cat([torch.full((n, 1), BOS), src.flip(1), torch.full((n, 1), PAD)], 1)
+    for i, row in enumerate(src):
+        content = row[row != PAD].flip(0)
+        tgt[i, 1:] = PAD
+        tgt[i, 1 : 1 + len(content)] = content
+        tgt[i, 1 + len(content)] = EOS
+    return src, tgt
+
+
+@pytest.mark.parametrize("family", ["transformer", "recurrent"])
+def test_gold_fed_stepwise_loss_equals_the_teacher_forced_pass(family):
+    torch.manual_seed(0)
+    if family == "transformer":
+        model = TransformerSeq2Seq(src_vocab_size=12, tgt_vocab_size=12, d_model=16, heads=2, d_ff=32)
+    else:
+        model = RecurrentSeq2Seq(src_vocab_size=12, tgt_vocab_size=12, hidden_size=16, embed_dim=8)
+    model.eval()
+    src, tgt = _batch()
+    with torch.no_grad():
+        out = model.net.teacher_forward(model.net.encode(src), tgt[:, :-1])
+        logits = out[0] if isinstance(out, tuple) else out
+        full = torch.nn.functional.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten(), ignore_index=PAD)
+        assert stepwise_loss(model.net, src, tgt, feed="gold") == pytest.approx(float(full), abs=1e-5)
+
+
+class _Counter(torch.nn.Module):
+    """Predicts prev + 1 with certainty, except a wrong first token: right only when fed gold."""
+
+    def encode(self, src):
+        return {"t": 0}
+
+    def step(self, prev, state):
+        nxt = torch.full_like(prev, 11) if state["t"] == 0 else (prev + 1) % 12
+        return torch.nn.functional.one_hot(nxt, 12).float() * 20.0, {"t": state["t"] + 1}
+
+
+def test_free_running_loss_shows_the_exposure_gap():
+    tgt = torch.tensor([[BOS, 5, 6, 7, 8]])
+    teacher = stepwise_loss(_Counter(), tgt, tgt, feed="gold")
+    free = stepwise_loss(_Counter(), tgt, tgt, feed="own")
+    assert teacher == pytest.approx(20.0 / 4, abs=1e-3)  # only the first step is wrong when fed gold
+    assert free == pytest.approx(20.0, abs=1e-3)  # every step after a wrong one is wrong too
+
+
+def _fit(model: L.LightningModule, callbacks: list[L.Callback]) -> dict[str, float]:
+    dm = SyntheticSeq2Seq(vocab_size=12, min_len=2, max_len=5, train_size=64, val_size=16, test_size=8, batch_size=16)
+    trainer = L.Trainer(max_epochs=1, callbacks=callbacks, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+                        accelerator="cpu", devices=1)
+    trainer.fit(model, datamodule=dm)
+    return {k: float(v) for k, v in trainer.callback_metrics.items()}
+
+
+def test_probes_log_their_metrics_during_fit():
+    torch.manual_seed(0)
+    model = TransformerSeq2Seq(src_vocab_size=12, tgt_vocab_size=12, d_model=16, heads=2, d_ff=32,
+                               encoder_layers=2, decoder_layers=1)
+    metrics = _fit(model, default_probes())
+    for key in ("val/attn_entropy/enc_self/layer2", "val/attn_entropy/cross/layer1",
+                "val/attn_entropy/dec_self/layer1", "train/grad_norm/encoder.layers.1", "train/grad_norm/total",
+                "val/free_running_loss", "val/exposure_gap"):
+        assert key in metrics and math.isfinite(metrics[key]), key
+    assert 0.0 <= metrics["val/attn_entropy/cross/layer1"] <= math.log(7) + 1e-4  # at most log(keys)
+
+
+def test_probes_skip_what_a_module_cannot_give():
+    torch.manual_seed(0)
+    no_attention = RecurrentSeq2Seq(src_vocab_size=12, tgt_vocab_size=12, attention="none", hidden_size=16,
+                                    embed_dim=8)
+    metrics = _fit(no_attention, [AttentionEntropy(), FreeRunningLoss(), GradientNorms(steps=1)])
+    assert not any(k.startswith("val/attn_entropy/") for k in metrics), "an all-zero map has no entropy"
+    assert "val/free_running_loss" in metrics
+
+    from lightning.pytorch.demos.boring_classes import BoringModel
+
+    assert not any(k.startswith(("val/attn", "val/free")) for k in _fit_boring(BoringModel()))
+
+
+def _fit_boring(model: L.LightningModule) -> dict[str, float]:
+    trainer = L.Trainer(max_epochs=1, limit_train_batches=2, limit_val_batches=1, callbacks=default_probes(),
+                        logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, num_sanity_val_steps=0, accelerator="cpu", devices=1)
+    trainer.fit(model)
+    return {k: float(v) for k, v in trainer.callback_metrics.items()}

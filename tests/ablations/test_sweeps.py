@@ -1,0 +1,132 @@
+"""Every sweep file is W&B-schema-valid, follows the LightningCLI conventions, belongs to a
+question, and every value the engine can propose parses through the real CLI."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ablations.questions import QUESTIONS, REPO, SWEEPS_DIR
+from ablations.runner import (
+    load_sweep,
+    proposable_values,
+    render_args,
+    schema_violations,
+    trial_name,
+    varied_keys,
+)
+
+SWEEPS = sorted(SWEEPS_DIR.glob("*.yaml"))
+IDS = [p.stem for p in SWEEPS]
+
+
+def _config_of(sweep: dict[str, Any]) -> Path:
+    command = [str(c) for c in sweep["command"]]
+    return REPO / command[command.index("--config") + 1]
+
+
+def _nulls(node: Any, path: str = "") -> list[str]:
+    if node is None:
+        return [path]
+    if isinstance(node, dict):
+        return [p for k, v in node.items() for p in _nulls(v, f"{path}.{k}")]
+    if isinstance(node, list):
+        return [p for i, v in enumerate(node) for p in _nulls(v, f"{path}[{i}]")]
+    return []
+
+
+def test_sweeps_exist():
+    assert len(SWEEPS) >= 7, "sweeps/ lost a question"
+    assert {q.sweep for q in QUESTIONS.values()} <= {p.name for p in SWEEPS}
+
+
+@pytest.mark.parametrize("path", SWEEPS, ids=IDS)
+def test_schema_valid(path):
+    assert schema_violations(load_sweep(path)) == []
+
+
+@pytest.mark.parametrize("path", SWEEPS, ids=IDS)
+def test_sweep_conventions(path):
+    raw = yaml.safe_load(path.read_text())
+    sweep = load_sweep(path)
+    assert raw["name"] == path.stem, "the sweep name is the experiment name and the file stem"
+    assert _nulls(raw) == [], "a null renders as --x=None, which the CLI rejects"
+    command = [str(c) for c in sweep["command"]]
+    assert command[:3] == ["${env}", "${interpreter}", "${program}"] and command[-1] == "${args}"
+    assert command.index("fit") < command.index("--config") < command.index("${args}"), "config before ${args}"
+    assert _config_of(sweep).is_file(), f"{path.name} references a missing config"
+    assert (REPO / sweep["program"]).is_file()
+    seeds = sweep["parameters"]["seed_everything"]["values"]
+    assert len(set(seeds)) >= 3 and all(isinstance(s, int) for s in seeds)
+    assert all(not k.startswith("-") and ".init_args." not in k for k in sweep["parameters"]), "flat CLI paths"
+
+
+@pytest.mark.parametrize("path", SWEEPS, ids=IDS)
+def test_question_matches_sweep(path):
+    sweep = load_sweep(path)
+    question = QUESTIONS[sweep["name"]]
+    assert question.sweep == path.name
+    assert set(question.axes) <= set(varied_keys(sweep)), "a question's axes are swept parameters"
+    assert sweep["metric"]["name"].split("/")[0] in ("val", "test", "train")
+    overridden = {a.split("=")[0].removeprefix("--") for a in question.quick}
+    assert not overridden & set(sweep["parameters"]), "--scale quick must never override a swept parameter"
+
+
+def _parse(config: Path, args: list[str]) -> tuple[int, str, str]:
+    """Exit code, printed config and stderr of ``attnlab fit --config CONFIG ARGS --print_config``."""
+    from lit_models.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            main(["fit", "--config", str(config), *args, "--print_config"])
+    except SystemExit as exit_:
+        code = int(exit_.code or 0)
+    return code, out.getvalue(), err.getvalue()
+
+
+def _build_model(printed: str) -> None:
+    """Construct the printed config's model (vocabulary sizes from the data, as the CLI links them):
+    catches arms that parse but cannot be built (e.g. heads not dividing d_model)."""
+    cfg = yaml.safe_load(printed)
+    module, _, name = cfg["model"]["class_path"].rpartition(".")
+    kwargs = dict(cfg["model"].get("init_args") or {})
+    vocab = (cfg["data"].get("init_args") or {}).get("vocab_size")
+    for key in ("src_vocab_size", "tgt_vocab_size"):
+        kwargs[key] = kwargs.get(key) or vocab
+    getattr(importlib.import_module(module), name)(**kwargs)
+
+
+@pytest.mark.parametrize("path", SWEEPS, ids=IDS)
+def test_every_value_parses(path):
+    """One --print_config per row: row i takes value i (mod count) of every parameter, so every
+    value of every parameter is parsed at least once, rendered exactly as the agent renders it,
+    followed by the quick-scale overrides; then the arm's model is built."""
+    sweep = load_sweep(path)
+    values = {k: proposable_values(k, spec) for k, spec in sweep["parameters"].items()}
+    rows = max(len(v) for v in values.values())
+    quick = list(QUESTIONS[sweep["name"]].quick)
+    for i in range(rows):
+        params = {k: v[i % len(v)] for k, v in values.items()}
+        code, printed, err = _parse(_config_of(sweep), render_args(params) + quick)
+        assert code == 0, f"{path.name}: {render_args(params)} does not parse: {err.strip()}"
+        _build_model(printed)
+
+
+def test_trial_names_are_distinct_and_stable():
+    for path in SWEEPS:
+        sweep = load_sweep(path)
+        keys = varied_keys(sweep)
+        grid = [{}]
+        for k in keys:
+            grid = [{**g, k: v} for g in grid for v in sweep["parameters"][k]["values"]]
+        names = [trial_name(g, keys) for g in grid]
+        assert len(set(names)) == len(names)
+        assert names == [trial_name(g, keys) for g in grid]

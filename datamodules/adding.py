@@ -11,11 +11,10 @@ among the first ten steps; here (as in Le et al.) values lie in [0, 1] and the m
 
 from __future__ import annotations
 
-import lightning as L
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from datamodules.batching import build_dataloader, collate_regression
+from datamodules.batching import STAGE_SPLITS, SplitDataModule, build_dataloader, collate_regression
 from datamodules.synthetic import Split, split_generator
 
 
@@ -44,7 +43,7 @@ def generate_adding(*, n: int, seq_len: int, generator: torch.Generator) -> tupl
     return x, y
 
 
-class AddingProblem(L.LightningDataModule):
+class AddingProblem(SplitDataModule):
     """Long-range regression benchmark for recurrent and attentive encoders.
 
     Batches are :class:`datamodules.batching.RegressionBatch` (x (B, T, 2), y (B,)). Data is generated
@@ -106,13 +105,7 @@ class AddingProblem(L.LightningDataModule):
 
     def setup(self, stage: str) -> None:
         """Generate the splits ``stage`` needs (fit: train+val; validate: val; test/predict: test)."""
-        needed: dict[str, tuple[Split, ...]] = {
-            "fit": ("train", "val"),
-            "validate": ("val",),
-            "test": ("test",),
-            "predict": ("test",),
-        }
-        for name in needed.get(stage, ()):
+        for name in STAGE_SPLITS.get(stage, ()):
             self.split(name)
 
     def _loader(self, name: Split) -> DataLoader:
@@ -125,18 +118,3 @@ class AddingProblem(L.LightningDataModule):
             collate_fn=collate_regression,
         )
 
-    def train_dataloader(self) -> DataLoader:
-        """Shuffled training batches (seeded; DistributedSampler under DDP)."""
-        return self._loader("train")
-
-    def val_dataloader(self) -> DataLoader:
-        """Validation batches in order; each example on exactly one rank under DDP."""
-        return self._loader("val")
-
-    def test_dataloader(self) -> DataLoader:
-        """Test batches in order; each example on exactly one rank under DDP."""
-        return self._loader("test")
-
-    def predict_dataloader(self) -> DataLoader:
-        """The test set, as for :meth:`test_dataloader`."""
-        return self._loader("test")

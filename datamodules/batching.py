@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
+import lightning as L
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
@@ -174,3 +175,35 @@ def build_dataloader(
         collate_fn=collate_fn,
         persistent_workers=num_workers > 0,
     )
+
+
+STAGE_SPLITS: dict[str, tuple[str, ...]] = {
+    "fit": ("train", "val"),
+    "validate": ("val",),
+    "test": ("test",),
+    "predict": ("test",),
+}
+"""The splits each Lightning stage needs."""
+
+
+class SplitDataModule(L.LightningDataModule):
+    """The four dataloader hooks over one ``_loader(split)`` that every attnlab datamodule defines.
+
+    Train batches are shuffled (seeded; a DistributedSampler under DDP); val/test/predict batches
+    come in order, each example on exactly one rank. Predict uses the test split.
+    """
+
+    def _loader(self, split: str) -> DataLoader:
+        raise NotImplementedError
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train")
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("val")
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test")
+
+    def predict_dataloader(self) -> DataLoader:
+        return self._loader("test")

@@ -24,12 +24,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, NamedTuple
 
-import lightning as L
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader
 
-from datamodules.batching import N_SPECIAL, UNK, build_dataloader, pad_sequences
+from datamodules.batching import N_SPECIAL, UNK, SplitDataModule, build_dataloader, pad_sequences
 from datamodules.download import Resource, extract, fetch
 from datamodules.tokenization import (
     Tokenization,
@@ -157,7 +156,7 @@ def _cap(items: list[Example], size: int | None) -> list[Example]:
     return items if size is None else items[:size]
 
 
-class SentimentData(L.LightningDataModule):
+class SentimentData(SplitDataModule):
     """Sentiment classification batches (:class:`ClassificationBatch`) from one ``source``.
 
     Under DDP the loaders shard themselves (``build_dataloader``): seeded ``DistributedSampler`` for
@@ -334,17 +333,6 @@ class SentimentData(L.LightningDataModule):
         return build_dataloader(self.datasets[split], train=split == "train", batch_size=hp.batch_size,  # type: ignore[arg-type]
                                 seed=hp.seed, num_workers=hp.num_workers, collate_fn=collate_classification)
 
-    def train_dataloader(self) -> DataLoader:
-        return self._loader("train")
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("val")
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader("test")
-
-    def predict_dataloader(self) -> DataLoader:
-        return self._loader("test")
 
     def decode_tokens(self, ids: Sequence[int] | Tensor) -> str:
         """Ids -> text (words joined by spaces, or detokenized SentencePiece); stops at EOS."""

@@ -10,12 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Literal, get_args
 
-import lightning as L
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader
 
-from datamodules.batching import N_SPECIAL, build_dataloader, collate_pairs, ids_to_text
+from datamodules.batching import N_SPECIAL, SplitDataModule, build_dataloader, collate_pairs, ids_to_text
 
 SyntheticTask = Literal["copy", "reverse", "sort"]
 """Source -> target mapping: identity, reversal, or ascending sort of the content ids."""
@@ -63,7 +62,7 @@ def generate_pairs(
     return pairs
 
 
-class SyntheticSeq2Seq(L.LightningDataModule):
+class SyntheticSeq2Seq(SplitDataModule):
     """Algorithmic seq2seq tasks (copy / reverse / sort), generated offline and deterministically.
 
     Batches are :class:`datamodules.batching.Seq2SeqBatch` (src (B, S), tgt (B, T) with BOS/EOS).
@@ -169,13 +168,7 @@ class SyntheticSeq2Seq(L.LightningDataModule):
 
     def setup(self, stage: str) -> None:
         """Generate the splits ``stage`` needs (fit: train+val; validate: val; test/predict: test)."""
-        needed: dict[str, tuple[Split, ...]] = {
-            "fit": ("train", "val"),
-            "validate": ("val",),
-            "test": ("test",),
-            "predict": ("test",),
-        }
-        for name in needed.get(stage, ()):
+        for name in STAGE_SPLITS.get(stage, ()):
             self.split(name)
 
     def _loader(self, name: Split) -> DataLoader:
@@ -188,21 +181,6 @@ class SyntheticSeq2Seq(L.LightningDataModule):
             collate_fn=collate_pairs,
         )
 
-    def train_dataloader(self) -> DataLoader:
-        """Shuffled training batches (seeded; DistributedSampler under DDP)."""
-        return self._loader("train")
-
-    def val_dataloader(self) -> DataLoader:
-        """Validation batches in order; each example on exactly one rank under DDP."""
-        return self._loader("val")
-
-    def test_dataloader(self) -> DataLoader:
-        """Test batches (test length range) in order; each example on exactly one rank under DDP."""
-        return self._loader("test")
-
-    def predict_dataloader(self) -> DataLoader:
-        """The test set, as for :meth:`test_dataloader`."""
-        return self._loader("test")
 
     def decode_tokens(self, ids: Sequence[int] | Tensor) -> str:
         """Content ids -> ``"t5 t7 ..."`` (stops at EOS, drops PAD/BOS); for BLEU and figure labels.

@@ -27,11 +27,20 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
-import lightning as L
 from torch import Tensor
 from torch.utils.data import DataLoader, Sampler
 
-from datamodules.batching import BOS, EOS, N_SPECIAL, PAD, UNK, build_dataloader, collate_pairs, distributed_world
+from datamodules.batching import (
+    BOS,
+    EOS,
+    N_SPECIAL,
+    PAD,
+    UNK,
+    SplitDataModule,
+    build_dataloader,
+    collate_pairs,
+    distributed_world,
+)
 from datamodules.download import Resource, extract, fetch
 from datamodules.tokenization import (
     Tokenization,
@@ -155,7 +164,7 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         return len(self._shard())
 
 
-class TranslationData(L.LightningDataModule):
+class TranslationData(SplitDataModule):
     """Parallel text -> :class:`datamodules.batching.Seq2SeqBatch` (src (B, S), tgt (B, T) with BOS/EOS).
 
     Loaders shard themselves under DDP (``build_dataloader``): a seeded ``DistributedSampler`` for
@@ -309,17 +318,6 @@ class TranslationData(L.LightningDataModule):
         return build_dataloader(self.datasets[split], train=split == "train", batch_size=hp.batch_size,  # type: ignore[arg-type]
                                 seed=hp.seed, num_workers=hp.num_workers, collate_fn=collate_pairs)
 
-    def train_dataloader(self) -> DataLoader:
-        return self._loader("train")
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("val")
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader("test")
-
-    def predict_dataloader(self) -> DataLoader:
-        return self._loader("test")
 
     def _decode(self, side: int, ids: Sequence[int] | Tensor) -> str:
         if self.tokenizers is None:

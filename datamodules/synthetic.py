@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader
 
-from datamodules.batching import N_SPECIAL, SplitDataModule, build_dataloader, collate_pairs, ids_to_text
+from datamodules.batching import N_SPECIAL, STAGE_SPLITS, SplitDataModule, build_dataloader, collate_pairs, ids_to_text
 
 SyntheticTask = Literal["copy", "reverse", "sort"]
 """Source -> target mapping: identity, reversal, or ascending sort of the content ids."""

@@ -201,6 +201,25 @@ QUESTIONS: dict[str, Question] = {
             quick=QUICK_RECURRENT,
         ),
         Question(
+            name="sentiment_pooling", sweep="sentiment_pooling.yaml", axes=("model.pooling",), metric="val/acc",
+            goal="maximize", probes=("val/loss", "val/f1"),
+            expected="When one phrase decides the label and later words distract, additive attention pooling "
+                     "finds the phrase while mean and max pooling blur it (Yang et al. 2016; Lin et al. 2017).",
+            verdict=beats_all([("attention",)], [("mean",), ("max",)], metric="val/acc", goal="maximize"),
+            quick=("--trainer.max_epochs=2", "--data.train_size=3000", "--data.val_size=256",
+                   "--data.test_size=256", "--trainer.log_every_n_steps=5"),
+        ),
+        Question(
+            name="cells_adding", sweep="cells_adding.yaml", axes=("model.cell",), metric="val/mse", goal="minimize",
+            probes=("val/loss", "train/grad_norm/"),
+            expected="Gated cells carry two values across T steps; the Elman RNN stays near the mean predictor "
+                     "(MSE ~ 1/6) at T = 100 (Hochreiter & Schmidhuber 1997, experiment 4).",
+            verdict=beats_all([("lstm",), ("gru",), ("lstm_peephole",)], [("rnn",)], metric="val/mse",
+                              goal="minimize"),
+            quick=("--trainer.max_epochs=2", "--data.train_size=4000", "--data.val_size=256",
+                   "--data.test_size=256", "--trainer.log_every_n_steps=5"),
+        ),
+        Question(
             name="cells", sweep="cells.yaml", axes=("model.cell",), metric="val/exact_match", goal="maximize",
             probes=("val/loss", "val/acc_by_len/", "train/grad_norm/"),
             expected="Gated cells (GRU, LSTM) carry a sequence through the fixed vector far better than the "

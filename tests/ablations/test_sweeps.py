@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import inspect
 import io
 from pathlib import Path
 from typing import Any
@@ -99,9 +100,12 @@ def _build_model(printed: str) -> None:
     module, _, name = cfg["model"]["class_path"].rpartition(".")
     kwargs = dict(cfg["model"].get("init_args") or {})
     vocab = (cfg["data"].get("init_args") or {}).get("vocab_size")
-    for key in ("src_vocab_size", "tgt_vocab_size"):
-        kwargs[key] = kwargs.get(key) or vocab
-    getattr(importlib.import_module(module), name)(**kwargs)
+    model_class = getattr(importlib.import_module(module), name)
+    accepted = inspect.signature(model_class).parameters
+    for key in ("src_vocab_size", "tgt_vocab_size", "vocab_size"):
+        if key in accepted:
+            kwargs[key] = kwargs.get(key) or vocab
+    model_class(**{k: v for k, v in kwargs.items() if k in accepted})
 
 
 @pytest.mark.parametrize("path", SWEEPS, ids=IDS)

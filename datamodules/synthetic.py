@@ -15,6 +15,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader
 
 from datamodules.batching import N_SPECIAL, STAGE_SPLITS, SplitDataModule, build_dataloader, collate_pairs, ids_to_text
+from datamodules.bucketing import token_budget_loader
 
 SyntheticTask = Literal["copy", "reverse", "sort"]
 """Source -> target mapping: identity, reversal, or ascending sort of the content ids."""
@@ -83,6 +84,8 @@ class SyntheticSeq2Seq(SplitDataModule):
         batch_size: pairs per batch (per DDP rank).
         seed: seed of the data and of the training shuffle; same on every rank.
         num_workers: DataLoader worker processes.
+        max_tokens: if set, training batches are length-bucketed with at most this many padded
+            target tokens (``batch_size`` is then ignored for training); evaluation keeps ``batch_size``.
     """
 
     def __init__(
@@ -100,6 +103,7 @@ class SyntheticSeq2Seq(SplitDataModule):
         batch_size: int = 64,
         seed: int = 1234,
         num_workers: int = 0,
+        max_tokens: int | None = None,
     ) -> None:
         super().__init__()
         self.task: SyntheticTask = task
@@ -111,12 +115,15 @@ class SyntheticSeq2Seq(SplitDataModule):
         self.batch_size = batch_size
         self.seed = seed
         self.num_workers = num_workers
+        self.max_tokens = max_tokens
         self._validate()
         self.save_hyperparameters()
         self._data: dict[str, list[Pair]] = {}
 
     def _validate(self) -> None:
         """Raise a one-line ValueError naming the first invalid argument."""
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
         if self.task not in SYNTHETIC_TASKS:
             raise ValueError(f"task must be one of {get_args(SyntheticTask)}, got {self.task!r}")
         if self.vocab_size <= N_SPECIAL:
@@ -172,6 +179,11 @@ class SyntheticSeq2Seq(SplitDataModule):
             self.split(name)
 
     def _loader(self, name: Split) -> DataLoader:
+        if self.max_tokens is not None and name == "train":
+            data = self.split(name)
+            return token_budget_loader(data, lengths=[len(t) + 2 for _, t in data], max_tokens=self.max_tokens,
+                                       train=True, seed=self.seed, num_workers=self.num_workers,
+                                       collate_fn=collate_pairs)
         return build_dataloader(
             self.split(name),  # type: ignore[arg-type]
             train=name == "train",

@@ -139,3 +139,16 @@ def test_ids_to_text() -> None:
 def test_invalid_args_raise_naming_the_arg(kw: dict[str, object], name: str) -> None:
     with pytest.raises(ValueError, match=name):
         SyntheticSeq2Seq(**kw)  # type: ignore[arg-type]
+
+
+def test_token_budget_batches_cover_the_train_set_once_with_little_padding():
+    dm = SyntheticSeq2Seq(min_len=5, max_len=50, train_size=500, val_size=4, test_size=4, max_tokens=400)
+    dm.setup("fit")
+    seen, padded, real = [], 0, 0
+    for batch in dm.train_dataloader():
+        assert batch.tgt.numel() <= 400 or batch.tgt.size(0) == 1
+        padded += batch.tgt.numel()
+        real += int((batch.tgt != 0).sum())
+        seen.extend(tuple(row[row != 0].tolist()) for row in batch.src)
+    assert sorted(seen) == sorted(tuple(s) for s, _ in dm.split("train"))
+    assert real / padded > 0.9, "length bucketing should remove most padding"

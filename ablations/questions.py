@@ -45,7 +45,7 @@ QUICK_TRANSFORMER = (*QUICK_DATA, "--model.warmup_steps=30")
 QUICK_RECURRENT = ("--trainer.max_epochs=2", "--data.train_size=4096", "--data.val_size=128", "--data.test_size=128",
                    "--trainer.log_every_n_steps=5", "--trainer.val_check_interval=0.5", "--model.warmup_steps=10",
                    "--data.min_len=3", "--data.max_len=16",
-                   "--data.test_min_len=3", "--data.test_max_len=16")
+                   "--data.test_min_len=3", "--data.test_max_len=16", "--data.max_tokens=null")
 
 
 @dataclass(frozen=True)

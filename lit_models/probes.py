@@ -59,7 +59,18 @@ def _should_probe(trainer: L.Trainer) -> bool:
     return trainer.is_global_zero and not trainer.sanity_checking
 
 
-class AttentionEntropy(L.Callback):
+class BatchProbe(L.Callback):
+    """A probe that reads a fixed batch: the first ``examples`` of the first validation batch."""
+
+    def __init__(self, *, examples: int = 32) -> None:
+        self.batch = FixedBatch(examples)
+
+    def on_validation_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
+                                batch_idx: int, dataloader_idx: int = 0) -> None:
+        self.batch.capture(batch, batch_idx, dataloader_idx)
+
+
+class AttentionEntropy(BatchProbe):
     """Mean attention entropy per map (``enc_self/layer1``, ``cross/layer2``, ...) on a fixed batch.
 
     Entropy H = -sum_k w_k log w_k over the keys of each query row, averaged over heads, real
@@ -70,13 +81,6 @@ class AttentionEntropy(L.Callback):
     Args:
         examples: examples of the first validation batch to use.
     """
-
-    def __init__(self, *, examples: int = 32) -> None:
-        self.batch = FixedBatch(examples)
-
-    def on_validation_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
-                                batch_idx: int, dataloader_idx: int = 0) -> None:
-        self.batch.capture(batch, batch_idx, dataloader_idx)
 
     @torch.no_grad()
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -166,7 +170,7 @@ def layer_grad_norms(module: torch.nn.Module) -> dict[str, float]:
     return {**{g: v**0.5 for g, v in sq.items()}, "total": sum(sq.values()) ** 0.5}
 
 
-class FreeRunningLoss(L.Callback):
+class FreeRunningLoss(BatchProbe):
     """Exposure bias: loss of the gold targets when the decoder is fed its own greedy tokens.
 
     Decodes a fixed validation batch twice through ``net.step()``: fed the gold previous token
@@ -177,13 +181,6 @@ class FreeRunningLoss(L.Callback):
     Args:
         examples: examples of the first validation batch to use.
     """
-
-    def __init__(self, *, examples: int = 32) -> None:
-        self.batch = FixedBatch(examples)
-
-    def on_validation_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
-                                batch_idx: int, dataloader_idx: int = 0) -> None:
-        self.batch.capture(batch, batch_idx, dataloader_idx)
 
     @torch.no_grad()
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:

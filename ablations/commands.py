@@ -14,9 +14,13 @@ import logging
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 
 from ablations.questions import QUESTIONS, SWEEPS_DIR
+
+# The sweeps engine's pydantic models use v1 config names; the warning is noise for our users.
+warnings.filterwarnings("ignore", message="Valid config keys have changed in V2")
 
 log = logging.getLogger(__name__)
 DEMO_QUESTION = "attention_bottleneck"

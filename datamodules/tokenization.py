@@ -219,7 +219,7 @@ def spm_model_path(*, cache_dir: Path, name: str, digest: str, settings: dict) -
 
 
 def train_sentencepiece(
-    texts: Sequence[str],
+    texts: Iterable[str],
     *,
     cache_dir: Path,
     name: str,
@@ -234,7 +234,9 @@ def train_sentencepiece(
     corpus cannot support raises a one-line UsageError with both sizes and writes nothing.
 
     Args:
-        texts: training-split sentences only (never validation or test text).
+        texts: training-split sentences only (never validation or test text); any re-iterable
+            (it is read twice: for the cache key, then by the trainer, which samples
+            ``input_sentence_size`` sentences of a streamed corpus).
         cache_dir: where models live. name: readable prefix of the file name.
         model_type: ``bpe`` or ``unigram``. vocab_size: total pieces, the 4 specials included.
         character_coverage: share of characters covered (1.0 for small alphabets; 0.9995 for CJK).
@@ -290,7 +292,7 @@ def load_sentencepiece(path: Path, *, vocab_size: int) -> SentencePieceTokenizer
 
 # --------------------------------------------------------------------------- datamodule helpers
 def prepare_tokenizer(
-    kind: Tokenization, texts: Sequence[str], *, cache_dir: Path, name: str, vocab_size: int
+    kind: Tokenization, texts: Iterable[str], *, cache_dir: Path, name: str, vocab_size: int
 ) -> None:
     """``prepare_data`` half: train and cache SentencePiece (``bpe``/``unigram``); nothing for ``word``."""
     if kind != "word":
@@ -298,7 +300,7 @@ def prepare_tokenizer(
 
 
 def load_tokenizer(
-    kind: Tokenization, texts: Sequence[str], *, cache_dir: Path, name: str, vocab_size: int
+    kind: Tokenization, texts: Iterable[str], *, cache_dir: Path, name: str, vocab_size: int
 ) -> Tokenizer:
     """``setup`` half, on every rank: build the word vocabulary of ``texts`` or load the cached model."""
     if kind == "word":

@@ -21,13 +21,15 @@ detokenizes target ids, so BLEU is computed on detokenized text (SacreBLEU 13a).
 
 from __future__ import annotations
 
+import hashlib
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 from torch import Tensor
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Subset
 
 from datamodules.batching import (
     BOS,
@@ -41,6 +43,7 @@ from datamodules.batching import (
 )
 from datamodules.bucketing import TokenBudgetBatchSampler, token_budget_loader  # noqa: F401
 from datamodules.download import Resource, extract, fetch
+from datamodules.token_store import ParallelText, TokenStore, build_token_store
 from datamodules.tokenization import (
     Tokenization,
     Tokenizer,
@@ -81,6 +84,15 @@ def read_parallel(src_path: Path, tgt_path: Path) -> list[TextPair]:
     return [(s, t) for s, t in zip(src, tgt, strict=True) if s.strip() or t.strip()]
 
 
+def _lengths(data: Sequence[tuple[list[int], list[int]]]) -> list[int]:
+    """Padded cost max(|src|, |tgt| + 2) per pair; a token store reads it from its offsets."""
+    if isinstance(data, TokenStore):
+        return data.lengths().tolist()
+    if isinstance(data, Subset) and isinstance(data.dataset, TokenStore):
+        return data.dataset.lengths()[np.asarray(data.indices)].tolist()
+    return [max(len(s), len(t) + 2) for s, t in data]
+
+
 def _find(root: Path, name: str) -> Path:
     """The file called ``name`` anywhere under an extracted archive."""
     hits = sorted(root.rglob(name))
@@ -108,6 +120,11 @@ class TranslationData(SplitDataModule):
         max_len: training pairs with more tokens than this on either side are dropped (val/test never).
         max_tokens: if set, batches hold at most this many padded tokens (length-bucketed,
             :class:`TokenBudgetBatchSampler`) instead of ``batch_size`` pairs.
+        memory_map: stream the training split from disk: SentencePiece reads it as a stream and it
+            is encoded once into a memory-mapped :class:`~datamodules.token_store.TokenStore` under
+            ``data_dir/stores`` (no text or ids held in RAM). ``None``: on for ``wmt14`` only. Needs
+            plain-text files (not TSV/JSONL); ``train_size`` then takes a seeded subset of the
+            encoded pairs, and the vocabulary is trained on the whole training split.
         train_size / val_size / test_size: caps (``None``: all); train is a seeded random subset,
             val/test their first examples.
         batch_size: pairs per batch (per rank). seed: subset and shuffle seed. num_workers: loader workers.
@@ -130,6 +147,7 @@ class TranslationData(SplitDataModule):
         shared_vocab: bool = True,
         max_len: int = 128,
         max_tokens: int | None = None,
+        memory_map: bool | None = None,
         train_size: int | None = None,
         val_size: int | None = None,
         test_size: int | None = None,
@@ -152,9 +170,10 @@ class TranslationData(SplitDataModule):
                 raise UsageError(f"{split}_size must be >= 1 (or null for all), got {size}")
         if max_tokens is not None and max_tokens < 1:
             raise UsageError(f"max_tokens must be >= 1 (or null for batch_size batches), got {max_tokens}")
+        self.memory_map = source == "wmt14" if memory_map is None else memory_map
         self.texts: dict[str, list[TextPair]] = {}
         self.tokenizers: tuple[Tokenizer, Tokenizer] | None = None
-        self.datasets: dict[str, list[tuple[list[int], list[int]]]] = {}
+        self.datasets: dict[str, Sequence[tuple[list[int], list[int]]]] = {}
 
     @property
     def src_vocab_size(self) -> int:
@@ -168,11 +187,13 @@ class TranslationData(SplitDataModule):
 
     # ----------------------------------------------------------------- raw text
     def raw_splits(self) -> dict[str, list[TextPair]]:
-        """Text pairs of every split (downloading Multi30k first if needed)."""
+        """Text pairs of every split (downloading Multi30k first if needed); with ``memory_map`` the
+        training split is streamed from disk instead and is empty here."""
         if not self.texts:
-            texts = {split: self._read(split) for split in ("train", "val", "test")}
+            texts = {split: [] if split == "train" and self.memory_map else self._read(split)
+                     for split in ("train", "val", "test")}
             for split, pairs in texts.items():
-                if not pairs:
+                if not pairs and not (split == "train" and self.memory_map):
                     raise UsageError(f"translation data ({self.source}): the {split} split is empty")
             train = list(texts["train"])
             random.Random(self.hparams.seed).shuffle(train)
@@ -182,12 +203,21 @@ class TranslationData(SplitDataModule):
         return self.texts
 
     def _read(self, split: Split) -> list[TextPair]:
+        paths = self._split_paths(split)
+        if isinstance(paths, Path):
+            hp = self.hparams
+            return [(s, t) for _, (s, t) in read_records(paths, fields=(hp.src_column, hp.tgt_column))]
+        return read_parallel(*paths)
+
+    def _split_paths(self, split: Split) -> tuple[Path, Path] | Path:
+        """The two plain-text files of ``split`` (downloading Multi30k first), or its table file."""
         hp = self.hparams
         langs = (hp.src_lang, hp.tgt_lang)
         if self.source == "multi30k":
             root = extract(fetch(MULTI30K[split], cache_dir=self.data_dir / "downloads"),
                            self.data_dir / "multi30k" / split)
-            return read_parallel(*(_find(root, f"{MULTI30K_PREFIX[split]}.{lang}") for lang in langs))
+            name = MULTI30K_PREFIX[split]
+            return _find(root, f"{name}.{langs[0]}"), _find(root, f"{name}.{langs[1]}")
         if self.source in ("iwslt14", "wmt14"):
             prefix = self.data_dir / self.source / PREPARED_PREFIX[split]
             if not prefix.with_name(f"{prefix.name}.{hp.src_lang}").is_file():
@@ -197,46 +227,87 @@ class TranslationData(SplitDataModule):
                     f"and put train|valid|test.{{{hp.src_lang},{hp.tgt_lang}}} in {prefix.parent} "
                     "(or use source=files)"
                 )
-            return read_parallel(*(prefix.with_name(f"{prefix.name}.{lang}") for lang in langs))
+            return prefix.with_name(f"{prefix.name}.{langs[0]}"), prefix.with_name(f"{prefix.name}.{langs[1]}")
         path = Path({"train": hp.train_path, "val": hp.val_path, "test": hp.test_path}[split])
         if path.suffix.lower() in (".tsv", ".csv", ".jsonl"):
-            return [(s, t) for _, (s, t) in read_records(path, fields=(hp.src_column, hp.tgt_column))]
-        return read_parallel(*(path.with_name(f"{path.name}.{lang}") for lang in langs))
+            return path
+        return path.with_name(f"{path.name}.{langs[0]}"), path.with_name(f"{path.name}.{langs[1]}")
+
+    def _train_stream(self) -> ParallelText:
+        """The training split as a re-iterable stream (``memory_map`` mode)."""
+        paths = self._split_paths("train")
+        if isinstance(paths, Path):
+            raise UsageError(f"memory_map needs plain-text parallel files, not the table {paths}")
+        return ParallelText(*paths)
 
     # ----------------------------------------------------------------- tokenizers
-    def _vocab_jobs(self) -> list[tuple[str, list[str]]]:
+    def _vocab_jobs(self) -> list[tuple[str, Iterable[str]]]:
         """(model name, training texts) per vocabulary: one shared, or one per side."""
-        hp, train = self.hparams, self.raw_splits()["train"]
+        hp = self.hparams
         base = f"{self.source}-{hp.src_lang}{hp.tgt_lang}"
+        if self.memory_map:
+            stream = self._train_stream()
+            if hp.shared_vocab:
+                return [(f"{base}-shared-stream", stream.both_sides())]
+            return [(f"{base}-{hp.src_lang}-stream", stream.side(0)), (f"{base}-{hp.tgt_lang}-stream", stream.side(1))]
+        train = self.raw_splits()["train"]
         if hp.shared_vocab:
             return [(f"{base}-shared", [s for s, _ in train] + [t for _, t in train])]
         return [(f"{base}-{hp.src_lang}", [s for s, _ in train]), (f"{base}-{hp.tgt_lang}", [t for _, t in train])]
 
     def prepare_data(self) -> None:
-        """Download/extract (Multi30k) and train SentencePiece once; keeps no state for other ranks."""
+        """Download/extract (Multi30k), train SentencePiece and (``memory_map``) encode the training
+        split into its token store, once; keeps no state for other ranks."""
         for name, texts in self._vocab_jobs():
             prepare_tokenizer(self.hparams.tokenizer, texts, cache_dir=self.data_dir / "tokenizers", name=name,
                               vocab_size=self.hparams.vocab_size)
+        if self.memory_map:
+            src_tok, tgt_tok = self._load_tokenizers()
+            build_token_store(self._train_stream(), directory=self._store_dir(), max_len=self.hparams.max_len,
+                              encoders=(src_tok.encode, tgt_tok.encode))
+
+    def _load_tokenizers(self) -> tuple[Tokenizer, Tokenizer]:
+        hp = self.hparams
+        toks = [load_tokenizer(hp.tokenizer, texts, cache_dir=self.data_dir / "tokenizers", name=name,
+                               vocab_size=hp.vocab_size) for name, texts in self._vocab_jobs()]
+        return toks[0], toks[-1]
+
+    def _store_dir(self) -> Path:
+        """``data_dir/stores/<source>-<langs>-<hash of files, tokenizer settings, max_len>``."""
+        hp = self.hparams
+        key = f"{self._train_stream().fingerprint()}|{hp.tokenizer}|{hp.vocab_size}|{hp.shared_vocab}|{hp.max_len}"
+        digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+        return self.data_dir / "stores" / f"{self.source}-{hp.src_lang}{hp.tgt_lang}-{digest}"
 
     def setup(self, stage: str) -> None:
         """Load the tokenizers and encode every split, identically on every rank."""
         if self.datasets:
             return
         hp = self.hparams
-        toks = [load_tokenizer(hp.tokenizer, texts, cache_dir=self.data_dir / "tokenizers", name=name,
-                               vocab_size=hp.vocab_size) for name, texts in self._vocab_jobs()]
-        self.tokenizers = (toks[0], toks[-1])
+        self.tokenizers = self._load_tokenizers()
         src_tok, tgt_tok = self.tokenizers
         for split, pairs in self.raw_splits().items():
+            if split == "train" and self.memory_map:
+                self.datasets[split] = self._train_store()
+                continue
             encoded = [(src_tok.encode(s) or [UNK], tgt_tok.encode(t)) for s, t in pairs]
             if split == "train":
                 encoded = [p for p in encoded if len(p[0]) <= hp.max_len and len(p[1]) <= hp.max_len]
             self.datasets[split] = encoded
 
+    def _train_store(self) -> Sequence[tuple[list[int], list[int]]]:
+        """The memory-mapped training pairs, or a seeded ``train_size`` subset of them."""
+        store = TokenStore(self._store_dir())
+        cap = self.sizes["train"]
+        if cap is None or cap >= len(store):
+            return store
+        keep = np.sort(np.random.default_rng(self.hparams.seed).choice(len(store), size=cap, replace=False))
+        return Subset(store, keep.tolist())
+
     def _loader(self, split: Split) -> DataLoader:
         hp, data = self.hparams, self.datasets[split]
         if hp.max_tokens is not None:
-            lengths = [max(len(s), len(t) + 2) for s, t in data]
+            lengths = _lengths(data)
             return token_budget_loader(data, lengths=lengths, max_tokens=hp.max_tokens, train=split == "train",
                                        seed=hp.seed, num_workers=hp.num_workers, collate_fn=collate_pairs)
         return build_dataloader(self.datasets[split], train=split == "train", batch_size=hp.batch_size,  # type: ignore[arg-type]

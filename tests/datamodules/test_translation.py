@@ -123,6 +123,7 @@ def test_prepared_corpora_explain_how_to_get_them(tmp_path: Path) -> None:
         for lang in ("de", "en"):
             (root / f"{split}.{lang}").write_text((FIXTURES / f"{fixture}.{lang}").read_text())
     dm = make(tmp_path, source="wmt14", tokenizer="word")
+    dm.prepare_data()  # wmt14 is memory-mapped by default: prepare_data encodes the training split
     dm.setup("fit")
     assert len(dm.datasets["val"]) == 4
 

@@ -5,10 +5,12 @@ and local parallel files, tokenized with SentencePiece (or words) into :class:`S
   sentence pairs; the three published archives are downloaded once into ``data_dir/downloads``,
   verified against their published sha256 (the values torchtext ships), extracted safely and read as
   ``train|val|test.<lang>``.
-- ``iwslt14`` / ``wmt14``: not downloaded. Prepare them with fairseq's
-  ``examples/translation/prepare-iwslt14.sh`` / ``prepare-wmt14en2de.sh`` **without the final BPE
-  step** (SentencePiece is trained here), and put ``train|valid|test.<lang>`` under
-  ``data_dir/<source>/`` — or point ``source=files`` at any layout.
+- ``iwslt14``: fairseq's split of the WIT3 ``de-en.tgz`` (160k / 7k / 6.75k pairs), made here from
+  a copy of the archive at ``data_dir/downloads/de-en.tgz`` (:mod:`datamodules.iwslt`), or read
+  from ``data_dir/iwslt14/train|valid|test.<lang>`` if already prepared.
+- ``wmt14``: not downloaded (4.5M pairs). Prepare it with fairseq's ``prepare-wmt14en2de.sh``
+  **without the final BPE step** (SentencePiece is trained here) and put ``train|valid|test.<lang>``
+  under ``data_dir/wmt14/``. Its training split is streamed and memory-mapped (``memory_map``).
 - ``files``: each of ``train_path`` / ``val_path`` / ``test_path`` is a ``.tsv``/``.csv``/``.jsonl``
   file with ``src_column`` / ``tgt_column`` (header row), or a prefix ``P`` of two plain-text files
   ``P.<src_lang>`` and ``P.<tgt_lang>`` (one sentence per line; different line counts are an error
@@ -43,6 +45,7 @@ from datamodules.batching import (
 )
 from datamodules.bucketing import TokenBudgetBatchSampler, token_budget_loader  # noqa: F401
 from datamodules.download import Resource, extract, fetch
+from datamodules.iwslt import prepare_iwslt14
 from datamodules.token_store import ParallelText, TokenStore, build_token_store
 from datamodules.tokenization import (
     Tokenization,
@@ -218,6 +221,8 @@ class TranslationData(SplitDataModule):
                            self.data_dir / "multi30k" / split)
             name = MULTI30K_PREFIX[split]
             return _find(root, f"{name}.{langs[0]}"), _find(root, f"{name}.{langs[1]}")
+        if self.source == "iwslt14" and not (self.data_dir / "iwslt14" / f"train.{langs[0]}").is_file():
+            prepare_iwslt14(self.data_dir, langs=langs)
         if self.source in ("iwslt14", "wmt14"):
             prefix = self.data_dir / self.source / PREPARED_PREFIX[split]
             if not prefix.with_name(f"{prefix.name}.{hp.src_lang}").is_file():

@@ -8,6 +8,7 @@ The question's name is the sweep's ``name`` and the runs' experiment name, so
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,9 @@ Verdict = Callable[[ArmStats], str]
 QUICK_DATA = ("--trainer.max_epochs=3", "--data.train_size=3200", "--data.val_size=128",
               "--data.test_size=128", "--trainer.log_every_n_steps=5")
 QUICK_TRANSFORMER = (*QUICK_DATA, "--model.warmup_steps=30")
+# Positions must first learn reversal before extrapolation can be compared: ~560 steps, 2-4 min a trial.
+QUICK_POSITIONS = ("--trainer.max_epochs=3", "--data.train_size=12000", "--data.val_size=200", "--data.test_size=400",
+                   "--trainer.log_every_n_steps=10", "--model.warmup_steps=150")
 # Recurrent decoders step through time on CPU: fewer, shorter sequences (lengths 3-16) and a short
 # warm-up so soft attention visibly learns reversal within ~130 steps while the fixed-vector arm does not.
 QUICK_RECURRENT = ("--trainer.max_epochs=2", "--data.train_size=4096", "--data.val_size=128", "--data.test_size=128",
@@ -124,6 +128,18 @@ def beats_all(winners: list[Arm], losers: list[Arm], *, metric: str, goal: Goal)
     return verdict
 
 
+def all_beat(winners: list[Arm], losers: list[Arm], *, metric: str, goal: Goal) -> Verdict:
+    """Verdict: *every* arm in ``winners`` is clearly better than every arm in ``losers``."""
+
+    def verdict(stats: ArmStats) -> str:
+        lines = [beats_all([w], losers, metric=metric, goal=goal)(stats) for w in winners]
+        failed = [ln for ln in lines if not ln.startswith("supported")]
+        return failed[0] if failed else f"supported: {_names(winners)} each beat {_names(losers)} " + \
+            lines[0][lines[0].index("("):]
+
+    return verdict
+
+
 def _names(arms: list[Arm]) -> str:
     return ", ".join("/".join(map(str, a)) for a in arms)
 
@@ -142,6 +158,31 @@ def _norm_verdict(stats: ArmStats) -> str:
     if needs_warmup and pre_ok:
         return f"supported: deep Post-Norm needs warm-up, Pre-Norm trains without it ({detail})"
     return f"not supported: warm-up helps Post-Norm: {needs_warmup}, Pre-Norm beats cold Post-Norm: {pre_ok} ({detail})"
+
+
+POSITION_ARMS: list[Arm] = [("sinusoidal",), ("rope",), ("learned",), ("none",)]
+BEYOND = re.compile(r"^test/token_acc_by_len/len_(\d+)_\d+$")
+TRAIN_MAX_LEN = 12  # data.max_len of transformer_reverse.yaml, which positions.yaml trains on
+
+
+def _positions_verdict(stats: ArmStats) -> str:
+    """Positions are needed to reverse; then: which arm extrapolates past the training lengths.
+
+    Extrapolation is read from the free-running token accuracy of test buckets that start beyond
+    ``TRAIN_MAX_LEN`` (exact match is ~0 there for every arm at small scale).
+    """
+    needed = beats_all(POSITION_ARMS[:3], POSITION_ARMS[3:], metric="test/exact_match", goal="maximize")(stats)
+    beyond = {}
+    for arm in POSITION_ARMS:
+        values = [st.mean for key, st in stats.get(arm, {}).items()
+                  if (m := BEYOND.match(key)) and int(m.group(1)) > TRAIN_MAX_LEN and st.n > 0]
+        if values:
+            beyond[arm] = sum(values) / len(values)
+    if not beyond:
+        return needed
+    ranked = sorted(beyond, key=beyond.get, reverse=True)
+    detail = ", ".join(f"{a[0]} {beyond[a]:.3f}" for a in ranked)
+    return f"{needed}; beyond the training lengths (free-running token accuracy) {ranked[0][0]} leads: {detail}"
 
 
 QUESTIONS: dict[str, Question] = {
@@ -166,13 +207,15 @@ QUESTIONS: dict[str, Question] = {
         ),
         Question(
             name="positions", sweep="positions.yaml", axes=("model.positions",), metric="test/exact_match",
-            goal="maximize", probes=("val/exact_match", "test/acc_by_len/", "val/attn_entropy/"),
+            goal="maximize", probes=("val/exact_match", "test/acc_by_len/", "test/token_acc_by_len/",
+                                     "val/attn_entropy/"),
             expected="Without positions a Transformer cannot reverse; sinusoidal and RoPE extrapolate to longer "
                      "test sequences better than a learned table, whose rows beyond the training lengths are "
-                     "never trained (Vaswani et al. 2017, §3.5; Su et al. 2021).",
-            verdict=beats_all([("sinusoidal",), ("rope",), ("learned",)], [("none",)],
-                              metric="test/exact_match", goal="maximize"),
+                     "never trained; RoPE degrades most gracefully (Vaswani et al. 2017, §3.5; Su et al. 2021; "
+                     "Press et al. 2022, §2.2).",
+            verdict=_positions_verdict,
             test_after_fit=True,
+            quick=QUICK_POSITIONS,
         ),
         Question(
             name="forcing", sweep="forcing.yaml", axes=("model.forcing",), metric="val/exact_match",
@@ -218,6 +261,18 @@ QUESTIONS: dict[str, Question] = {
                               goal="minimize"),
             quick=("--trainer.max_epochs=2", "--data.train_size=4000", "--data.val_size=256",
                    "--data.test_size=256", "--trainer.log_every_n_steps=5"),
+        ),
+        Question(
+            name="caption_attention", sweep="caption_attention.yaml", axes=("model.attention",),
+            metric="test/bleu4", goal="maximize",
+            probes=("val/bleu4", "val/cider_d", "val/loss", "val/localisation", "val/localisation_uniform"),
+            expected="A captioner that attends over the feature grid names several objects, in order, better "
+                     "than one that sees only the mean feature, and its attention sits on the object each word "
+                     "names; hard attention trains more noisily (Xu et al. 2015, §4-5 and Fig. 2-3).",
+            verdict=all_beat([("additive",), ("hard",)], [("none",)], metric="test/bleu4", goal="maximize"),
+            quick=("--trainer.max_epochs=2", "--data.train_size=2000", "--data.val_size=128",
+                   "--data.test_size=128", "--trainer.log_every_n_steps=5"),
+            test_after_fit=True,
         ),
         Question(
             name="cells", sweep="cells.yaml", axes=("model.cell",), metric="val/exact_match", goal="maximize",

@@ -9,6 +9,7 @@ training). Means are over finished runs; diverged and failed runs are counted, n
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import re
@@ -27,7 +28,8 @@ from ablations.questions import Arm, ArmStats, Question, Stat, question_for  # n
 from ablations.results import RunRecord, arm_stats, group_arms, stat, varying_params  # noqa: E402
 
 log = logging.getLogger(__name__)
-LEN_KEY = re.compile(r"^(?P<split>\w+)/acc_by_len/len_(?P<lo>\d+)_(?P<hi>\d+)$")
+LEN_KEY = re.compile(r"^(?P<split>\w+)/(?P<family>(?:token_)?acc_by_len)/len_(?P<lo>\d+)_(?P<hi>\d+)$")
+LEN_FAMILIES = {"acc_by_len": "exact match", "token_acc_by_len": "token accuracy (free-running)"}
 
 
 @dataclass
@@ -200,25 +202,29 @@ def plot_curves(question: Question, arms: Mapping[Arm, list[RunRecord]], order: 
 
 def plot_acc_by_len(question: Question, arms: Mapping[Arm, list[RunRecord]], order: list[Arm],
                     out: Path) -> Path | None:
-    """Exact match per target-length bucket (``<split>/acc_by_len/len_*``), one panel per split."""
-    splits: dict[str, set[tuple[int, int]]] = {}
+    """Exact match and free-running token accuracy per target-length bucket
+    (``<split>/{acc_by_len,token_acc_by_len}/len_*``): one row per metric, one panel per split."""
+    panels: dict[tuple[str, str], set[tuple[int, int]]] = {}
     for runs in arms.values():
         for r in runs:
             for key in r.metrics:
                 m = LEN_KEY.match(key)
                 if m:
-                    splits.setdefault(m["split"], set()).add((int(m["lo"]), int(m["hi"])))
-    if not splits:
+                    panels.setdefault((m["family"], m["split"]), set()).add((int(m["lo"]), int(m["hi"])))
+    if not panels:
         return None
     params = next(r.params for rs in arms.values() for r in rs)
-    fig, axes = plt.subplots(1, len(splits), figsize=(5.5 * len(splits), 4), squeeze=False)
-    for ax, (split, buckets) in zip(axes[0], sorted(splits.items()), strict=True):
+    families = [f for f in LEN_FAMILIES if any(k[0] == f for k in panels)]
+    splits = sorted({k[1] for k in panels})
+    fig, axes = plt.subplots(len(families), len(splits), figsize=(5.5 * len(splits), 4 * len(families)), squeeze=False)
+    for (row, family), (col, split) in itertools.product(enumerate(families), enumerate(splits)):
+        ax, buckets = axes[row, col], panels.get((family, split), set())
         train_max, split_max = _length_limits(params, split)
         ordered = sorted(buckets)
         xs = [(lo + min(hi, split_max or hi)) / 2 for lo, hi in ordered]  # centre of the lengths present
         for arm, color in zip(order, _colors(len(order)), strict=True):
             done = [r for r in arms[arm] if r.status == "finished"]
-            stats = [stat([r.metrics.get(f"{split}/acc_by_len/len_{lo:03d}_{hi:03d}", math.nan) for r in done])
+            stats = [stat([r.metrics.get(f"{split}/{family}/len_{lo:03d}_{hi:03d}", math.nan) for r in done])
                      for lo, hi in ordered]
             if all(s.n == 0 for s in stats):
                 continue
@@ -227,8 +233,8 @@ def plot_acc_by_len(question: Question, arms: Mapping[Arm, list[RunRecord]], ord
         if train_max:
             ax.axvline(train_max + 0.5, color="grey", linestyle="--", linewidth=1,
                        label=f"longest training length ({train_max})")
-        ax.set(xlabel="target length (bucket centre)", ylabel="exact match", title=f"{split}: accuracy by length",
-               ylim=(-0.02, 1.02))
+        ax.set(xlabel="target length (bucket centre)", ylabel=LEN_FAMILIES[family],
+               title=f"{split}: {LEN_FAMILIES[family]} by length", ylim=(-0.02, 1.02))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     return _save(fig, out / "acc_by_len.png")

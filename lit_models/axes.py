@@ -42,3 +42,6 @@ Pooling = Literal["last", "mean", "max", "attention", "cls"]
 
 EncoderFamily = Literal["recurrent", "transformer"]
 """Text encoder of the classifier: a (bi)recurrent net or a Transformer encoder stack."""
+
+VisionBackbone = Literal["small_cnn", "resnet18", "resnet34", "resnet50", "resnet101"]
+"""Captioner image encoder: a small CoordConv CNN (CPU runs) or a torchvision ResNet cut before pooling (He 2016)."""

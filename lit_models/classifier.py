@@ -39,6 +39,7 @@ from lit_models.blocks.recurrent import RecurrentEncoder  # noqa: E402
 from lit_models.blocks.transformer import FINAL_NORM, EncoderLayer  # noqa: E402
 from lit_models.errors import UsageError  # noqa: E402
 from lit_models.schedules import LR_SCHEDULES  # noqa: E402
+from lit_models.stochastic import StochasticModule
 
 FIGURE_EXAMPLES = 2
 
@@ -136,7 +137,7 @@ def build_classifier(
     )
 
 
-class SentimentClassifier(L.LightningModule):
+class SentimentClassifier(StochasticModule):
     """Sequence classifier with the encoder and the pooling as ablation axes.
 
     Arguments of the encoder not chosen by ``encoder`` are unused (kept flat for sweeps).
@@ -179,7 +180,6 @@ class SentimentClassifier(L.LightningModule):
         self.importance_batch: Tensor | None = None  # (N, S) fixed validation examples, with their labels
         self.importance_labels: Tensor | None = None
         self.tokens_seen = 0
-        self.diverged_at: int | None = None
 
     def setup(self, stage: str) -> None:
         """Fail early, in one line, when the data's classes disagree with ``num_classes``."""
@@ -196,9 +196,7 @@ class SentimentClassifier(L.LightningModule):
         logits = self.net(tokens).logits
         loss = F.cross_entropy(logits.float(), labels)
         if not torch.isfinite(loss):
-            self.diverged_at = int(self.global_step)
-            self.trainer.should_stop = True
-            return None
+            return self._diverge()
         self.tokens_seen += int((tokens != PAD).sum())
         self.log("train/loss", loss, prog_bar=True, batch_size=labels.numel())
         self.log("train/acc", (logits.argmax(-1) == labels).float().mean(), batch_size=labels.numel())

@@ -1,7 +1,10 @@
-"""Attention figures: head-mean and per-head heatmaps with token labels, fixed colour scale [0, 1].
+"""Attention figures: head-mean and per-head heatmaps with token labels, fixed colour scale [0, 1];
+for captioners, per-word attention overlays on the image (Xu et al. 2015, Fig. 2-3 style).
 
 Drawn on rank 0 only, for a fixed set of validation examples (the module's ``figure_batch``),
-saved under ``<run_dir>/figures/`` (latest epoch) and logged to W&B as images.
+saved under ``<run_dir>/figures/`` (latest epoch) and logged to W&B as images. A module that
+draws its own figures implements ``figure_plots(epoch) -> {name: Figure}`` (the captioner);
+otherwise its ``figure_maps()`` are drawn as heatmaps.
 """
 
 from __future__ import annotations
@@ -14,8 +17,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import torch  # noqa: E402
 from lightning.pytorch.loggers import WandbLogger  # noqa: E402
 from torch import Tensor  # noqa: E402
+
+from datamodules.captioning import IMAGE_MEAN, IMAGE_STD  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +54,37 @@ def plot_attention(layers: list[Tensor], *, x_labels: list[str], y_labels: list[
     return fig
 
 
+def plot_caption_attention(image: Tensor, weights: Tensor, *, words: list[str], title: str,
+                           columns: int = 6) -> plt.Figure:
+    """The image, then one panel per generated word with its attention over the grid overlaid.
+
+    Args:
+        image: (3, H, W) normalised with ``IMAGE_MEAN`` / ``IMAGE_STD`` (undone here for display).
+        weights: (T, G, G) attention of the step that produced each word (soft α, or the one-hot
+            cell of hard attention), up-sampled to the image (nearest: each cell stays a square).
+        words: T words. The colour scale is [0, max weight of the figure] (stated in the title).
+    """
+    mean, std = torch.tensor(IMAGE_MEAN)[:, None, None], torch.tensor(IMAGE_STD)[:, None, None]
+    rgb = (image.float() * std + mean).clamp(0, 1).permute(1, 2, 0).numpy()  # (H, W, 3)
+    h, w = rgb.shape[:2]
+    maps = torch.nn.functional.interpolate(weights.float()[:, None], size=(h, w), mode="nearest")[:, 0]  # (T, H, W)
+    vmax = max(float(maps.max()), 1e-6)
+    panels = 1 + len(words)
+    rows = -(-panels // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(1.6 * columns, 1.75 * rows + 0.4), squeeze=False)
+    for ax in axes.ravel():
+        ax.axis("off")
+    axes[0, 0].imshow(rgb)
+    axes[0, 0].set_title("image", fontsize=7)
+    for t, word in enumerate(words):
+        ax = axes.ravel()[t + 1]
+        ax.imshow(rgb)
+        ax.imshow(maps[t].numpy(), cmap="inferno", alpha=0.6, vmin=0.0, vmax=vmax)
+        ax.set_title(word, fontsize=8)
+    fig.suptitle(f"{title} · colour scale 0-{vmax:.2f}", fontsize=8)
+    return fig
+
+
 def _fit(labels: list[str], n: int) -> list[str]:
     """Pad or cut labels to n ticks (padding positions are labelled '<pad>')."""
     return (labels + ["<pad>"] * n)[:n]
@@ -65,25 +102,34 @@ class AttentionFigures(L.Callback):
             return
         if getattr(pl_module, "figure_batch", None) is None or trainer.current_epoch % self.every_n_epochs:
             return
-        maps, src_labels, out_labels = pl_module.figure_maps()
+        own = getattr(pl_module, "figure_plots", None)
+        figures = own(trainer.current_epoch) if callable(own) else _heatmaps(pl_module, trainer.current_epoch)
         self.fig_dir.mkdir(parents=True, exist_ok=True)
         paths = {}
-        for kind, layers in _group_by_kind(maps).items():
-            for i in range(layers[0].size(0)):
-                trimmed = [_trim(w[i], kind, len(out_labels[i]), len(src_labels[i])) for w in layers]
-                fig = plot_attention(
-                    trimmed, x_labels=_keys(kind, src_labels[i], out_labels[i]),
-                    y_labels=_queries(kind, src_labels[i], out_labels[i]),
-                    title=f"{kind} attention · example {i} · epoch {trainer.current_epoch}",
-                )
-                path = self.fig_dir / f"{kind}_ex{i}.png"
-                fig.savefig(path, dpi=80)
-                plt.close(fig)
-                paths[f"attention/{kind}/ex{i}"] = path
+        for name, fig in figures.items():
+            path = self.fig_dir / f"{name}.png"
+            fig.savefig(path, dpi=80)
+            plt.close(fig)
+            paths[f"attention/{name.replace('_ex', '/ex')}"] = path
         for logger in trainer.loggers:
             if isinstance(logger, WandbLogger):
                 for key, path in paths.items():
                     logger.log_image(key=key, images=[str(path)], step=trainer.global_step)
+
+
+def _heatmaps(pl_module: L.LightningModule, epoch: int) -> dict[str, plt.Figure]:
+    """``{kind}_ex{i}`` -> heatmap figure of every map kind of the module's ``figure_maps()``."""
+    maps, src_labels, out_labels = pl_module.figure_maps()
+    figures = {}
+    for kind, layers in _group_by_kind(maps).items():
+        for i in range(layers[0].size(0)):
+            trimmed = [_trim(w[i], kind, len(out_labels[i]), len(src_labels[i])) for w in layers]
+            figures[f"{kind}_ex{i}"] = plot_attention(
+                trimmed, x_labels=_keys(kind, src_labels[i], out_labels[i]),
+                y_labels=_queries(kind, src_labels[i], out_labels[i]),
+                title=f"{kind} attention · example {i} · epoch {epoch}",
+            )
+    return figures
 
 
 def _group_by_kind(maps: dict[str, Tensor]) -> dict[str, list[Tensor]]:

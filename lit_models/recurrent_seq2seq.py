@@ -3,29 +3,22 @@ dot / general / hard attention, on the shared seq2seq base (loss, forcing, decod
 
 Hard attention (Xu et al. 2015 §4.1) is trained with REINFORCE (Williams 1992): the reward of a
 sequence is the mean log-likelihood of its gold tokens, r = (1/n) Σ_t log p(y_t | ...); the
-estimator is (r − b) ∇ Σ_t log α_t[s_t], plus an entropy bonus λ_H Σ_t H(α_t). The term is read
-from the decoder state (``attn_log_prob``, ``attn_entropy``), which soft arms leave at zero, so
-there is no branch on the attention kind.
+estimator is (r − b) ∇ Σ_t log α_t[s_t], plus an entropy bonus λ_H Σ_t H(α_t)
+(``lit_models.reinforce``, shared with the captioner). The term is read from the decoder state
+(``attn_log_prob``, ``attn_entropy``), which soft arms leave at zero, so there is no branch on
+the attention kind.
 """
 
 from __future__ import annotations
 
-import torch
-import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
-from datamodules.batching import PAD
 from lit_models.axes import Attention, Baseline, Cell, Forcing, LRSchedule, ScheduledDecay
 from lit_models.blocks.alignment import HardEval
 from lit_models.builders import build_recurrent_seq2seq
 from lit_models.forcing import ScheduledMode
+from lit_models.reinforce import ReinforceTerm
 from lit_models.seq2seq import Seq2SeqModule
-
-
-def sequence_reward(logits: Tensor, labels: Tensor) -> Tensor:
-    """Mean gold-token log-likelihood per sequence: logits (B, T, V), labels (B, T) -> (B,)."""
-    logp = -F.cross_entropy(logits.float().transpose(1, 2), labels, ignore_index=PAD, reduction="none")  # (B, T)
-    return logp.sum(1) / (labels != PAD).sum(1).clamp_min(1)
 
 
 class RecurrentSeq2Seq(Seq2SeqModule):
@@ -97,40 +90,13 @@ class RecurrentSeq2Seq(Seq2SeqModule):
             embed_dim=embed_dim, hidden_size=hidden_size, num_layers=num_layers, bidirectional=bidirectional,
             dropout=dropout, hard_eval=hard_eval,
         )
-        self.value = nn.Linear(self.net.encoder.output_size, 1) if baseline == "learned" else None
-        self.reward_average: float | None = None
-
-    def _baseline(self, state: dict[str, Tensor], reward: Tensor) -> tuple[Tensor, Tensor]:
-        """(b (B,), baseline loss) — learned: a value of the mean memory; else the moving average."""
-        if self.value is not None:
-            mask = state["mask"].unsqueeze(-1).float()  # (B, S, 1)
-            pooled = (state["memory"].detach() * mask).sum(1) / mask.sum(1).clamp_min(1.0)
-            b = self.value(pooled).squeeze(-1)
-            return b, F.mse_loss(b, reward)
-        mean = reward.mean()
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            torch.distributed.all_reduce(mean)  # every rank keeps the same average (pitfalls §3.7)
-            mean = mean / torch.distributed.get_world_size()
-        m = self.hparams.baseline_momentum
-        previous = float(mean) if self.reward_average is None else self.reward_average
-        self.reward_average = m * previous + (1 - m) * float(mean)
-        return reward.new_full(reward.shape, self.reward_average), reward.new_zeros(())
+        self.reinforce = ReinforceTerm(
+            baseline=baseline, value_size=self.net.encoder.output_size, momentum=baseline_momentum,
+            reinforce_weight=reinforce_weight, entropy_weight=entropy_weight,
+        )
 
     def auxiliary_loss(self, logits: Tensor, labels: Tensor, state: dict[str, Tensor]) -> Tensor:
-        """REINFORCE term with baseline and entropy bonus; exactly zero for soft arms' log-probs."""
-        reward = sequence_reward(logits.detach(), labels)
-        b, baseline_loss = self._baseline(state, reward)
-        advantage = (reward - b).detach()
-        hp = self.hparams
-        policy = -(advantage * state["attn_log_prob"]).mean()
-        bonus = -state["attn_entropy"].mean()
-        self.log("train/reward", reward.mean(), batch_size=labels.size(0))
-        return hp.reinforce_weight * policy + hp.entropy_weight * bonus + baseline_loss
-
-    def on_save_checkpoint(self, checkpoint: dict) -> None:
-        super().on_save_checkpoint(checkpoint)
-        checkpoint["reward_average"] = self.reward_average
-
-    def on_load_checkpoint(self, checkpoint: dict) -> None:
-        super().on_load_checkpoint(checkpoint)
-        self.reward_average = checkpoint.get("reward_average")
+        """REINFORCE term with baseline and entropy bonus (``lit_models.reinforce``); zero for soft arms."""
+        out = self.reinforce(logits, labels, state)
+        self.log("train/reward", out.reward.mean(), batch_size=labels.size(0))
+        return out.loss

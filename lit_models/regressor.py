@@ -7,7 +7,6 @@ carousel should solve T=100 (test MSE < 0.01) while a plain RNN stays near the m
 
 from __future__ import annotations
 
-import lightning as L
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -15,9 +14,10 @@ from torch import Tensor
 from datamodules.batching import RegressionBatch
 from lit_models.axes import Cell
 from lit_models.blocks.recurrent import SequenceRegressor
+from lit_models.stochastic import StochasticModule
 
 
-class AddingRegressor(L.LightningModule):
+class AddingRegressor(StochasticModule):
     """A recurrent encoder with a linear read-out of its last hidden state, trained with MSE.
 
     Args:
@@ -34,15 +34,12 @@ class AddingRegressor(L.LightningModule):
         super().__init__()
         self.save_hyperparameters()
         self.net = SequenceRegressor(cell=cell, input_size=input_size, hidden_size=hidden_size, num_layers=num_layers)
-        self.diverged_at: int | None = None
         self.tokens_seen = 0
 
     def training_step(self, batch: RegressionBatch, batch_idx: int) -> Tensor | None:
         loss = F.mse_loss(self.net(batch.x), batch.y)
         if not torch.isfinite(loss):
-            self.diverged_at = int(self.global_step)
-            self.trainer.should_stop = True
-            return None
+            return self._diverge()
         self.tokens_seen += batch.x.shape[0] * batch.x.shape[1]
         self.log("train/loss", loss, prog_bar=True, batch_size=batch.y.numel())
         return loss

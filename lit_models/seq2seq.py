@@ -7,7 +7,6 @@ judged the same way. Validation and test always decode free-running.
 
 from __future__ import annotations
 
-import lightning as L
 import torch
 from torch import Tensor
 
@@ -16,13 +15,20 @@ from lit_models.axes import AttnScale, Forcing, LRSchedule, Norm, Positions, Sch
 from lit_models.blocks.decoding import DecodeConfig, decode
 from lit_models.builders import build_transformer
 from lit_models.forcing import ScheduledMode, build_forcing, gold_probability
-from lit_models.metrics import build_seq2seq_metrics, label_smoothed_loss, sequences_equal
+from lit_models.metrics import (
+    build_seq2seq_metrics,
+    label_smoothed_loss,
+    metric_signatures,
+    positions_matched,
+    sequences_equal,
+)
 from lit_models.schedules import LR_SCHEDULES
+from lit_models.stochastic import StochasticModule
 
 FIGURE_EXAMPLES = 1
 
 
-class Seq2SeqModule(L.LightningModule):
+class Seq2SeqModule(StochasticModule):
     """Shared training/evaluation logic of every seq2seq family (subclasses set ``self.net``).
 
     ``self.net`` implements ``encode(src) -> state``, ``step(prev, state) -> (logits, state)``,
@@ -30,6 +36,8 @@ class Seq2SeqModule(L.LightningModule):
     ``self.decoding`` (a ``DecodeConfig``) is set by the CLI's ``--decode.*`` options and is
     deliberately not a hyper-parameter: a checkpoint never overrides it.
     """
+
+    figure_examples = FIGURE_EXAMPLES
 
     def __init__(
         self,
@@ -50,8 +58,8 @@ class Seq2SeqModule(L.LightningModule):
         self.decoding = DecodeConfig()
         self.metrics = torch.nn.ModuleDict({s: build_seq2seq_metrics() for s in ("val", "test")})
         self.figure_batch: Seq2SeqBatch | None = None
-        self.diverged_at: int | None = None
         self.tokens_seen = 0
+        self.signatures_logged = False
 
     # ----------------------------------------------------------------- training
     def p_gold(self) -> float:
@@ -63,7 +71,7 @@ class Seq2SeqModule(L.LightningModule):
                                 floor=hp.scheduled_floor)
 
     def training_step(self, batch: Seq2SeqBatch, batch_idx: int) -> Tensor | None:
-        src, tgt = batch
+        src, tgt = batch.src, batch.tgt
         tgt_in, labels = tgt[:, :-1], tgt[:, 1:]
         p = self.p_gold()
         logits, state = self.forcing(self.net, self.net.encode(src), tgt_in, p_gold=p)
@@ -71,33 +79,19 @@ class Seq2SeqModule(L.LightningModule):
         total = loss + self.auxiliary_loss(logits, labels, state)
         if not torch.isfinite(total):
             return self._diverge()
-        self.tokens_seen += int((labels != PAD).sum()) + int((src != PAD).sum())
+        self.tokens_seen += int((labels != PAD).sum()) + int(self.source_lengths(src).sum())
         self.log("train/loss", loss, prog_bar=True, batch_size=src.size(0))
         self.log("train/p_gold", p, batch_size=src.size(0))
         return total
 
+    def source_lengths(self, src: Tensor) -> Tensor:
+        """(B,) source lengths: tokens before PAD. Sets the decode limit a·|src| + b and counts
+        ``tokens_seen``; modules with non-token sources (images) override it."""
+        return (src != PAD).sum(1)
+
     def auxiliary_loss(self, logits: Tensor, labels: Tensor, state: object) -> Tensor:
         """Extra training terms computed from the final decoder state (none for the Transformer)."""
         return logits.new_zeros(())
-
-    def on_fit_start(self) -> None:
-        """Offset the global RNG per DDP rank so sampling (scheduled coins, hard attention) differs."""
-        if self.trainer.world_size > 1:
-            torch.manual_seed(torch.initial_seed() + self.global_rank)
-
-    def on_save_checkpoint(self, checkpoint: dict) -> None:
-        """Lightning does not save RNG states; keep torch's so a resumed run draws the same stream."""
-        checkpoint["torch_rng_state"] = torch.get_rng_state()
-
-    def on_load_checkpoint(self, checkpoint: dict) -> None:
-        if "torch_rng_state" in checkpoint:
-            torch.set_rng_state(checkpoint["torch_rng_state"])
-
-    def _diverge(self) -> None:
-        """A non-finite loss ends the run as a recorded outcome (summary status 'diverged')."""
-        self.diverged_at = int(self.global_step)
-        self.trainer.should_stop = True
-        return None
 
     def configure_optimizers(self) -> dict:
         hp = self.hparams
@@ -114,7 +108,7 @@ class Seq2SeqModule(L.LightningModule):
     def generate(self, src: Tensor) -> Tensor:
         """Free-running outputs (B, L) for src (B, S), ending in EOS then PAD."""
         state = self.net.encode(src)
-        lengths = (src != PAD).sum(1)
+        lengths = self.source_lengths(src)
         return decode(self.net, state, src_lengths=lengths, config=self.decoding, bos=BOS, eos=EOS, pad=PAD)
 
     def _evaluate(self, batch: Seq2SeqBatch, split: str) -> None:
@@ -130,8 +124,11 @@ class Seq2SeqModule(L.LightningModule):
         correct = sequences_equal(pred, labels)
         m["exact_match"].update(correct, correct.numel())
         m["acc_by_len"].update(correct, keep.sum(1) - 1)
+        m["token_acc_by_len"].update(positions_matched(pred, labels), keep.sum(1) - 1)
         detok = self._detokenizer()
-        m["bleu"].update([detok(p) for p in pred.tolist()], [[detok(g)] for g in labels.tolist()])
+        hyps, refs = [detok(p) for p in pred.tolist()], [[detok(g)] for g in labels.tolist()]
+        m["bleu"].update(hyps, refs)
+        m["chrf"].update(hyps, refs)
 
     def _detokenizer(self):
         dm = self.trainer.datamodule if self._trainer is not None else None
@@ -145,10 +142,14 @@ class Seq2SeqModule(L.LightningModule):
             flat.update({f"{split}/{name}" + (f"/{k}" if k else ""): v for k, v in items})
             metric.reset()
         self.log_dict(flat)
+        if not self.signatures_logged:  # how BLEU / chrF were computed, next to the hyper-parameters
+            for logger in self.loggers:
+                logger.log_hyperparams(metric_signatures())
+            self.signatures_logged = True
 
     def validation_step(self, batch: Seq2SeqBatch, batch_idx: int) -> None:
         if self.figure_batch is None and batch_idx == 0:
-            self.figure_batch = Seq2SeqBatch(*(t[:FIGURE_EXAMPLES].cpu() for t in batch))
+            self.figure_batch = type(batch)(*(_head(t, self.figure_examples) for t in batch))
         self._evaluate(batch, "val")
 
     def on_validation_epoch_end(self) -> None:
@@ -175,10 +176,16 @@ class Seq2SeqModule(L.LightningModule):
         pred = self.generate(src)  # (N, L)
         tgt_in = torch.cat([torch.full_like(pred[:, :1], BOS), pred[:, :-1]], dim=1)
         maps = self.net.attention_maps(src, tgt_in)
-        detok = self._detokenizer()
-        src_labels = [detok(s).split() for s in src.tolist()]
-        out_labels = [detok(p).split() + ["</s>"] for p in pred.tolist()]
+        src_labels = [self._token_labels(s, side="src") for s in src.tolist()]
+        out_labels = [self._token_labels(p, side="tgt") + ["</s>"] for p in pred.tolist()]
         return maps, src_labels, out_labels
+
+    def _token_labels(self, ids: list[int], *, side: str) -> list[str]:
+        """One tick label per token: the datamodule's pieces (subword vocabularies), else its words."""
+        dm = self.trainer.datamodule if self._trainer is not None else None
+        if dm is not None and hasattr(dm, "token_labels"):
+            return dm.token_labels(ids, side=side)
+        return self._detokenizer()(ids).split()
 
 
 class TransformerSeq2Seq(Seq2SeqModule):
@@ -251,6 +258,11 @@ class TransformerSeq2Seq(Seq2SeqModule):
             attn_dropout=attn_dropout, norm=norm, positions=positions, attn_scale=attn_scale,
             max_len=max_positions, tying=tying,
         )
+
+
+def _head(field: Tensor | list, n: int) -> Tensor | list:
+    """The first n examples of one batch field (a tensor, moved to CPU, or a list)."""
+    return field[:n].cpu() if isinstance(field, Tensor) else field[:n]
 
 
 def count_parameters(module: torch.nn.Module) -> int:

@@ -251,10 +251,27 @@ class Alignment(nn.Module):
         """memory (B, S, D), mask (B, S) -> {"memory": (B, S, D), "keys": (B, S, P)}."""
         return {"memory": memory, "keys": self.scorer.precompute(memory)}
 
-    def forward(self, query: Tensor, *, keys: Tensor, memory: Tensor, mask: Tensor) -> AttentionOut:
-        """query (B, Dq), prepared keys (B, S, P), memory (B, S, D), mask (B, S) -> AttentionOut."""
+    def forward(self, query: Tensor, *, keys: Tensor, memory: Tensor, mask: Tensor,
+                expect: Tensor | None = None) -> AttentionOut:
+        """query (B, Dq), prepared keys (B, S, P), memory (B, S, D), mask (B, S) -> AttentionOut.
+
+        ``expect`` (B,) in {0, 1}, optional: rows with 1 use the soft expectation instead of this
+        phase's mode (Xu et al. §4.1: "with probability 0.5 ... set the sampled attention location
+        to its expected value"); their log-prob and entropy are 0, so REINFORCE skips them.
+        """
         mode = self.train_mode if self.training else self.eval_mode
-        return attend(self.scorer.score(query, keys), mask, memory, mode=mode, generator=self.generator)
+        scores = self.scorer.score(query, keys)  # (B, S)
+        out = attend(scores, mask, memory, mode=mode, generator=self.generator)
+        if expect is None:
+            return out
+        soft = attend(scores, mask, memory, mode="soft")
+        e = expect.to(out.weights.dtype)  # (B,)
+        return AttentionOut(
+            context=torch.lerp(out.context, soft.context, e.to(out.context.dtype).unsqueeze(-1)),
+            weights=torch.lerp(out.weights, soft.weights, e.unsqueeze(-1)),
+            log_prob=out.log_prob * (1 - e),
+            entropy=out.entropy * (1 - e),
+        )
 
 
 class NoAlignment(nn.Module):
@@ -265,13 +282,15 @@ class NoAlignment(nn.Module):
     """
 
     context_size = 0
+    generator: torch.Generator | None = None
 
     def prepare(self, memory: Tensor, mask: Tensor) -> dict[str, Tensor]:
         """memory (B, S, D) -> {"memory": (B, S, 0), "keys": (B, S, 0)}."""
         empty = memory[..., :0]  # (B, S, 0)
         return {"memory": empty, "keys": empty}
 
-    def forward(self, query: Tensor, *, keys: Tensor, memory: Tensor, mask: Tensor) -> AttentionOut:
+    def forward(self, query: Tensor, *, keys: Tensor, memory: Tensor, mask: Tensor,
+                expect: Tensor | None = None) -> AttentionOut:
         weights = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device)  # (B, S)
         zeros = weights.new_zeros(mask.size(0))
         return AttentionOut(memory.new_zeros(mask.size(0), 0), weights, zeros, zeros)

@@ -5,6 +5,7 @@ With ``attention="none"`` it is the fixed-vector decoder of Sutskever et al. 201
 
     α_t = align(s_{t-1}, h_1..h_S)                  (scored with the previous top hidden state)
     c_t = Σ_j α_tj h_j                               (soft) or h_{j~α_t} (hard, Xu et al. §4.1)
+    c_t ← σ(w_β · s_{t-1} + b_β) · c_t               (optional gating scalar β, Xu et al. §4.2.1)
     s_t = cell([E y_{t-1}; c_t], s_{t-1})           (stacked; dropout between layers)
     logits_t = W_o dropout(tanh(W_d [s_t; c_t; E y_{t-1}]))
 
@@ -18,6 +19,8 @@ The decoder state is a flat dict of batch-first tensors (beam search reorders it
     "attn":          (B, S)     float32 attention weights of the last step (zeros for "none")
     "attn_log_prob": (B,)       Σ_t log α_t[chosen] over scored steps (hard); zeros for soft
     "attn_entropy":  (B,)       Σ_t H(α_t) over scored steps (hard); zeros for soft
+    "attn_total":    (B, S)     Σ_t w_t over scored steps (Xu et al. eq. 14's Σ_t α_ti for soft attention)
+    "attn_expect":   (B,)       1 where this sequence attends by expectation instead of sampling (``soft_mix``)
 """
 
 from __future__ import annotations
@@ -34,6 +37,29 @@ from lit_models.blocks.recurrent import CELLS
 
 DecoderState = dict[str, Tensor]
 """See the module docstring for the keys; every tensor has the batch on dim 0."""
+
+
+class ContextGate(nn.Module):
+    """β_t = σ(w_β · s_{t-1} + b_β), context ← β_t · context (Xu et al. 2015, §4.2.1).
+
+    Args:
+        query_size: size of the previous decoder state s_{t-1}.
+    """
+
+    def __init__(self, *, query_size: int) -> None:
+        super().__init__()
+        self.proj = nn.Linear(query_size, 1)
+
+    def forward(self, query: Tensor, context: Tensor) -> Tensor:
+        """query (B, H), context (B, D) -> gated context (B, D)."""
+        return torch.sigmoid(self.proj(query)).to(context.dtype) * context
+
+
+class NoGate(nn.Module):
+    """The ungated context (Bahdanau et al. 2015): context passes unchanged."""
+
+    def forward(self, query: Tensor, context: Tensor) -> Tensor:
+        return context
 
 
 class TeacherOut(NamedTuple):
@@ -71,6 +97,11 @@ class AttentionalDecoder(nn.Module):
             the width of ``encoder_final``). attention: :data:`Attention`.
         num_layers: L stacked cells. dropout: on embeddings, between layers and before the output.
         hard_eval: :data:`HardEval`, only used by ``attention="hard"``.
+        gate: multiply the context by the gating scalar β (Xu et al. §4.2.1); only built when the
+            attention has a context (not for ``"none"``, whose gate would be an unused parameter).
+        soft_mix: in training, the probability that a whole sequence uses the soft expectation
+            instead of sampled locations (Xu et al. §4.1's variance reduction, 0.5 there); only
+            changes sampling (``hard``) attention.
     """
 
     def __init__(
@@ -85,15 +116,18 @@ class AttentionalDecoder(nn.Module):
         num_layers: int = 1,
         dropout: float = 0.0,
         hard_eval: HardEval = "argmax",
+        gate: bool = False,
+        soft_mix: float = 0.0,
     ) -> None:
         super().__init__()
-        self.num_layers, self.hidden_size = num_layers, hidden_size
+        self.num_layers, self.hidden_size, self.soft_mix = num_layers, hidden_size, soft_mix
         self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=PAD)
         self.bridge = nn.Linear(memory_size, num_layers * hidden_size)
         self.alignment = build_alignment(
             attention, query_size=hidden_size, memory_size=memory_size, attn_size=hidden_size, hard_eval=hard_eval
         )
         ctx = self.alignment.context_size
+        self.gate: nn.Module = ContextGate(query_size=hidden_size) if gate and ctx > 0 else NoGate()
         self.cells = nn.ModuleList(
             CELLS[cell].step(input_size=embed_dim + ctx if l == 0 else hidden_size, hidden_size=hidden_size)
             for l in range(num_layers)
@@ -126,20 +160,32 @@ class AttentionalDecoder(nn.Module):
             "attn": torch.zeros(b, s, device=memory.device),
             "attn_log_prob": zeros,
             "attn_entropy": zeros,
+            "attn_total": torch.zeros(b, s, device=memory.device),
+            "attn_expect": self._expect_coins(b, memory.device),
         }
+
+    def _expect_coins(self, b: int, device: torch.device) -> Tensor:
+        """(B,) 1.0 with probability ``soft_mix`` in training (the alignment's RNG), else 0."""
+        if not (self.training and self.soft_mix > 0):
+            return torch.zeros(b, device=device)
+        u = torch.rand(b, generator=self.alignment.generator, device=device)
+        return (u < self.soft_mix).float()
 
     def step(self, prev_tokens: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
         """One decoding step: prev_tokens (B,) long -> logits (B, V), new state."""
         emb = self.dropout(self.embedding(prev_tokens))  # (B, E)
-        att = self.alignment(state["h"][:, -1], keys=state["keys"], memory=state["memory"], mask=state["mask"])
-        x = torch.cat([emb, att.context.to(emb.dtype)], dim=-1)  # (B, E + D)
+        query = state["h"][:, -1]  # (B, H)
+        expect = state["attn_expect"] if self.training and self.soft_mix > 0 else None
+        att = self.alignment(query, keys=state["keys"], memory=state["memory"], mask=state["mask"], expect=expect)
+        context = self.gate(query, att.context.to(emb.dtype))  # (B, D)
+        x = torch.cat([emb, context], dim=-1)  # (B, E + D)
         hs, cs = [], []
         for l, cell in enumerate(self.cells):
             h_l, c_l = cell(x, state["h"][:, l], state["c"][:, l])
             hs.append(h_l)
             cs.append(c_l)
             x = self.dropout(h_l)
-        top = torch.cat([hs[-1], att.context.to(emb.dtype), emb], dim=-1)  # (B, H + D + E)
+        top = torch.cat([hs[-1], context, emb], dim=-1)  # (B, H + D + E)
         logits = self.out(self.dropout(torch.tanh(self.deep_out(top))))  # (B, V)
         scored = ((prev_tokens != PAD) & (prev_tokens != EOS)).to(att.log_prob.dtype)  # (B,)
         new_state = {
@@ -149,6 +195,7 @@ class AttentionalDecoder(nn.Module):
             "attn": att.weights,
             "attn_log_prob": state["attn_log_prob"] + att.log_prob * scored,
             "attn_entropy": state["attn_entropy"] + att.entropy * scored,
+            "attn_total": state["attn_total"] + att.weights * scored.unsqueeze(-1),
         }
         return logits, new_state
 

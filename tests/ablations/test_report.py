@@ -38,7 +38,8 @@ def fake_run(exp: Path, scale: str, seed: int, *, status: str = "finished", acc:
         rows.append(f"0,{step + 9},,,{acc * (step + 10) / 40 + seed / 100},{2 - acc},{1 - acc}")
     (run / "metrics.csv").write_text("\n".join(rows) + "\n")
     metrics = {"val/exact_match": acc + seed / 100, "val/loss": 2 - acc, "val/attn_entropy/cross/layer1": 1 - acc,
-               "test/acc_by_len/len_001_005": acc, "test/acc_by_len/len_011_015": acc / 2}
+               "test/acc_by_len/len_001_005": acc, "test/acc_by_len/len_011_015": acc / 2,
+               "test/token_acc_by_len/len_011_015": 0.9}
     if status == "diverged":
         metrics["val/loss"] = math.nan
     if status is not None:
@@ -131,6 +132,21 @@ def test_norm_verdict_reads_the_deep_arms():
     verdict = QUESTIONS["norm"].verdict
     assert verdict(arms(0.2)).startswith("supported")
     assert verdict(arms(0.8)).startswith("not supported")
+
+
+def test_positions_verdict_names_the_arm_that_extrapolates():
+    def arm(exact: float, beyond: float) -> dict:
+        return {"test/exact_match": Stat(exact, 0.01, 3),
+                "test/token_acc_by_len/len_011_015": Stat(0.99, 0.01, 3),  # straddles the training max: ignored
+                "test/token_acc_by_len/len_016_020": Stat(beyond, 0.01, 3),
+                "test/token_acc_by_len/len_021_025": Stat(beyond / 2, 0.01, 3)}
+
+    stats = {("sinusoidal",): arm(0.4, 0.08), ("rope",): arm(0.3, 0.3), ("learned",): arm(0.35, 0.04),
+             ("none",): arm(0.01, 0.05)}
+    verdict = QUESTIONS["positions"].verdict(stats)
+    assert verdict.startswith("supported") and "rope leads: rope 0.225, sinusoidal 0.060" in verdict
+    stats[("none",)] = arm(0.5, 0.05)
+    assert QUESTIONS["positions"].verdict(stats).startswith("not supported")
 
 
 def test_stat_is_mean_and_sample_std_of_finite_values():

@@ -100,6 +100,10 @@ def _build_model(printed: str) -> None:
     module, _, name = cfg["model"]["class_path"].rpartition(".")
     kwargs = dict(cfg["model"].get("init_args") or {})
     vocab = (cfg["data"].get("init_args") or {}).get("vocab_size")
+    if vocab is None:  # a vocabulary built from the data (captioning): ask the datamodule, as the CLI's link does
+        data_module, _, data_name = cfg["data"]["class_path"].rpartition(".")
+        data = getattr(importlib.import_module(data_module), data_name)(**(cfg["data"].get("init_args") or {}))
+        vocab = getattr(data, "tgt_vocab_size", None)
     model_class = getattr(importlib.import_module(module), name)
     accepted = inspect.signature(model_class).parameters
     for key in ("src_vocab_size", "tgt_vocab_size", "vocab_size"):

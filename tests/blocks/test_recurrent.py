@@ -190,7 +190,8 @@ TGT_IN = torch.tensor([[BOS, 5, 6, 7, EOS], [BOS, 4, EOS, PAD, PAD], [BOS, 9, 9,
 def test_every_pair_builds_steps_and_backprops(cell: Cell, attention: Attention) -> None:
     dec = _decoder(cell, attention)
     state = dec.init_state(*_memory())
-    assert set(state) == {"h", "c", "memory", "keys", "mask", "attn", "attn_log_prob", "attn_entropy"}
+    assert set(state) == {"h", "c", "memory", "keys", "mask", "attn", "attn_log_prob", "attn_entropy", "attn_total",
+                          "attn_expect"}
     assert state["h"].shape == (3, 2, H)
     assert all(t.size(0) == 3 for t in state.values())
     logits, weights, final = dec.teacher_forward(state, TGT_IN)

@@ -173,3 +173,26 @@ def test_datamodule_max_tokens_loader(tmp_path: Path) -> None:
     batches = list(dm.val_dataloader())
     assert sum(b.src.size(0) for b in batches) == 4
     assert all(b.tgt.numel() <= 40 or b.tgt.size(0) == 1 for b in batches)
+
+
+def test_attention_figure_labels_are_the_subword_pieces(tmp_path: Path) -> None:
+    """With SentencePiece, figure ticks must be one piece per attended position, not detokenized words."""
+    import lightning as L
+
+    from datamodules.batching import collate_pairs
+    from lit_models.seq2seq import TransformerSeq2Seq
+
+    prefix = {f"{s}_path": str(FIXTURES / s) for s in ("train", "val", "test")}
+    dm = make(tmp_path, source="files", tokenizer="bpe", shared_vocab=False, **prefix)
+    dm.prepare_data()
+    dm.setup("test")
+    model = TransformerSeq2Seq(src_vocab_size=60, tgt_vocab_size=60, d_model=16, heads=2, d_ff=32,
+                               encoder_layers=1, decoder_layers=1)
+    model.figure_batch = collate_pairs(dm.datasets["test"][:1])
+    trainer = L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False, max_epochs=0)
+    trainer.datamodule = dm
+    model.trainer = trainer
+    _, src_labels, _ = model.figure_maps()
+    src_ids = dm.datasets["test"][0][0]
+    assert src_labels[0] == [dm.tokenizers[0].piece(i) for i in src_ids]
+    assert len(src_labels[0]) == len(src_ids) > len(dm.decode_source(src_ids).split())

@@ -1,0 +1,213 @@
+"""Show, Attend and Tell (Xu et al. 2015): image captioning with soft, hard or no attention.
+
+A CNN grid encoder (``blocks.vision``) gives S annotation vectors a_i; the recurrent attentional
+decoder of the seq2seq family (``blocks.recurrent_decoder.AttentionalDecoder``) attends over
+them, initialised from their mean, with the gating scalar β (§4.2.1) and a deep output layer.
+Training minimises (all terms divided by the number of caption tokens N in the batch)
+
+    L = Σ_tokens −log p(y_t | ...)  +  λ Σ_captions Σ_i (1 − Σ_t α_ti)²      (Xu et al. eq. 14)
+        + REINFORCE for hard attention (``lit_models.reinforce``; Xu et al. eq. 12–13)
+
+``attention``: ``additive`` is the paper's deterministic "soft" attention (§4.2), ``hard`` its
+stochastic attention (§4.1; one sampled cell per word in training, the argmax — or with
+``hard_eval=expectation`` the soft expectation — when evaluating), ``none`` the bottleneck
+baseline: the mean feature only initialises the LSTM. No term branches on the kind: the decoder
+state carries Σ_t α_t (zero without attention, which the penalty skips) and the hard log-probs
+(zero for soft arms, which REINFORCE then ignores).
+
+With ``hard_soft_mix`` = p a training caption of the hard arm uses the soft expectation instead of
+samples with probability p (Xu et al. §4.1: 0.5), which trains the scorer through both paths.
+
+Deviations: the penalty is normalised by N with the likelihood (the paper sums both); ResNet or a
+small CNN instead of VGG.
+
+Validation and test decode free-running (``--decode.*``; the source length is 0, so the caption
+length limit is ``--decode.max_len_b``) and log BLEU-1..4 (every reference), CIDEr-D, the
+teacher-forced loss, and — when the data tags words with object boxes (the shapes default) —
+``localisation``: the share of a word's attention mass inside the object it names, next to
+``localisation_uniform``, what uniform attention would score.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from datamodules.batching import BOS, PAD
+from lit_models.axes import Attention, Baseline, Cell, Forcing, LRSchedule, ScheduledDecay, VisionBackbone
+from lit_models.blocks.alignment import HardEval
+from lit_models.blocks.recurrent_decoder import AttentionalDecoder
+from lit_models.blocks.vision import CaptionNet, build_vision_encoder
+from lit_models.caption_metrics import box_cell_overlap, build_caption_metrics, localisation
+from lit_models.forcing import ScheduledMode
+from lit_models.metrics import Ratio, label_smoothed_loss
+from lit_models.reinforce import ReinforceTerm
+from lit_models.seq2seq import Seq2SeqModule
+
+
+class Share(Ratio):
+    """Σ numerator / Σ denominator over batches and ranks; NaN when nothing was counted."""
+
+    def compute(self) -> Tensor:
+        return self.correct / self.total if self.total > 0 else torch.tensor(float("nan"))
+
+
+def doubly_stochastic_penalty(attn_total: Tensor) -> Tensor:
+    """Σ_i (1 − Σ_t α_ti)² per caption (Xu et al. eq. 14); 0 for rows without attention mass.
+
+    Args:
+        attn_total: (B, S) Σ_t α_t over the caption's steps (the decoder state's ``attn_total``).
+    Returns:
+        (B,) penalties.
+    """
+    attended = (attn_total.sum(-1) > 0).to(attn_total.dtype)  # (B,) attention "none" has no mass
+    return ((1.0 - attn_total) ** 2).sum(-1) * attended
+
+
+class ShowAttendTell(Seq2SeqModule):
+    """Image captioner (Xu et al. 2015) on the shared seq2seq base (forcing, decoding, figures).
+
+    Args:
+        tgt_vocab_size: caption vocabulary size (linked from the datamodule).
+        encoder: :data:`VisionBackbone` (small_cnn | resnet18 | resnet34 | resnet50 | resnet101).
+        weights: torchvision weights name for ResNets (``DEFAULT``, ``IMAGENET1K_V1``...; downloaded
+            once) or null (random init, offline).
+        fine_tune: train the encoder (a frozen pretrained ResNet is Xu et al.'s setup).
+        grid_size: G; the decoder attends over G² cells (Xu et al.: 14 × 14).
+        cnn_width: feature width D of the small CNN (ResNets: 512 / 2048).
+        attention: additive (soft) | hard | none (dot / general also work when sizes allow).
+        cell: the decoder cell (Xu et al.: lstm).
+        embed_dim: word embedding size. hidden_size: decoder state size.
+        dropout: on embeddings and before the output layer.
+        gate: the gating scalar β on the context (§4.2.1).
+        doubly_stochastic: λ of the doubly stochastic penalty (eq. 14; paper: 1).
+        hard_eval: hard attention at evaluation: argmax cell, or the soft expectation.
+        hard_soft_mix: probability that a training caption of the hard arm attends by expectation
+            instead of sampling (Xu et al. §4.1 use 0.5); those captions add no REINFORCE term.
+        reinforce_weight / entropy_weight / baseline / baseline_momentum: the REINFORCE term of hard
+            attention (``lit_models.reinforce``).
+        forcing, scheduled_*: training-time feed (``lit_models.forcing``).
+        label_smoothing, lr, lr_schedule, warmup_steps, weight_decay: optimisation.
+    """
+
+    figure_examples = 3
+
+    def __init__(
+        self,
+        *,
+        tgt_vocab_size: int,
+        encoder: VisionBackbone = "small_cnn",
+        weights: str | None = None,
+        fine_tune: bool = True,
+        grid_size: int = 14,
+        cnn_width: int = 128,
+        attention: Attention = "additive",
+        cell: Cell = "lstm",
+        embed_dim: int = 64,
+        hidden_size: int = 256,
+        dropout: float = 0.0,
+        gate: bool = True,
+        doubly_stochastic: float = 1.0,
+        hard_eval: HardEval = "argmax",
+        hard_soft_mix: float = 0.0,
+        reinforce_weight: float = 1.0,
+        entropy_weight: float = 0.01,
+        baseline: Baseline = "moving_average",
+        baseline_momentum: float = 0.9,
+        forcing: Forcing = "teacher",
+        scheduled_decay: ScheduledDecay = "inverse_sigmoid",
+        scheduled_steps: int = 2000,
+        scheduled_floor: float = 0.0,
+        scheduled_mode: ScheduledMode = "per_step",
+        label_smoothing: float = 0.0,
+        lr: float = 1e-3,
+        lr_schedule: LRSchedule = "constant",
+        warmup_steps: int = 100,
+        weight_decay: float = 0.0,
+    ) -> None:
+        super().__init__(
+            forcing=forcing, scheduled_decay=scheduled_decay, scheduled_steps=scheduled_steps,
+            scheduled_floor=scheduled_floor, scheduled_mode=scheduled_mode, label_smoothing=label_smoothing,
+            lr=lr, lr_schedule=lr_schedule, warmup_steps=warmup_steps, weight_decay=weight_decay,
+        )
+        self.save_hyperparameters()
+        grid = build_vision_encoder(encoder, grid_size=grid_size, fine_tune=fine_tune, weights=weights,
+                                    width=cnn_width)
+        decoder = AttentionalDecoder(cell=cell, vocab_size=tgt_vocab_size, embed_dim=embed_dim,
+                                     hidden_size=hidden_size, memory_size=grid.feature_size, attention=attention,
+                                     dropout=dropout, hard_eval=hard_eval, gate=gate, soft_mix=hard_soft_mix)
+        self.net = CaptionNet(encoder=grid, decoder=decoder)
+        self.reinforce = ReinforceTerm(baseline=baseline, value_size=grid.feature_size, momentum=baseline_momentum,
+                                       reinforce_weight=reinforce_weight, entropy_weight=entropy_weight)
+        self.metrics = nn.ModuleDict({s: self._split_metrics() for s in ("val", "test")})
+
+    @staticmethod
+    def _split_metrics() -> nn.ModuleDict:
+        metrics = build_caption_metrics()
+        for name in ("loss", "localisation", "localisation_uniform"):
+            metrics[name] = Share()
+        return metrics
+
+    # ----------------------------------------------------------------- training
+    def source_lengths(self, src: Tensor) -> Tensor:
+        """Images have no token length: 0, so the decode limit is ``max_len_b`` words."""
+        return torch.zeros(src.size(0), dtype=torch.long, device=src.device)
+
+    def auxiliary_loss(self, logits: Tensor, labels: Tensor, state: dict[str, Tensor]) -> Tensor:
+        """Doubly stochastic penalty (per token) + REINFORCE (zero for soft arms' log-probs)."""
+        tokens = (labels != PAD).sum().clamp_min(1)
+        penalty = doubly_stochastic_penalty(state["attn_total"]).sum() / tokens
+        out = self.reinforce(logits, labels, state)
+        b = labels.size(0)
+        self.log("train/doubly_stochastic", penalty, batch_size=b)
+        self.log("train/reward", out.reward.mean(), batch_size=b)
+        return self.hparams.doubly_stochastic * penalty + out.loss
+
+    # --------------------------------------------------------------- evaluation
+    def _evaluate(self, batch, split: str) -> None:
+        tgt_in, labels = batch.tgt[:, :-1], batch.tgt[:, 1:]
+        out = self.net.decoder.teacher_forward(self.net.encode(batch.src), tgt_in)
+        keep = labels != PAD
+        m = self.metrics[split]
+        loss = label_smoothed_loss(out.logits, labels, eps=self.hparams.label_smoothing)
+        m["loss"].update(loss.detach() * keep.sum(), keep.sum())
+        region = box_cell_overlap(batch.boxes, self.net.encoder.grid_size)  # (B, K, S)
+        mass, uniform, named = localisation(out.weights, batch.objects, region)
+        m["localisation"].update(mass, named)
+        m["localisation_uniform"].update(uniform, named)
+        detok = self._detokenizer()
+        texts = [detok(p) for p in self.generate(batch.src).tolist()]
+        for name in ("bleu1", "bleu2", "bleu3", "bleu4", "cider_d"):
+            m[name].update(texts, batch.refs)
+
+    def _log_metrics(self, split: str) -> None:
+        """Every metric, except the localisation pair when no word named a boxed object (NaN)."""
+        flat = {}
+        for name, metric in self.metrics[split].items():
+            value = metric.compute()
+            metric.reset()
+            if not torch.isnan(value):
+                flat[f"{split}/{name}"] = value
+        self.log_dict(flat)
+
+    # ------------------------------------------------------------------ figures
+    @torch.no_grad()
+    def figure_plots(self, epoch: int) -> dict[str, object]:
+        """Per-word attention overlays of the fixed figure images on their generated captions."""
+        from lit_models.figures import plot_caption_attention
+
+        images = self.figure_batch.src.to(self.device)
+        pred = self.generate(images)  # (N, L)
+        tgt_in = torch.cat([torch.full_like(pred[:, :1], BOS), pred[:, :-1]], dim=1)
+        weights = self.net.attention_maps(images, tgt_in)["cross/layer1"][:, 0]  # (N, L, S)
+        g = self.net.encoder.grid_size
+        detok = self._detokenizer()
+        kind = self.hparams.attention
+        out = {}
+        for i in range(images.size(0)):
+            words = detok(pred[i]).split() + ["</s>"]
+            out[f"caption_{kind}_ex{i}"] = plot_caption_attention(
+                images[i].cpu(), weights[i, : len(words)].view(-1, g, g).cpu(), words=words,
+                title=f"{kind} attention · example {i} · epoch {epoch}",
+            )
+        return out

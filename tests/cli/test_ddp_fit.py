@@ -3,7 +3,8 @@
 One config per family, shrunk by overrides: the run must finish (status ``finished``), create one
 run directory with one ``last.ckpt``, and log finite validation metrics. The recurrent family runs
 with hard attention, the case where a branch may leave parameters without gradients and where
-REINFORCE sampling must differ per rank (pitfalls §3.6–3.7). The Transformer runs with W&B offline
+REINFORCE sampling must differ per rank (pitfalls §3.6–3.7); so do the hard-attention captioner
+and RAM, whose location policy is trained by REINFORCE. The Transformer runs with W&B offline
 to check that only rank 0 creates a W&B run.
 """
 
@@ -27,6 +28,8 @@ FAMILIES = {
                                        "--data.init_args.max_len=8"]),
     "regressor": ("adding", ["--data.init_args.seq_len=20"]),
     "classifier": ("sentiment_lstm_attention", ["--model.init_args.hidden_size=16"]),
+    "captioner_hard": ("caption_hard", []),
+    "ram": ("ram_translated", []),
 }
 
 

@@ -23,7 +23,7 @@ from ablations.questions import Arm, ArmStats, Stat
 
 log = logging.getLogger(__name__)
 
-STATUSES = ("finished", "diverged", "failed", "interrupted", "running")
+STATUSES = ("finished", "diverged", "failed", "interrupted", "preempted", "running")
 
 
 @dataclass
@@ -109,7 +109,7 @@ def _read(path: Path) -> dict[str, Any]:
 
 def _status(summary_status: str | None, trial_status: str | None) -> str:
     """The runner's verdict (exit code and summary together) wins; else the summary's; else failed."""
-    if trial_status in ("finished", "diverged", "failed", "interrupted"):
+    if trial_status in ("finished", "diverged", "failed", "interrupted", "preempted"):
         return trial_status
     return summary_status if summary_status in STATUSES else "failed"
 

@@ -54,6 +54,12 @@ def load_sweep(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise SweepError(f"{path}: a sweep file must be a YAML mapping")
     data.setdefault("name", Path(path).stem)
+    for key, spec in (data.get("parameters") or {}).items():
+        spec = spec if isinstance(spec, dict) else {}
+        given = [spec["value"]] if "value" in spec else spec.get("values") or []
+        if None in given:
+            raise SweepError(f"{path}: parameter {key} has the value null, which the agent passes as the string "
+                             "'None'; remove it (leave the parameter out to keep the config's default)")
     return data
 
 
@@ -217,11 +223,13 @@ def read_json(path: Path) -> dict[str, Any]:
 
 
 def trial_status(run_dir: Path, returncode: int | None) -> str:
-    """finished / diverged from summary.json; anything else (non-zero exit, no summary) is failed."""
+    """finished / diverged / interrupted / preempted from summary.json; anything else (no summary) is failed.
+
+    A preempted trial saved ``last.ckpt`` and is resumed the next time the sweep runs."""
     status = read_json(run_dir / "summary.json").get("status")
     if returncode not in (0, None):
-        return status if status in ("diverged", "interrupted") else "failed"
-    return status if status in ("finished", "diverged", "interrupted") else "failed"
+        return status if status in ("diverged", "interrupted", "preempted") else "failed"
+    return status if status in ("finished", "diverged", "interrupted", "preempted") else "failed"
 
 
 # ---------------------------------------------------------------- execution

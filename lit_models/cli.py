@@ -22,16 +22,29 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveCon
 from lightning.pytorch.loggers import WandbLogger
 
 from lit_models.blocks.decoding import DecodeConfig
-from lit_models.errors import UsageError, condense_parser_error
+from lit_models.errors import UsageError, check_config_files, user_error_line
+from lit_models.faults import (
+    AtomicCheckpointIO,
+    LastCheckpoint,
+    PreemptionCheckpoint,
+    RngState,
+    is_preemption,
+    preemption_exit_code,
+)
 from lit_models.figures import AttentionFigures
 from lit_models.probes import default_probes
 from lit_models.run import (
+    RUN_DIR_ENV,
     RunOptions,
     RunSummary,
     build_loggers,
+    check_writable,
     named_checkpoint,
     refuse_finished_run,
     resolve_run_dir,
+    resume_preempted,
+    set_aside_stale_log,
+    stable_run_name,
 )
 
 os.environ.setdefault("JSONARGPARSE_DEPRECATION_WARNINGS", "off")
@@ -88,6 +101,9 @@ class AttnlabCLI(LightningCLI):
         class_path = hparams.pop("_class_path", None)
         if not hparams or class_path is None:
             return super()._parse_ckpt_path()
+        configured = self.config[self.config.subcommand].get("model", {}).get("class_path")
+        if configured and configured != class_path:
+            raise UsageError(f"{ckpt_path} is a checkpoint of {class_path}, but the config's model is {configured}")
         module, _, name = class_path.rpartition(".")
         accepted = inspect.signature(getattr(importlib.import_module(module), name)).parameters
         model = {"class_path": class_path, "dict_kwargs": {k: v for k, v in hparams.items() if k in accepted}}
@@ -103,24 +119,35 @@ class AttnlabCLI(LightningCLI):
         self.run_opts = RunOptions(**vars(cfg.run)) if not isinstance(cfg.run, dict) else RunOptions(**cfg.run)
         self.run_dir = resolve_run_dir(self.run_opts, default_experiment=default_experiment,
                                        ckpt_path=cfg.get("ckpt_path"))
+        check_writable(self.run_dir)
         refuse_finished_run(self.run_dir, subcommand=self.subcommand, ckpt_path=cfg.get("ckpt_path"))
+        cfg.ckpt_path = resume_preempted(self.run_dir, subcommand=self.subcommand, ckpt_path=cfg.get("ckpt_path"))
+        if self.subcommand == "fit" and not cfg.get("ckpt_path"):
+            set_aside_stale_log(self.run_dir)
+        if cfg.get("ckpt_path") in ("best", "last") and stable_run_name(self.run_opts) is None:
+            raise UsageError(f"--ckpt_path={cfg.ckpt_path} needs --run.name (the run to continue or evaluate)")
         if self.subcommand != "fit" and cfg.get("ckpt_path") in ("best", "last"):
             cfg.ckpt_path = str(named_checkpoint(self.run_dir, cfg.ckpt_path))
             self._parse_ckpt_path()
+        elif cfg.get("ckpt_path") == "last" and (self.run_dir / "checkpoints" / "last.ckpt").is_file():
+            cfg.ckpt_path = str(self.run_dir / "checkpoints" / "last.ckpt")  # found whatever the W&B run id
+            self._parse_ckpt_path()  # a checkpoint of another family is refused before anything runs
 
     def instantiate_trainer(self, **kwargs: Any) -> L.Trainer:
         cfg = self.config_init[self.subcommand]
         seed = cfg.get("seed_everything")
         callbacks = [
             ModelCheckpoint(dirpath=str(self.run_dir / "checkpoints"), filename="best", enable_version_counter=False,
-                            monitor=self.run_opts.monitor, mode=self.run_opts.mode, save_last=True),
+                            monitor=self.run_opts.monitor, mode=self.run_opts.mode, save_last=False),
             RunSummary(run_dir=self.run_dir, seed=seed if isinstance(seed, int) else None,
                        subcommand=self.subcommand),
             AttentionFigures(run_dir=self.run_dir),
             *default_probes(),
+            *_fault_callbacks(self.run_dir, self.run_opts),
         ]
         trainer_cfg = dict(self.config_init[self.subcommand]["trainer"])
         trainer_cfg["callbacks"] = list(trainer_cfg.get("callbacks") or []) + callbacks
+        trainer_cfg["plugins"] = _with_atomic_io(trainer_cfg.get("plugins"))
         trainer_cfg["logger"] = build_loggers(self.run_dir, self.run_opts, subcommand=self.subcommand)
         trainer_cfg["default_root_dir"] = str(self.run_dir)
         extra = [self._get(self.config_init, c) for c in self._parser(self.subcommand).callback_keys]
@@ -135,6 +162,22 @@ class AttnlabCLI(LightningCLI):
 
     def after_test(self) -> None:
         _report(self.run_dir, self.trainer)
+
+
+def _fault_callbacks(run_dir: Path, opts: RunOptions) -> list[L.Callback]:
+    """RNG states in checkpoints, an always-current ``last.ckpt`` (every validation, every N steps if
+    asked, end of training) and preemption handling."""
+    last = run_dir / "checkpoints" / "last.ckpt"
+    return [RngState(), LastCheckpoint(path=last, every_n_steps=opts.checkpoint_every_n_steps),
+            PreemptionCheckpoint(ckpt_path=last)]
+
+
+def _with_atomic_io(plugins: Any) -> list[Any]:
+    """The user's plugins plus :class:`AtomicCheckpointIO`, unless they chose a CheckpointIO themselves."""
+    from lightning.fabric.plugins import CheckpointIO
+
+    listed = [] if plugins is None else list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
+    return listed if any(isinstance(p, CheckpointIO) for p in listed) else [*listed, AtomicCheckpointIO()]
 
 
 def _attr(name: str):
@@ -161,10 +204,12 @@ def main(args: list[str] | None = None) -> None:
     """Entry point of the ``attnlab`` console script: fit/validate/test/predict, or sweep/report/demo."""
     from ablations.commands import dispatch
 
-    code = dispatch(sys.argv[1:] if args is None else list(args))
+    argv = sys.argv[1:] if args is None else list(args)
+    code = dispatch(argv)
     if code is not None:
         raise SystemExit(code)
     try:
+        check_config_files(argv)
         AttnlabCLI(
             L.LightningModule,
             L.LightningDataModule,
@@ -177,12 +222,16 @@ def main(args: list[str] | None = None) -> None:
             parser_kwargs={"exit_on_error": False},
             args=args,
         )
-    except UsageError as err:
-        print(f"attnlab: error: {err}", file=sys.stderr)
-        raise SystemExit(2) from None
-    except Exception as err:  # noqa: BLE001 - the parser's errors arrive as several exception types
-        line = condense_parser_error(err)
-        if line is None:
+    except SystemExit as exc:
+        if not is_preemption(exc):
+            raise
+        code = preemption_exit_code(exc)
+        print(f"attnlab: preempted (exit {code}): checkpoint saved in {os.environ.get(RUN_DIR_ENV, 'the run')}"
+              "/checkpoints/last.ckpt; continue with the same --run.name and --ckpt_path last", file=sys.stderr)
+        raise SystemExit(code) from None
+    except Exception as err:  # noqa: BLE001 - bad input arrives as several exception types
+        line = user_error_line(err)
+        if line is None or os.environ.get("ATTNLAB_DEBUG"):
             raise
         print(f"attnlab: error: {line}", file=sys.stderr)
         raise SystemExit(2) from None

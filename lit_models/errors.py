@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 
 class UsageError(ValueError):
@@ -30,3 +31,92 @@ def condense_parser_error(err: BaseException) -> str | None:
 def _path(keys: list[str]) -> str:
     parts = [k for k in keys if k != "init_args"]
     return "--" + ".".join(parts) if parts else "argument"
+
+
+def check_config_files(argv: list[str]) -> None:
+    """Every ``--config`` YAML file must parse; a syntax error is reported as ``file:line: problem``."""
+    import yaml
+
+    for path in _config_paths(argv):
+        try:
+            yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.MarkedYAMLError as err:
+            mark = err.problem_mark or err.context_mark
+            line = f":{mark.line + 1}" if mark is not None else ""
+            raise UsageError(f"{path}{line}: malformed YAML ({err.problem or err.context})") from None
+        except yaml.YAMLError as err:
+            raise UsageError(f"{path}: malformed YAML ({err})") from None
+        except UnicodeDecodeError as err:
+            raise UsageError(f"{path}: not valid UTF-8 ({err.reason})") from None
+
+
+def _config_paths(argv: list[str]) -> list[Path]:
+    """Existing files named by ``--config X``, ``--config=X`` or ``-c X`` (others are left to the parser)."""
+    out = []
+    for i, arg in enumerate(argv):
+        value = None
+        if arg in ("--config", "-c") and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith("--config="):
+            value = arg.split("=", 1)[1]
+        if value and Path(value).is_file():
+            out.append(Path(value))
+    return out
+
+
+def user_error_line(err: BaseException) -> str | None:
+    """One line for an error caused by the user's input, or None for anything else (a real bug).
+
+    Recognised: :class:`UsageError` anywhere in the exception chain; jsonargparse parse errors;
+    a constructor's ``ValueError`` that jsonargparse wrapped while instantiating a class (e.g.
+    ``d_model=16 is not divisible by heads=3``); a ``ValueError`` raised by our own blocks or
+    builders while checking their configuration against the data (e.g. the learned position table).
+    """
+    for link in _chain(err):
+        if isinstance(link, UsageError):
+            return _worker_message(str(link))
+    parsed = condense_parser_error(err)
+    if parsed is not None:
+        return parsed
+    if isinstance(err, ValueError):
+        inner = _instantiation_error(str(err))
+        if inner is not None:
+            return inner
+        if _raised_in(err, ("lit_models/blocks/", "lit_models/builders.py")):
+            return str(err)
+    return None
+
+
+def _worker_message(text: str) -> str:
+    """A DataLoader worker's error arrives as "Caught X in DataLoader worker ... Original Traceback ...
+    X: message"; keep the message."""
+    if "Original Traceback" not in text:
+        return text
+    last = text.strip().splitlines()[-1]
+    return last.split(f"{UsageError.__name__}: ", 1)[-1]
+
+
+def _chain(err: BaseException) -> list[BaseException]:
+    out: list[BaseException] = []
+    node: BaseException | None = err
+    while node is not None and node not in out:
+        out.append(node)
+        node = node.__cause__ or node.__context__
+    return out
+
+
+def _instantiation_error(text: str) -> str | None:
+    """The constructor's own message inside jsonargparse's "Does not validate against any of the Union subtypes"."""
+    if "Does not validate against any of the Union subtypes" not in text or "\nErrors:" not in text:
+        return None
+    errors = [ln.strip()[2:] for ln in text.split("\nErrors:", 1)[1].splitlines() if ln.strip().startswith("- ")]
+    own = [e for e in errors if not e.startswith("Expected a ")]
+    return own[0] if own else None
+
+
+def _raised_in(err: BaseException, places: tuple[str, ...]) -> bool:
+    tb = err.__traceback__
+    last = None
+    while tb is not None:
+        last, tb = tb, tb.tb_next
+    return last is not None and any(p in last.tb_frame.f_code.co_filename.replace("\\", "/") for p in places)

@@ -5,6 +5,7 @@ summary callback. The report, the sweep runner and every check read only this la
 
 from __future__ import annotations
 
+import csv
 import json
 import logging
 import os
@@ -18,12 +19,16 @@ from typing import Any, Literal
 import lightning as L
 import torch
 from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
+from lightning.pytorch.loggers.csv_logs import ExperimentWriter
+from lightning.pytorch.loggers.logger import rank_zero_experiment
 
 from lit_models.errors import UsageError
+from lit_models.faults import is_preemption, preemption_exit_code
 
 log = logging.getLogger(__name__)
 RUN_DIR_ENV = "ATTNLAB_RUN_DIR"
-Status = Literal["running", "finished", "diverged", "failed", "interrupted"]
+RESUME_ENV = "ATTNLAB_RESUME_CKPT"
+Status = Literal["running", "finished", "diverged", "failed", "interrupted", "preempted"]
 
 
 @dataclass
@@ -37,6 +42,8 @@ class RunOptions:
         monitor: metric that selects the best checkpoint.
         mode: min or max for ``monitor``.
         wandb_project: W&B project of the run (offline unless credentials are configured).
+        checkpoint_every_n_steps: also refresh ``last.ckpt`` every N optimizer steps (0: only after
+            each validation); bounds the work a crash or SIGKILL can cost.
     """
 
     root: str = "runs"
@@ -45,6 +52,7 @@ class RunOptions:
     monitor: str = "val/loss"
     mode: Literal["min", "max"] = "min"
     wandb_project: str = "attnlab"
+    checkpoint_every_n_steps: int = 0
 
 
 def fresh_run_name() -> str:
@@ -58,6 +66,39 @@ def _inherited_run_dir() -> Path | None:
     return Path(inherited) if child and inherited else None
 
 
+def stable_run_name(opts: RunOptions) -> str | None:
+    """``--run.name``, else the W&B run id a sweep agent exports (``WANDB_RUN_ID``): a requeued
+    (preempted) trial keeps its id, so it lands in the same run directory and resumes there."""
+    return opts.name or os.environ.get("WANDB_RUN_ID") or None
+
+
+def resume_preempted(run_dir: Path, *, subcommand: str, ckpt_path: str | None) -> str | None:
+    """``fit`` of a run directory whose summary says preempted continues from its ``last.ckpt``.
+
+    Decided once, by the launching process; DDP ranks > 0 (which start later, when the summary
+    already says "running") inherit the decision through the environment.
+    """
+    if _inherited_run_dir() is not None:
+        return os.environ.get(RESUME_ENV) or ckpt_path
+    last = run_dir / "checkpoints" / "last.ckpt"
+    if subcommand == "fit" and not ckpt_path and read_summary(run_dir).get("status") == "preempted" and last.is_file():
+        log.warning("%s was preempted: continuing from %s", run_dir, last)
+        ckpt_path = "last"
+    os.environ[RESUME_ENV] = ckpt_path or ""
+    return ckpt_path
+
+
+def set_aside_stale_log(run_dir: Path) -> None:
+    """A fresh ``fit`` in a directory that has a log (e.g. a failed attempt retried under the same
+    name) keeps that log as ``metrics.prev<N>.csv`` instead of appending to it."""
+    log_file = run_dir / "metrics.csv"
+    if _inherited_run_dir() is None and log_file.is_file():
+        n = 1
+        while (run_dir / f"metrics.prev{n}.csv").exists():
+            n += 1
+        log_file.rename(run_dir / f"metrics.prev{n}.csv")
+
+
 def resolve_run_dir(opts: RunOptions, *, default_experiment: str, ckpt_path: str | None) -> Path:
     """Pick the run directory: the checkpoint's own run, the inherited one, or a fresh one."""
     inherited = _inherited_run_dir()
@@ -68,11 +109,26 @@ def resolve_run_dir(opts: RunOptions, *, default_experiment: str, ckpt_path: str
     else:
         experiment = opts.experiment or default_experiment
         base = Path(opts.root) / experiment
-        run_dir = base / (opts.name or fresh_run_name())
-        while opts.name is None and run_dir.exists():
+        name = stable_run_name(opts)
+        run_dir = base / (name or fresh_run_name())
+        while name is None and run_dir.exists():
             run_dir = base / fresh_run_name()
     os.environ[RUN_DIR_ENV] = str(run_dir)
     return run_dir
+
+
+def check_writable(run_dir: Path) -> None:
+    """The run directory must be creatable: its nearest existing ancestor is a writable directory.
+
+    Nothing is created here (a later error must not leave an empty run directory behind).
+    """
+    ancestor = run_dir
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise UsageError(f"cannot create the run directory {run_dir}: {ancestor} is not a directory")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise UsageError(f"cannot create the run directory {run_dir}: {ancestor} is not writable")
 
 
 def refuse_finished_run(run_dir: Path, *, subcommand: str, ckpt_path: str | None) -> None:
@@ -103,6 +159,46 @@ def wandb_mode() -> Literal["online", "offline", "disabled"]:
     return "online" if has_key else "offline"
 
 
+class _AppendingWriter(ExperimentWriter):
+    """Lightning's CSV writer, safe to reopen on resume. Lightning 2.6 deletes an existing
+    ``metrics.csv`` when the writer is created (a resumed run would lose its whole log); this one
+    keeps it, starts from its header (so the first save appends) and rewrites the header atomically
+    when new columns appear. Rows of steps redone after a crash appear twice; the later one counts."""
+
+    def _check_log_dir_exists(self) -> None:
+        """Keep the existing metrics.csv (Lightning removes it here)."""
+
+    def __init__(self, log_dir: str) -> None:
+        super().__init__(log_dir)
+        path = Path(self.metrics_file_path)
+        if path.is_file():
+            with path.open(newline="") as f:
+                self.metrics_keys = sorted(next(csv.reader(f), []))
+
+    def _rewrite_with_new_header(self, fieldnames: list[str]) -> None:
+        path = Path(self.metrics_file_path)
+        with path.open(newline="") as f:
+            rows = list(csv.DictReader(f))
+        tmp = path.with_name(path.name + ".tmp")
+        with tmp.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=fieldnames)
+            writer.writeheader()
+            writer.writerows(rows)
+        os.replace(tmp, path)
+
+
+class ResumableCSVLogger(CSVLogger):
+    """CSVLogger whose ``metrics.csv`` survives a resume: earlier rows are kept and new ones appended."""
+
+    @property
+    @rank_zero_experiment
+    def experiment(self) -> ExperimentWriter:
+        if self._experiment is None:
+            self._fs.makedirs(self.root_dir, exist_ok=True)
+            self._experiment = _AppendingWriter(log_dir=self.log_dir)
+        return self._experiment
+
+
 def build_loggers(run_dir: Path, opts: RunOptions, *, subcommand: str) -> list[Logger]:
     """CSV always; W&B unless WANDB_MODE=disabled.
 
@@ -110,7 +206,8 @@ def build_loggers(run_dir: Path, opts: RunOptions, *, subcommand: str) -> list[L
     logs to ``<run>/<subcommand>/metrics.csv`` so the training log is never overwritten.
     """
     version = "" if subcommand == "fit" else subcommand
-    loggers: list[Logger] = [CSVLogger(save_dir=str(run_dir), name="", version=version)]
+    csv_logger = ResumableCSVLogger if subcommand == "fit" else CSVLogger  # an evaluation's log is its own
+    loggers: list[Logger] = [csv_logger(save_dir=str(run_dir), name="", version=version)]
     mode = wandb_mode()
     if mode != "disabled":
         loggers.append(
@@ -164,6 +261,9 @@ class RunSummary(L.Callback):
         if not trainer.is_global_zero:
             return
         summary = read_summary(self.run_dir)
+        if fields.get("status") == "running":  # a resumed run: the previous stop is history
+            for stale in ("error", "exit_code", "resume_hint"):
+                summary.pop(stale, None)
         metrics = {**summary.get("metrics", {}), **_scalars(trainer.callback_metrics)}
         summary.update(
             run_dir=str(self.run_dir), seed=self.seed, git_commit=git_commit(), metrics=metrics,
@@ -202,5 +302,9 @@ class RunSummary(L.Callback):
             self._update(trainer, pl_module, status=read_summary(self.run_dir).get("status", "finished"))
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        if is_preemption(exception):
+            self._update(trainer, pl_module, status="preempted", exit_code=preemption_exit_code(exception),
+                         resume_hint="--ckpt_path last")
+            return
         status: Status = "interrupted" if isinstance(exception, KeyboardInterrupt) else "failed"
         self._update(trainer, pl_module, status=status, error=f"{type(exception).__name__}: {exception}")

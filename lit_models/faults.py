@@ -1,0 +1,254 @@
+"""Fault tolerance: atomic checkpoint writes, RNG states in checkpoints, and preemption (SIGTERM /
+SIGUSR1 -> ``last.ckpt``, W&B run marked preempting, non-zero exit).
+
+How the pieces fit Lightning 2.6 (``trainer/connectors/signal_connector.py``):
+
+- Lightning installs its own SIGTERM handler (it only sets ``trainer.received_sigterm``; the loops
+  then raise ``SIGTERMException``, a ``SystemExit`` with code 0) and, under SLURM with
+  ``auto_requeue``, a SIGUSR1 handler that writes ``hpc_ckpt_<n>.ckpt`` and runs ``scontrol
+  requeue``. :class:`PreemptionCheckpoint` chains onto whatever handler is installed when training
+  starts, so Lightning's behaviour is kept, and adds ours: stop at the next step boundary, write
+  ``last.ckpt`` in the run directory, mark the W&B run preempting, exit with ``128 + signal``.
+- Checkpoints are written through :class:`AtomicCheckpointIO`: a temporary file in the same
+  directory, fsync, then ``os.replace`` — a crash during a save leaves the previous file intact.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import signal
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import numpy as np
+import torch
+from lightning.fabric.plugins import TorchCheckpointIO
+from lightning.pytorch.loggers import WandbLogger
+from lightning.pytorch.trainer.states import TrainerFn
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+log = logging.getLogger(__name__)
+PREEMPTION_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGUSR1)
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """``torch.save`` to a temporary file beside the target, fsync, then ``os.replace``.
+
+    Readers (``--ckpt_path last``, the report) see either the previous complete file or the new
+    complete file, never a partial one, even if the process is killed mid-save.
+    """
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any = None) -> None:
+        if storage_options is not None:
+            raise TypeError(f"{type(self).__name__} takes no storage_options, got {storage_options!r}")
+        atomic_torch_save(checkpoint, Path(path))
+
+    def load_checkpoint(self, path: str | Path, map_location: Any = None, weights_only: bool | None = None) -> dict:
+        """Resume loads with ``weights_only=True`` unless a caller explicitly asks otherwise."""
+        return super().load_checkpoint(path, map_location=map_location,
+                                       weights_only=True if weights_only is None else weights_only)
+
+
+def atomic_torch_save(obj: Any, path: Path) -> None:
+    """Write ``obj`` with ``torch.save`` so that ``path`` is replaced all at once or not at all."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class RngState(L.Callback):
+    """Saves the Python, NumPy, torch (CPU and CUDA) generators with every checkpoint and restores them
+    where the uninterrupted run would continue drawing.
+
+    Lightning restores model, optimizer, scheduler and loop counters but no RNG state; without
+    this a resumed run draws other dropout masks / scheduled-sampling coins / hard-attention
+    samples. The state is applied at the first ``on_train_epoch_start`` (a checkpoint from the end
+    of an epoch) or ``on_train_batch_start`` (a mid-epoch checkpoint) after loading, not at load
+    time: the resumed process draws from the global generator in between (sanity-check and
+    dataloader-iterator seeds) where the uninterrupted run did not. Stored as tensors and tuples
+    of ints, so the checkpoint still loads with ``weights_only=True``.
+    """
+
+    def __init__(self) -> None:
+        self._pending: dict[str, Any] | None = None
+
+    def state_dict(self) -> dict[str, Any]:
+        kind, keys, pos, has_gauss, gauss = np.random.get_state()
+        state: dict[str, Any] = {
+            "python": random.getstate(),
+            "numpy": {"kind": str(kind), "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
+                      "pos": int(pos), "has_gauss": int(has_gauss), "gauss": float(gauss)},
+            "torch": torch.get_rng_state(),
+        }
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            state["cuda"] = torch.cuda.get_rng_state_all()
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._pending = state_dict
+
+    def apply(self, state: dict[str, Any]) -> None:
+        """Set every generator to ``state`` (a :meth:`state_dict`)."""
+        version, internal, gauss = state["python"]
+        random.setstate((version, tuple(internal), gauss))
+        n = state["numpy"]
+        np.random.set_state((n["kind"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["gauss"]))
+        torch.set_rng_state(state["torch"])
+        cuda = state.get("cuda")
+        if cuda is not None and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
+            torch.cuda.set_rng_state_all(cuda)
+
+    def _apply_pending(self, rank: int) -> None:
+        """Restore the saved state; under DDP the checkpoint holds rank 0's, so ranks > 0 branch off
+        it (as Seq2SeqModule.on_fit_start offsets their seeds) instead of all drawing rank 0's stream."""
+        if self._pending is None:
+            return
+        self.apply(self._pending)
+        self._pending = None
+        if rank > 0:
+            seed = int(torch.randint(0, 2**31 - 1, (1,))) + 1_000_003 * rank
+            random.seed(seed), np.random.seed(seed % 2**32), torch.manual_seed(seed)
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._apply_pending(trainer.global_rank)
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
+        self._apply_pending(trainer.global_rank)
+
+
+class LastCheckpoint(L.Callback):
+    """Keeps ``<run>/checkpoints/last.ckpt`` current: after every validation (and every training epoch),
+    every ``every_n_steps`` optimizer steps if > 0, and when training ends.
+
+    Lightning 2.6.6's ``ModelCheckpoint(save_last=True)`` refreshes ``last.ckpt`` only at steps where
+    it also saved a top-k checkpoint, so after an epoch that did not improve the monitored metric
+    ``last.ckpt`` is stale and ``--ckpt_path last`` would silently rewind to the best epoch.
+
+    Args:
+        path: the ``last.ckpt`` file (a stable, run-specific path independent of the W&B run id).
+        every_n_steps: also save every N optimizer steps (0: only at validation / epoch / train end).
+    """
+
+    def __init__(self, *, path: Path, every_n_steps: int = 0) -> None:
+        self.path = Path(path)
+        self.every_n_steps = every_n_steps
+        self._saved_step = -1
+
+    def _save(self, trainer: L.Trainer) -> None:
+        if (trainer.sanity_checking or trainer.fast_dev_run or trainer.state.fn != TrainerFn.FITTING
+                or trainer.global_step == self._saved_step):
+            return
+        trainer.save_checkpoint(str(self.path))
+        self._saved_step = trainer.global_step
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
+        if self.every_n_steps > 0 and trainer.global_step % self.every_n_steps == 0:
+            self._save(trainer)
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._save(trainer)
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._save(trainer)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._save(trainer)
+
+
+class Preempted(SystemExit):
+    """Raised at a step boundary after a preemption signal; the process exits with 128 + signal."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(128 + int(signum))
+        self.signum = int(signum)
+
+
+def is_preemption(exception: BaseException) -> bool:
+    """True for our :class:`Preempted` and for Lightning's ``SIGTERMException``."""
+    return isinstance(exception, (Preempted, SIGTERMException))
+
+
+def preemption_exit_code(exception: BaseException) -> int:
+    """Exit status of a preempted run: 128 + signal (143 for SIGTERM; Lightning 2.6 would exit 0)."""
+    return exception.code if isinstance(exception, Preempted) else 128 + int(signal.SIGTERM)
+
+
+class PreemptionCheckpoint(L.Callback):
+    """SIGTERM / SIGUSR1 -> ``last.ckpt`` at the next step boundary, W&B run marked preempting, non-zero exit.
+
+    The handlers are chained onto the ones installed when training starts (Lightning's SIGTERM
+    notifier; under SLURM with auto-requeue its SIGUSR1 requeue handler), never replacing them.
+    Under DDP the decision to stop is reduced over ranks so every rank stops at the same step.
+
+    Args:
+        ckpt_path: where the preemption checkpoint goes (``<run>/checkpoints/last.ckpt``, so
+            ``--ckpt_path last`` finds it whatever W&B run id the resumed process gets).
+    """
+
+    def __init__(self, *, ckpt_path: Path) -> None:
+        self.ckpt_path = Path(ckpt_path)
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            log.warning("not in the main thread: preemption signals are not handled")
+            return
+        for sig in PREEMPTION_SIGNALS:
+            self._previous[int(sig)] = signal.getsignal(sig)
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.signum = int(signum)
+        previous = self._previous.get(int(signum))
+        if callable(previous):
+            previous(signum, frame)
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
+        requested = self.signum is not None
+        if trainer.world_size > 1:
+            requested = trainer.strategy.reduce_boolean_decision(requested, all=False)
+        if requested:
+            raise Preempted(self.signum or signal.SIGTERM)
+
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        if not is_preemption(exception):
+            return
+        trainer.save_checkpoint(str(self.ckpt_path))
+        log.warning("preempted (signal %s): saved %s", self.signum or int(signal.SIGTERM), self.ckpt_path)
+        if trainer.is_global_zero:
+            mark_wandb_preempting(trainer)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.teardown(trainer, pl_module, "fit")
+
+    def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        """Put back the handlers found at train start (Lightning then restores its own originals)."""
+        if threading.current_thread() is threading.main_thread():
+            for sig, handler in self._previous.items():
+                if handler is not None:
+                    signal.signal(sig, handler)
+        self._previous = {}
+
+
+def mark_wandb_preempting(trainer: L.Trainer) -> None:
+    """``Run.mark_preempting()`` on every W&B run: a sweep agent then requeues the run (with a non-zero exit)."""
+    for logger in trainer.loggers:
+        if isinstance(logger, WandbLogger) and getattr(logger, "_experiment", None) is not None:
+            try:
+                logger.experiment.mark_preempting()
+            except Exception as err:  # noqa: BLE001 - W&B trouble must not lose the checkpoint/exit path
+                log.warning("could not mark the W&B run preempting: %s", err)

@@ -1,0 +1,201 @@
+"""Faults cost minutes, not runs: atomic checkpoint writes, RNG states, preemption (SIGTERM / SIGUSR1)
+and exact resume. The SIGKILL acceptance and the subprocess preemption checks are in
+``test_faults_slow.py`` (``pytest -m slow``)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import random
+import signal
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import numpy as np
+import pytest
+import torch
+
+import lit_models.cli as cli
+from lit_models.cli import main
+from lit_models.faults import AtomicCheckpointIO, RngState
+
+CONFIG = str(Path(__file__).parents[2] / "ablations" / "configs" / "transformer_reverse.yaml")
+TINY = ["--data.init_args.train_size=128", "--data.init_args.val_size=8", "--data.init_args.test_size=8",
+        "--data.init_args.batch_size=16", "--model.init_args.d_model=16", "--model.init_args.d_ff=32",
+        "--model.init_args.encoder_layers=1", "--model.init_args.decoder_layers=1",
+        "--trainer.enable_progress_bar=false", "--trainer.max_epochs=2"]  # 8 steps per epoch, 16 planned
+
+
+def _fit(root: Path, name: str, *extra: str) -> Path:
+    main(["fit", "--config", CONFIG, f"--run.root={root}", f"--run.name={name}", *TINY, *extra])
+    return root / "transformer_reverse" / name
+
+
+def _logged_steps(run: Path) -> list[int]:
+    with (run / "metrics.csv").open(newline="") as f:
+        return [int(row["step"]) for row in csv.DictReader(f)]
+
+
+def test_atomic_save_keeps_the_previous_checkpoint_when_a_save_fails(tmp_path, monkeypatch):
+    path = tmp_path / "last.ckpt"
+    io = AtomicCheckpointIO()
+    io.save_checkpoint({"global_step": 1, "w": torch.ones(3)}, path)
+
+    def crash_midway(obj: Any, f: Any, *args: Any, **kwargs: Any) -> None:
+        f.write(b"PK\x03\x04 half a zip")  # a partial file, then the process "dies"
+        raise OSError("disk full")
+
+    monkeypatch.setattr(torch, "save", crash_midway)
+    with pytest.raises(OSError, match="disk full"):
+        io.save_checkpoint({"global_step": 2, "w": torch.zeros(3)}, path)
+    monkeypatch.undo()
+    ckpt = torch.load(path, weights_only=True)
+    assert ckpt["global_step"] == 1 and torch.equal(ckpt["w"], torch.ones(3))
+    assert [p.name for p in tmp_path.iterdir()] == ["last.ckpt"], "no temporary file may be left behind"
+
+
+def test_rng_state_round_trips_through_a_weights_only_checkpoint(tmp_path):
+    callback = RngState()
+    random.seed(1), np.random.seed(1), torch.manual_seed(1)
+    torch.save({"rng": callback.state_dict()}, tmp_path / "rng.pt")
+    expected = (random.random(), float(np.random.rand()), torch.rand(3))
+    random.seed(2), np.random.seed(2), torch.manual_seed(2)
+    callback.apply(torch.load(tmp_path / "rng.pt", weights_only=True)["rng"])
+    got = (random.random(), float(np.random.rand()), torch.rand(3))
+    assert got[:2] == expected[:2] and torch.equal(got[2], expected[2])
+
+
+class _SignalAt(L.Callback):
+    """Sends ``sig`` to this very process after optimizer step ``step`` (a real signal delivery)."""
+
+    def __init__(self, step: int, sig: int) -> None:
+        self.step, self.sig = step, sig
+
+    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
+        if trainer.global_step == self.step:
+            os.kill(os.getpid(), self.sig)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGUSR1], ids=["SIGTERM", "SIGUSR1"])
+def test_preemption_saves_last_marks_summary_exits_nonzero_and_resumes(tmp_path, monkeypatch, capsys, sig):
+    original = cli._fault_callbacks
+    monkeypatch.setattr(cli, "_fault_callbacks", lambda run_dir, opts: [*original(run_dir, opts), _SignalAt(5, sig)])
+    with pytest.raises(SystemExit) as exit_info:
+        _fit(tmp_path, "p", "--trainer.log_every_n_steps=2")
+    assert exit_info.value.code == 128 + sig
+    assert "attnlab: preempted" in capsys.readouterr().err
+    run = tmp_path / "transformer_reverse" / "p"
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "preempted" and summary["exit_code"] == 128 + sig
+    ckpt = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    assert ckpt["global_step"] in (5, 6), "stops at the end of the step that got the signal, or the next one"
+    assert "RngState" in ckpt["callbacks"] and ckpt["optimizer_states"] and ckpt["lr_schedulers"]
+    assert signal.getsignal(sig) in (signal.SIG_DFL, signal.default_int_handler), "handlers must be restored"
+    steps_before = _logged_steps(run)
+    assert steps_before, "train/loss rows were logged before the signal"
+
+    monkeypatch.setattr(cli, "_fault_callbacks", original)
+    if sig == signal.SIGTERM:
+        _fit(tmp_path, "p", "--ckpt_path=last")
+    else:  # a W&B agent requeues the trial with the same WANDB_RUN_ID and the same command
+        monkeypatch.setenv("WANDB_RUN_ID", "p")
+        main(["fit", "--config", CONFIG, f"--run.root={tmp_path}", *TINY])
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "finished" and summary["global_step"] == 16, summary
+    assert "exit_code" not in summary
+    steps_after = _logged_steps(run)
+    assert steps_after[: len(steps_before)] == steps_before, "a resumed run appends to the log, never replaces it"
+    assert max(steps_after) > max(steps_before)
+
+
+def test_resume_at_an_epoch_boundary_is_exact(tmp_path):
+    """Model, optimizer, scheduler step and RNG states (dropout!) continue exactly: 1 + 1 epochs
+    with a restart in between end with the same weights as 2 epochs in one go."""
+    whole = _fit(tmp_path, "whole")
+    parts = _fit(tmp_path, "parts", "--trainer.max_epochs=1")
+    _fit(tmp_path, "parts", "--ckpt_path=last")
+    a = torch.load(whole / "checkpoints" / "last.ckpt", weights_only=True)
+    b = torch.load(parts / "checkpoints" / "last.ckpt", weights_only=True)
+    assert a["global_step"] == b["global_step"] == 16
+    for key, value in a["state_dict"].items():
+        assert torch.equal(value, b["state_dict"][key]), key
+    assert a["lr_schedulers"][0]["last_epoch"] == b["lr_schedulers"][0]["last_epoch"]
+
+
+def test_last_is_found_from_the_run_directory(tmp_path, capsys):
+    """``--ckpt_path last`` reads ``<run>/checkpoints/last.ckpt`` (not a logger-versioned path), and
+    without ``--run.name`` it is refused instead of silently starting a fresh run."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit", "--config", CONFIG, f"--run.root={tmp_path}", "--ckpt_path=last", *TINY])
+    assert exit_info.value.code == 2
+    assert "--ckpt_path=last needs --run.name" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
+def test_checkpoints_go_through_the_atomic_writer(tmp_path, monkeypatch):
+    seen: list[str] = []
+    original = AtomicCheckpointIO.save_checkpoint
+
+    def spy(self: AtomicCheckpointIO, checkpoint: dict, path: Any, storage_options: Any = None) -> None:
+        seen.append(Path(path).name)
+        original(self, checkpoint, path, storage_options)
+
+    monkeypatch.setattr(AtomicCheckpointIO, "save_checkpoint", spy)
+    _fit(tmp_path, "io", "--trainer.max_epochs=1", "--run.checkpoint_every_n_steps=4")
+    assert "last.ckpt" in seen and "best.ckpt" in seen
+    assert len([s for s in seen if s == "last.ckpt"]) >= 2, "every_n_steps refreshes last.ckpt during the epoch"
+
+
+def test_slurm_sigusr1_requeues_through_lightning_and_saves_last(tmp_path, monkeypatch):
+    """Under SLURM (auto-requeue on) SIGUSR1 still reaches Lightning's handler — it writes
+    ``hpc_ckpt_1.ckpt`` and runs ``scontrol requeue <job>`` — and ours then stops the run with
+    ``last.ckpt`` and exit 138; the requeued job (same command) continues from there."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    scontrol = bin_dir / "scontrol"
+    scontrol.write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path / 'scontrol.log'}\n")
+    scontrol.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    slurm = {"SLURM_NTASKS": "1", "SLURM_NTASKS_PER_NODE": "1", "SLURM_JOB_NAME": "attnlab", "SLURM_JOB_ID": "4242",
+             "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0", "SLURM_NODELIST": "localhost"}
+    for key, value in slurm.items():
+        monkeypatch.setenv(key, value)
+    original = cli._fault_callbacks
+    monkeypatch.setattr(cli, "_fault_callbacks",
+                        lambda run_dir, opts: [*original(run_dir, opts), _SignalAt(3, signal.SIGUSR1)])
+    with pytest.raises(SystemExit) as exit_info:
+        _fit(tmp_path, "slurm")
+    assert exit_info.value.code == 128 + signal.SIGUSR1
+    run = tmp_path / "transformer_reverse" / "slurm"
+    assert (tmp_path / "scontrol.log").read_text().split() == ["requeue", "4242"]
+    assert (run / "hpc_ckpt_1.ckpt").is_file() and (run / "checkpoints" / "last.ckpt").is_file()
+    monkeypatch.setattr(cli, "_fault_callbacks", original)
+    _fit(tmp_path, "slurm")  # the requeued job runs the same command
+    assert json.loads((run / "summary.json").read_text())["global_step"] == 16
+
+
+def test_wandb_run_is_marked_preempting():
+    from types import SimpleNamespace
+
+    from lightning.pytorch.loggers import WandbLogger
+
+    from lit_models.faults import mark_wandb_preempting
+
+    calls: list[str] = []
+    logger = WandbLogger.__new__(WandbLogger)
+    logger._experiment = SimpleNamespace(mark_preempting=lambda: calls.append("marked"))
+    mark_wandb_preempting(SimpleNamespace(loggers=[logger]))
+    assert calls == ["marked"]
+
+
+def test_a_fresh_fit_sets_an_old_log_aside_instead_of_appending(tmp_path):
+    from lit_models.run import set_aside_stale_log
+
+    (tmp_path / "metrics.csv").write_text("step,train/loss\n1,9.0\n")
+    (tmp_path / "metrics.prev1.csv").write_text("older\n")
+    set_aside_stale_log(tmp_path)
+    assert not (tmp_path / "metrics.csv").exists()
+    assert (tmp_path / "metrics.prev2.csv").read_text() == "step,train/loss\n1,9.0\n"
+    assert (tmp_path / "metrics.prev1.csv").read_text() == "older\n"

@@ -31,13 +31,15 @@ def attention_weights(q: Tensor, k: Tensor, *, mask: Tensor | None, scale: float
         scale: multiplier of the logits (see ``ATTN_SCALES``).
 
     Returns:
-        (B, H, T, S) weights; rows sum to 1, masked entries are exactly 0 and a row with
-        no allowed key is all zeros (not NaN).
+        (B, H, T, S) float32 weights; rows sum to 1, masked entries are exactly 0 and a row with
+        no allowed key is all zeros (not NaN). Autocast is switched off here, so the logits and
+        the softmax stay float32 under ``bf16-mixed`` / ``16-mixed`` too.
     """
-    scores = torch.matmul(q.float(), k.float().transpose(-2, -1)) * scale  # (B, H, T, S)
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    return torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    with torch.autocast(device_type=q.device.type, enabled=False):
+        scores = torch.matmul(q.float(), k.float().transpose(-2, -1)) * scale  # (B, H, T, S)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        return torch.softmax(scores, dim=-1).nan_to_num(0.0)
 
 
 def scaled_dot_product(

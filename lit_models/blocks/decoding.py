@@ -43,6 +43,21 @@ class StepDecoder(Protocol):
         ...
 
 
+@runtime_checkable
+class BeamReorderable(Protocol):
+    """A decoder that reorders its own state between beam-search steps (optional fast path).
+
+    ``reorder_beams(state, index)`` must equal :func:`reorder_state` for an ``index`` that only
+    moves rows within each example's group of ``beam_size`` rows of a state built by
+    :func:`expand_state`; it may skip leaves that are identical across a group (e.g. the
+    projected encoder memory), which :func:`reorder_state` would copy every step.
+    """
+
+    def reorder_beams(self, state: State, index: Tensor) -> State:
+        """state with (N, ...) leaves, index (N,) long within groups -> reordered state."""
+        ...
+
+
 class BeamResult(NamedTuple):
     """n-best list per example, best first; ``log_probs`` are the un-normalised sums."""
 
@@ -114,16 +129,19 @@ def _step_log_probs(
     Returns:
         (N, V) float log-probs; removed entries are ``-inf``, never NaN.
     """
-    logp = torch.log_softmax(logits.float().nan_to_num(nan=-math.inf), dim=-1)  # (N, V)
-    logp = logp.nan_to_num(nan=-math.inf)
+    logits = logits.float()
+    if bool(torch.isnan(logits).any()):  # a read-only check; the rewrite pass only when needed
+        logits = logits.nan_to_num(nan=-math.inf)
+    logp = torch.log_softmax(logits, dim=-1)  # (N, V)
+    if bool(torch.isnan(logp).any()):  # rows with no finite logit (or a +inf one)
+        logp = logp.nan_to_num(nan=-math.inf)
     raw_eos = logp[:, eos].clone()  # (N,)
-    banned = torch.zeros(logp.shape[-1], dtype=torch.bool, device=logp.device)
-    banned[[pad, bos]] = True
-    banned[eos] = step + 1 < min_len
-    logp = logp.masked_fill(banned, -math.inf)
-    force = (step >= max_len - 1).unsqueeze(-1)  # (N, 1)
-    logp = logp.masked_fill(force, -math.inf)
-    logp[:, eos] = torch.where(force.squeeze(-1), raw_eos, logp[:, eos])
+    banned = [pad, bos, eos] if step + 1 < min_len else [pad, bos]
+    logp[:, banned] = -math.inf  # a few columns, not an (N, V) pass
+    force = step >= max_len - 1  # (N,)
+    if bool(force.any()):
+        logp = logp.masked_fill(force.unsqueeze(-1), -math.inf)
+        logp[:, eos] = torch.where(force, raw_eos, logp[:, eos])
     return logp
 
 
@@ -277,7 +295,8 @@ def beam_search(
     candidates (fairseq): those among the first ``beam_size`` that end with EOS join a per-example
     pool of the ``beam_size`` best finished hypotheses (never advanced again), the best
     ``beam_size`` others stay live. The first step expands only copy 0 of each example (the
-    other copies start at ``-inf``). The whole state is reordered with the chosen beams every step.
+    other copies start at ``-inf``). The whole state is reordered with the chosen beams every step
+    (by ``decoder.reorder_beams`` when the decoder is :class:`BeamReorderable`).
 
     Stopping (deviates from "stop when the top beam ends", which is wrong under a length penalty):
     an example is done when its pool is full and ``max_live log P / max(lp(t + 2), lp(max_len))``,
@@ -308,6 +327,7 @@ def beam_search(
     done = torch.zeros(n, dtype=torch.bool, device=device)
     offset = torch.arange(n, device=device).unsqueeze(1) * k  # (B, 1)
     prev = torch.full((n * k,), bos, dtype=torch.long, device=device)
+    fast_reorder = isinstance(decoder, BeamReorderable)
     for t in range(length):
         logits, state = decoder.step(prev, state)
         logp = _step_log_probs(logits, step=t, max_len=beam_max_len, min_len=min_len, bos=bos, eos=eos,
@@ -321,7 +341,8 @@ def beam_search(
                              alpha=length_penalty)
         live_logp, src, tok = _select_live(top_logp, src, tok, eos=eos, k=k)
         live_logp = live_logp.masked_fill(done.unsqueeze(1), -math.inf)
-        state = reorder_state(state, (offset + src).view(-1))
+        index = (offset + src).view(-1)  # (B*K,) rows stay within their example's group
+        state = decoder.reorder_beams(state, index) if fast_reorder else reorder_state(state, index)
         live_tok = live_tok.gather(1, src.unsqueeze(-1).expand(-1, -1, length))
         live_tok[:, :, t] = tok
         prev = tok.view(-1)

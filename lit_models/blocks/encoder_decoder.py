@@ -136,6 +136,16 @@ class EncoderDecoder(nn.Module):
                                     rotary=self.tgt_positions.rotary, incremental=True)
         return self.generator(y[:, 0]), {"mem_mask": state["mem_mask"], "layers": caches}
 
+    def reorder_beams(self, state: State, index: Tensor) -> State:
+        """Beam-search reordering (``decoding.BeamReorderable``): index (B*K,) -> reordered state.
+
+        Only the self-attention caches move; ``mem_mask``/``mem_k``/``mem_v`` are identical
+        within each example's beams, so they are kept as they are instead of copied every step.
+        """
+        layers = [{**c, "self_k": c["self_k"].index_select(0, index), "self_v": c["self_v"].index_select(0, index)}
+                  for c in state["layers"]]
+        return {"mem_mask": state["mem_mask"], "layers": layers}
+
     def teacher_forward(self, state: State, tgt_in: Tensor) -> tuple[Tensor, State]:
         """tgt_in (B, T) (BOS + gold prefix) -> logits (B, T, V), causal, in one pass.
 

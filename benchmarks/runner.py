@@ -1,0 +1,136 @@
+"""Run the benchmark sections and collect one results dict (see ``benchmarks/__init__.py``)."""
+
+from __future__ import annotations
+
+import datetime
+import importlib.util
+import logging
+import platform
+import subprocess
+from dataclasses import dataclass, field
+
+import torch
+
+from benchmarks import report
+from benchmarks.attention import bench_attention_memory, linear_fit
+from benchmarks.ceiling import matmul_ceiling
+from benchmarks.common import QUICK_SIZES, SIZES, threads
+from benchmarks.decoding import bench_decoding
+from benchmarks.gpu import bench_gpu
+from benchmarks.profiles import profile_decoding, profile_training
+from benchmarks.recurrent import bench_recurrent_step
+from benchmarks.training import bench_training
+
+log = logging.getLogger(__name__)
+SECTIONS = ("ceiling", "training", "decoding", "attention", "recurrent", "gpu", "profiles")
+
+
+@dataclass
+class Options:
+    """What to run. ``quick`` shrinks every section to tiny sizes (a smoke test, not a measurement)."""
+
+    quick: bool = False
+    threads: int = 2
+    sections: tuple[str, ...] = SECTIONS
+    systems: tuple[str, ...] = ("attnlab", "torch", "marian")
+    precisions: tuple[str, ...] = ("fp32", "bf16")
+    rounds: int = 5
+    steps: int = 3
+    extra: dict = field(default_factory=dict)
+
+
+def machine() -> dict:
+    """CPU model (lscpu), cores, versions."""
+    try:
+        lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
+        cpu = next(line.split(":", 1)[1].strip() for line in lscpu.splitlines() if line.startswith("Model name"))
+    except (OSError, StopIteration):
+        cpu = platform.processor() or "unknown"
+    tf = importlib.util.find_spec("transformers")
+    return {
+        "cpu": cpu, "cores": _cores(), "threads": torch.get_num_threads(),
+        "torch": torch.__version__, "transformers": _version("transformers") if tf else "absent",
+        "python": platform.python_version(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+        "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "native_bf16_gemm": bool(torch.ops.mkldnn._is_mkldnn_bf16_supported()),
+    }
+
+
+def _cores() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _version(pkg: str) -> str:
+    from importlib.metadata import version
+
+    return version(pkg)
+
+
+def _systems(opts: Options) -> list[str]:
+    """Drop Marian when the ``bench`` extra is not installed."""
+    if "marian" in opts.systems and importlib.util.find_spec("transformers") is None:
+        log.warning("transformers is not installed (pip install -e '.[bench]'): Marian rows skipped")
+        return [s for s in opts.systems if s != "marian"]
+    return list(opts.systems)
+
+
+def _run_sections(opts: Options, res: dict) -> None:
+    q = opts.quick
+    sizes = list((QUICK_SIZES if q else SIZES).values())
+    timing = dict(rounds=1 if q else opts.rounds, steps=1 if q else opts.steps, warmup=1 if q else 2)
+    systems = _systems(opts)
+    if "ceiling" in opts.sections or "training" in opts.sections:
+        res["ceiling"] = matmul_ceiling(n=256 if q else 2048, rounds=timing["rounds"], steps=2 if q else 5)
+    if "training" in opts.sections:
+        res["training_skipped"] = []
+        res["training"] = bench_training(sizes, systems, list(opts.precisions), res["ceiling"], **timing,
+                                         skipped=res["training_skipped"])
+    if "decoding" in opts.sections:
+        dec_systems = [s for s in systems if s != "torch"]
+        res["decoding"] = bench_decoding(sizes, dec_systems, [1, 4], **timing)
+    if "attention" in opts.sections:
+        lengths = [64, 128] if q else [512, 1024, 2048, 4096, 8192]
+        res["attention"] = bench_attention_memory(lengths, d_model=64 if q else 256, heads=4, threads=opts.threads,
+                                                  explicit_limit_mib=2048)
+        res["attention_fit"] = linear_fit(res["attention"])
+        res["attention_fit_explicit"] = linear_fit(res["attention"], "explicit")
+    if "recurrent" in opts.sections:
+        dims = dict(batch=4, steps=4, vocab=64, embed=16, hidden=32) if q else dict(
+            batch=32, steps=32, vocab=8000, embed=256, hidden=512)
+        res["recurrent"] = bench_recurrent_step(**dims, rounds=timing["rounds"], warmup=timing["warmup"])
+    if "gpu" in opts.sections:
+        gpu = bench_gpu(rounds=timing["rounds"], steps=timing["steps"], warmup=timing["warmup"])
+        if "skipped" not in gpu:
+            res["gpu"] = gpu
+    if "profiles" in opts.sections:
+        res["profiles"] = _profiles(sizes, q)
+
+
+def _profiles(sizes: list, quick: bool) -> dict:
+    """Top ops of our fp32 training step and beam-4 decoding at the largest size, and of a bf16
+    training step at the smallest size (one call: bf16 steps can be very slow on CPUs without bf16 GEMM)."""
+    big, small, kw = sizes[-1], sizes[0], dict(calls=1 if quick else 3, top=12)
+    return {
+        f"attnlab train {big.name} fp32": profile_training(big, "attnlab", "fp32", **kw),
+        f"attnlab train {small.name} bf16": profile_training(small, "attnlab", "bf16", calls=1, top=12, warmup=False),
+        f"attnlab decode {big.name} beam 4": profile_decoding(big, "attnlab", 4, **kw),
+    }
+
+
+def run(opts: Options) -> dict:
+    """Run the selected sections with ``opts.threads`` intra-op threads; results plus goal verdicts."""
+    with threads(opts.threads):
+        res: dict = {"machine": machine(), "options": {k: v for k, v in vars(opts).items() if k != "extra"}}
+        _run_sections(opts, res)
+    goals = []
+    if res.get("training"):
+        goals += report.training_goals(res["training"])
+    if res.get("decoding"):
+        goals += report.decoding_goals(res["decoding"])
+    if "attention_fit" in res:
+        goals += report.memory_goal(res["attention_fit"])
+    res["goals"] = goals
+    return res

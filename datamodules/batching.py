@@ -174,6 +174,7 @@ def build_dataloader(
         num_workers=num_workers,
         collate_fn=collate_fn,
         persistent_workers=num_workers > 0,
+        pin_memory=torch.cuda.is_available(),  # page-locked batches copy to the GPU asynchronously
     )
 
 

@@ -11,6 +11,7 @@ import random
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import torch
 from torch.utils.data import DataLoader, Sampler
 
 from datamodules.batching import distributed_world
@@ -99,4 +100,4 @@ def token_budget_loader(
     """A DataLoader over ``data`` whose batches come from :class:`TokenBudgetBatchSampler`."""
     batches = TokenBudgetBatchSampler(lengths, max_tokens=max_tokens, train=train, seed=seed)
     return DataLoader(data, batch_sampler=batches, num_workers=num_workers,  # type: ignore[arg-type]
-                      collate_fn=collate_fn, persistent_workers=num_workers > 0)
+                      collate_fn=collate_fn, persistent_workers=num_workers > 0, pin_memory=torch.cuda.is_available())

@@ -150,6 +150,7 @@ class AttnlabCLI(LightningCLI):
         trainer_cfg["plugins"] = _with_atomic_io(trainer_cfg.get("plugins"))
         trainer_cfg["logger"] = build_loggers(self.run_dir, self.run_opts, subcommand=self.subcommand)
         trainer_cfg["default_root_dir"] = str(self.run_dir)
+        warn_slow_bf16(trainer_cfg)
         extra = [self._get(self.config_init, c) for c in self._parser(self.subcommand).callback_keys]
         return self._instantiate_trainer({**trainer_cfg, **kwargs}, extra)
 
@@ -178,6 +179,23 @@ def _with_atomic_io(plugins: Any) -> list[Any]:
 
     listed = [] if plugins is None else list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
     return listed if any(isinstance(p, CheckpointIO) for p in listed) else [*listed, AtomicCheckpointIO()]
+
+
+def native_bf16_cpu() -> bool:
+    """Whether this CPU has native bf16 matmuls (AVX512-BF16 / AMX) that oneDNN can use."""
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+def warn_slow_bf16(trainer_cfg: dict[str, Any]) -> bool:
+    """Warn (and return True) when bf16 precision would run on a CPU without native bf16 matmuls,
+    where torch falls back to a scalar GEMM ~30-60x slower than fp32 (BENCHMARKS.md)."""
+    precision = str(trainer_cfg.get("precision") or "")
+    on_cpu = trainer_cfg.get("accelerator") == "cpu" or not torch.cuda.is_available()
+    if precision.startswith("bf16") and on_cpu and not native_bf16_cpu():
+        log.warning("--trainer.precision=%s: this CPU has no native bf16 matmul, so training runs far slower "
+                    "than with 32-true (see BENCHMARKS.md)", precision)
+        return True
+    return False
 
 
 def _attr(name: str):

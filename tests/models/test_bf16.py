@@ -120,3 +120,14 @@ def test_beam_reorder_hook_equals_generic_reorder():
     slow = beam_search(_StepOnly(net), net.encode(src), **kw)
     assert torch.equal(fast.tokens, slow.tokens)
     torch.testing.assert_close(fast.scores, slow.scores)
+
+
+def test_bf16_on_a_cpu_without_native_bf16_warns(monkeypatch, caplog):
+    import lit_models.cli as cli
+
+    monkeypatch.setattr(cli, "native_bf16_cpu", lambda: False)
+    assert cli.warn_slow_bf16({"precision": "bf16-mixed", "accelerator": "cpu"})
+    assert "no native bf16 matmul" in caplog.text
+    assert not cli.warn_slow_bf16({"precision": "32-true", "accelerator": "cpu"})
+    monkeypatch.setattr(cli, "native_bf16_cpu", lambda: True)
+    assert not cli.warn_slow_bf16({"precision": "bf16-mixed", "accelerator": "cpu"})

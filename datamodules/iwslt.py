@@ -25,7 +25,8 @@ import re
 from pathlib import Path
 
 from datamodules.download import extract
-from datamodules.tokenization import atomic_write, read_lines
+from datamodules.tokenization import read_lines
+from lit_models.atomic import atomic_write
 from lit_models.errors import UsageError
 
 ARCHIVE = "de-en.tgz"

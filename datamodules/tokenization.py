@@ -18,7 +18,6 @@ import io
 import json
 import os
 import re
-import tempfile
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Literal, Protocol
 import sentencepiece as spm
 
 from datamodules.batching import BOS, EOS, N_SPECIAL, PAD, UNK, ids_to_text
+from lit_models.atomic import atomic_write
 from lit_models.errors import UsageError
 
 Tokenization = Literal["word", "bpe", "unigram"]
@@ -263,21 +263,6 @@ def train_sentencepiece(
         ) from None
     atomic_write(path, buffer.getvalue())
     return path
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file in the same directory and ``os.replace``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def load_sentencepiece(path: Path, *, vocab_size: int) -> SentencePieceTokenizer:

@@ -16,10 +16,8 @@ How the pieces fit Lightning 2.6 (``trainer/connectors/signal_connector.py``):
 from __future__ import annotations
 
 import logging
-import os
 import random
 import signal
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -31,6 +29,8 @@ from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch.loggers import WandbLogger
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+from lit_models.atomic import atomic_write
 
 log = logging.getLogger(__name__)
 PREEMPTION_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGUSR1)
@@ -56,17 +56,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
 def atomic_torch_save(obj: Any, path: Path) -> None:
     """Write ``obj`` with ``torch.save`` so that ``path`` is replaced all at once or not at all."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, lambda f: torch.save(obj, f))
 
 
 class RngState(L.Callback):

@@ -14,7 +14,8 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
-PAD, BOS, EOS, UNK = 0, 1, 2, 3
+from attnlab_core.tokens import BOS, EOS, PAD, UNK  # noqa: F401  (re-exported for datamodules)
+
 N_SPECIAL = 4
 
 

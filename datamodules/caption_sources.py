@@ -25,10 +25,10 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from attnlab_core.errors import UsageError
 from datamodules.download import Resource, extract, fetch
 from datamodules.shapes import generate_scenes
 from datamodules.tokenization import read_records, read_text, word_tokenize
-from lit_models.errors import UsageError
 
 SPLITS = ("train", "val", "test")
 

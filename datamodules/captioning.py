@@ -38,6 +38,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 from torchvision.transforms import v2
 
+from attnlab_core.errors import UsageError
 from datamodules.batching import BOS, EOS, SplitDataModule, build_dataloader, pad_sequences
 from datamodules.caption_sources import (
     SPLITS,
@@ -51,7 +52,6 @@ from datamodules.caption_sources import (
 )
 from datamodules.shapes import shapes_lexicon
 from datamodules.tokenization import WordVocab
-from lit_models.errors import UsageError
 
 CaptionSource = Literal["shapes", "flickr8k", "flickr30k", "coco", "karpathy", "folder"]
 """Where the images and captions come from (see the module docstring)."""

@@ -15,7 +15,7 @@ race-free, but concurrent downloads of one file share its ``.part`` file, so on 
 run ``prepare_data`` once (``prepare_data_per_node=False``).
 
 Errors the user can act on (network failure, checksum mismatch, unsafe archive) are one-line
-:class:`lit_models.errors.UsageError`\\ s naming the URL or file.
+:class:`attnlab_core.errors.UsageError`\\ s naming the URL or file.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from lit_models.errors import UsageError
+from attnlab_core.errors import UsageError
 
 log = logging.getLogger(__name__)
 CHUNK = 1 << 20

@@ -24,10 +24,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from attnlab_core.atomic import atomic_write
+from attnlab_core.errors import UsageError
 from datamodules.download import extract
 from datamodules.tokenization import read_lines
-from lit_models.atomic import atomic_write
-from lit_models.errors import UsageError
 
 ARCHIVE = "de-en.tgz"
 METADATA = ("<url>", "<talkid>", "<keywords>", "<speaker>", "<reviewer", "<translator", "<doc", "</doc>")

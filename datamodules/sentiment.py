@@ -28,6 +28,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader
 
+from attnlab_core.errors import UsageError
 from datamodules.batching import N_SPECIAL, UNK, SplitDataModule, build_dataloader, pad_sequences
 from datamodules.download import Resource, extract, fetch
 from datamodules.tokenization import (
@@ -39,7 +40,6 @@ from datamodules.tokenization import (
     read_records,
     read_text,
 )
-from lit_models.errors import UsageError
 
 SentimentSource = Literal["synthetic", "imdb", "sst2", "files"]
 """Where examples come from: the offline synthetic language, IMDB, SST-2 (GLUE), local files."""

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 from torch.utils.data import Dataset
 
+from attnlab_core.errors import UsageError
 from datamodules.batching import UNK
-from lit_models.errors import UsageError
 
 Encoder = Callable[[str], list[int]]
 SIDES = ("src", "tgt")

@@ -25,9 +25,9 @@ from typing import Literal, Protocol
 
 import sentencepiece as spm
 
+from attnlab_core.atomic import atomic_write
+from attnlab_core.errors import UsageError
 from datamodules.batching import BOS, EOS, N_SPECIAL, PAD, UNK, ids_to_text
-from lit_models.atomic import atomic_write
-from lit_models.errors import UsageError
 
 Tokenization = Literal["word", "bpe", "unigram"]
 """Vocabulary: whitespace/punctuation words (most frequent first), SentencePiece BPE or unigram."""

@@ -33,6 +33,7 @@ import numpy as np
 from torch import Tensor
 from torch.utils.data import DataLoader, Subset
 
+from attnlab_core.errors import UsageError
 from datamodules.batching import (
     BOS,
     EOS,
@@ -55,7 +56,6 @@ from datamodules.tokenization import (
     read_lines,
     read_records,
 )
-from lit_models.errors import UsageError
 
 TranslationSource = Literal["multi30k", "iwslt14", "wmt14", "files"]
 """Parallel corpus: Multi30k (downloaded), IWSLT14 / WMT14 (fairseq-prepared), or local files."""

@@ -30,6 +30,7 @@ from torchmetrics.classification import (  # noqa: E402
     MulticlassF1Score,
 )
 
+from attnlab_core.errors import UsageError  # noqa: E402
 from datamodules.batching import PAD  # noqa: E402
 from lit_models.axes import AttnScale, Cell, EncoderFamily, LRSchedule, Norm, Positions  # noqa: E402
 from lit_models.blocks.encoder_decoder import Encoder, TokenEmbedding  # noqa: E402
@@ -37,7 +38,6 @@ from lit_models.blocks.pooling import POOLINGS, PREPENDS_CLS, Pooling  # noqa: E
 from lit_models.blocks.positions import POSITIONS, NoPositions  # noqa: E402
 from lit_models.blocks.recurrent import RecurrentEncoder  # noqa: E402
 from lit_models.blocks.transformer import FINAL_NORM, EncoderLayer  # noqa: E402
-from lit_models.errors import UsageError  # noqa: E402
 from lit_models.schedules import LR_SCHEDULES  # noqa: E402
 from lit_models.stochastic import StochasticModule
 

@@ -21,8 +21,8 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.loggers import WandbLogger
 
+from attnlab_core.errors import UsageError, check_config_files, user_error_line
 from lit_models.blocks.decoding import DecodeConfig
-from lit_models.errors import UsageError, check_config_files, user_error_line
 from lit_models.faults import (
     AtomicCheckpointIO,
     LastCheckpoint,

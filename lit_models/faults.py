@@ -30,7 +30,7 @@ from lightning.pytorch.loggers import WandbLogger
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from lit_models.atomic import atomic_write
+from attnlab_core.atomic import atomic_write
 
 log = logging.getLogger(__name__)
 PREEMPTION_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGUSR1)

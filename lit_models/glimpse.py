@@ -30,10 +30,10 @@ from torch import Tensor, nn  # noqa: E402
 from torchmetrics import MeanMetric  # noqa: E402
 from torchmetrics.classification import MulticlassAccuracy  # noqa: E402
 
+from attnlab_core.errors import UsageError  # noqa: E402
 from datamodules.digits import DigitBatch  # noqa: E402
 from lit_models.axes import Cell  # noqa: E402
 from lit_models.blocks.glimpse_net import RamOutput, RecurrentAttention  # noqa: E402
-from lit_models.errors import UsageError  # noqa: E402
 from lit_models.stochastic import StochasticModule  # noqa: E402
 
 FIGURE_EXAMPLES = 4

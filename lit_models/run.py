@@ -22,7 +22,7 @@ from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.loggers.logger import rank_zero_experiment
 
-from lit_models.errors import UsageError
+from attnlab_core.errors import UsageError
 from lit_models.faults import is_preemption, preemption_exit_code
 
 log = logging.getLogger(__name__)

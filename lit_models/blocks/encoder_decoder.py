@@ -14,7 +14,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from datamodules.batching import PAD
+from attnlab_core.tokens import PAD
 from lit_models.blocks.decoding import State
 from lit_models.blocks.positions import NoPositions
 from lit_models.blocks.transformer import DecoderLayer, EncoderLayer

@@ -30,7 +30,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from datamodules.batching import EOS, PAD
+from attnlab_core.tokens import EOS, PAD
 from lit_models.axes import Attention, Cell
 from lit_models.blocks.alignment import HardEval, build_alignment
 from lit_models.blocks.recurrent import CELLS

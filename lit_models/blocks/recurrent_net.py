@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from datamodules.batching import PAD
+from attnlab_core.tokens import PAD
 from lit_models.blocks.decoding import State
 from lit_models.blocks.recurrent import RecurrentEncoder
 from lit_models.blocks.recurrent_decoder import AttentionalDecoder

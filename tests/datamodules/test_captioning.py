@@ -16,11 +16,11 @@ import pytest
 import torch
 
 import datamodules.caption_sources as sources
+from attnlab_core.errors import UsageError
 from datamodules.batching import BOS, EOS, UNK
 from datamodules.captioning import IMAGE_MEAN, IMAGE_STD, CaptionData
 from datamodules.download import Resource
 from datamodules.shapes import COLOURS, generate_scenes
-from lit_models.errors import UsageError
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "captioning"
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from attnlab_core.errors import UsageError
 from datamodules.download import Resource, extract, fetch
-from lit_models.errors import UsageError
 
 PAYLOAD = bytes(range(256)) * 400  # 100 KiB
 

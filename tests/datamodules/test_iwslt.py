@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from attnlab_core.errors import UsageError
 from datamodules.iwslt import TEST_SETS, VALID_EVERY
 from datamodules.translation import TranslationData
-from lit_models.errors import UsageError
 
 TRAIN_HEADER = {
     "de": ["<url>http://www.ted.com/talks/x.html</url>", "<keywords>talks</keywords>", "<speaker>A B</speaker>",

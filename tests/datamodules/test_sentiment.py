@@ -12,10 +12,10 @@ import pytest
 import torch
 
 import datamodules.sentiment as sentiment
+from attnlab_core.errors import UsageError
 from datamodules.batching import PAD
 from datamodules.download import Resource
 from datamodules.sentiment import NEGATIVE, POSITIVE, SentimentData, generate_sentiment, synthetic_label
-from lit_models.errors import UsageError
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "sentiment"
 SMALL = {"train_size": 200, "val_size": 40, "test_size": 40, "batch_size": 16}

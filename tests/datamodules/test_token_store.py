@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from attnlab_core.errors import UsageError
 from datamodules.token_store import ParallelText, TokenStore, build_token_store
 from datamodules.translation import TranslationData
-from lit_models.errors import UsageError
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "multi30k"
 

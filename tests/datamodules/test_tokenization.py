@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import sentencepiece as spm
 
+from attnlab_core.errors import UsageError
 from datamodules.batching import BOS, EOS, PAD, UNK
 from datamodules.tokenization import (
     SPECIAL_PIECES,
@@ -19,7 +20,6 @@ from datamodules.tokenization import (
     read_text,
     train_sentencepiece,
 )
-from lit_models.errors import UsageError
 
 CORPUS = [f"the {a} cat sat on the {b} mat number {i}" for i, (a, b) in
           enumerate(zip(["big", "small", "red", "old"] * 50, ["blue", "green", "new", "flat"] * 50, strict=True))]

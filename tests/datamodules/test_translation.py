@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 import datamodules.translation as translation
+from attnlab_core.errors import UsageError
 from datamodules.batching import BOS, EOS
 from datamodules.download import Resource
 from datamodules.translation import TokenBudgetBatchSampler, TranslationData
-from lit_models.errors import UsageError
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "multi30k"
 ARCHIVES = {"train": "training.tar.gz", "val": "validation.tar.gz", "test": "mmt16_task1_test.tar.gz"}

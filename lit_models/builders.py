@@ -6,11 +6,14 @@ from collections.abc import Callable
 
 from torch import nn
 
-from datamodules.batching import PAD
-from lit_models.axes import Attention, AttnScale, Cell, Norm, Positions, Tying
+from attnlab_core.errors import UsageError
+from attnlab_core.tokens import PAD
+from lit_models.axes import Attention, AttnScale, Cell, EncoderFamily, Norm, Pooling, Positions, Tying
 from lit_models.blocks.alignment import HardEval
+from lit_models.blocks.classifier_net import RecurrentStates, TextClassifierNet, TransformerStates
 from lit_models.blocks.encoder_decoder import Decoder, Encoder, EncoderDecoder, TokenEmbedding
-from lit_models.blocks.positions import POSITIONS
+from lit_models.blocks.pooling import POOLINGS, PREPENDS_CLS
+from lit_models.blocks.positions import PositionScheme, build_positions
 from lit_models.blocks.recurrent import RecurrentEncoder
 from lit_models.blocks.recurrent_decoder import AttentionalDecoder
 from lit_models.blocks.recurrent_net import RecurrentEncoderDecoder
@@ -45,6 +48,19 @@ TYING: dict[Tying, Callable[[TokenEmbedding, TokenEmbedding, nn.Linear], TokenEm
 """Weight tying; each returns the source embedding to use."""
 
 
+def build_encoder(
+    *, d_model: int, heads: int, d_ff: int, layers: int, dropout: float, attn_dropout: float, norm: Norm,
+    attn_scale: AttnScale, positions: PositionScheme,
+) -> Encoder:
+    """Vaswani §3.1: N identical self-attention + FFN layers (+ a final LayerNorm for Pre-Norm),
+    every self-attention holding the side's position scheme."""
+    if d_model % heads:
+        raise ValueError(f"d_model={d_model} is not divisible by heads={heads}")
+    made = [EncoderLayer(d_model=d_model, heads=heads, d_ff=d_ff, dropout=dropout, attn_dropout=attn_dropout,
+                         norm=norm, attn_scale=attn_scale, positions=positions) for _ in range(layers)]
+    return Encoder(layers=made, final_norm=nn.LayerNorm(d_model) if FINAL_NORM[norm] else None)
+
+
 def build_transformer(
     *,
     src_vocab_size: int,
@@ -63,16 +79,17 @@ def build_transformer(
     tying: Tying,
 ) -> EncoderDecoder:
     """Vaswani et al. 2017, Figure 1: embeddings + positions -> N encoder layers -> N decoder
-    layers with cross-attention -> linear -> (softmax in the loss)."""
+    layers with cross-attention -> linear -> (softmax in the loss).
+
+    One position scheme per side, built once: the network registers it and applies its embedding
+    hook; the side's self-attention modules hold it for their q/k and score-bias hooks.
+    """
     if d_model % heads:
         raise ValueError(f"d_model={d_model} is not divisible by heads={heads}")
     layer_kw = dict(d_model=d_model, heads=heads, d_ff=d_ff, dropout=dropout, attn_dropout=attn_dropout,
                     norm=norm, attn_scale=attn_scale)
-    pos_kw = dict(d_model=d_model, d_head=d_model // heads, max_len=max_len)
-
-    def final_norm() -> nn.LayerNorm | None:
-        return nn.LayerNorm(d_model) if FINAL_NORM[norm] else None
-
+    src_pos = build_positions(positions, d_model=d_model, heads=heads, max_len=max_len)
+    tgt_pos = build_positions(positions, d_model=d_model, heads=heads, max_len=max_len)
     src_embed = TokenEmbedding(vocab_size=src_vocab_size, d_model=d_model)
     tgt_embed = TokenEmbedding(vocab_size=tgt_vocab_size, d_model=d_model)
     generator = nn.Linear(d_model, tgt_vocab_size)
@@ -80,10 +97,11 @@ def build_transformer(
     return EncoderDecoder(
         src_embed=src_embed,
         tgt_embed=tgt_embed,
-        src_positions=POSITIONS[positions](**pos_kw),
-        tgt_positions=POSITIONS[positions](**pos_kw),
-        encoder=Encoder(layers=[EncoderLayer(**layer_kw) for _ in range(encoder_layers)], final_norm=final_norm()),
-        decoder=Decoder(layers=[DecoderLayer(**layer_kw) for _ in range(decoder_layers)], final_norm=final_norm()),
+        src_positions=src_pos,
+        tgt_positions=tgt_pos,
+        encoder=build_encoder(**layer_kw, layers=encoder_layers, positions=src_pos),
+        decoder=Decoder(layers=[DecoderLayer(**layer_kw, positions=tgt_pos) for _ in range(decoder_layers)],
+                        final_norm=nn.LayerNorm(d_model) if FINAL_NORM[norm] else None),
         generator=generator,
         dropout=dropout,
     )
@@ -113,3 +131,35 @@ def build_recurrent_seq2seq(
                                  memory_size=encoder.output_size, attention=attention, num_layers=num_layers,
                                  dropout=dropout, hard_eval=hard_eval)
     return RecurrentEncoderDecoder(src_embed=src_embed, encoder=encoder, decoder=decoder, dropout=dropout)
+
+
+def build_classifier(
+    *, vocab_size: int, num_classes: int, encoder: EncoderFamily, pooling: Pooling, cell: Cell, embed_dim: int,
+    hidden_size: int, num_layers: int, bidirectional: bool, d_model: int, heads: int, d_ff: int, norm: Norm,
+    positions: Positions, attn_scale: AttnScale, max_positions: int, attn_size: int, dropout: float,
+) -> TextClassifierNet:
+    """Wire a classifier: recurrent (Yang et al. 2016 word level) or
+    Transformer encoder (Vaswani et al. 2017 encoder; Devlin et al. 2019 for ``cls``) + pooling."""
+    if encoder == "recurrent":
+        if pooling == "cls" and not bidirectional:
+            raise UsageError("pooling=cls with a unidirectional recurrent encoder reads a state that has seen "
+                             "only the [CLS] token; use bidirectional=true or encoder=transformer")
+        rnn = RecurrentEncoder(cell=cell, input_size=embed_dim, hidden_size=hidden_size, num_layers=num_layers,
+                               bidirectional=bidirectional, dropout=dropout)
+        embed: nn.Module = nn.Embedding(vocab_size, embed_dim, padding_idx=PAD)
+        states: nn.Module = RecurrentStates(encoder=rnn, dropout=dropout)
+        width, directions, cls_dim = rnn.output_size, 2 if bidirectional else 1, embed_dim
+    else:
+        if d_model % heads:
+            raise UsageError(f"d_model={d_model} is not divisible by heads={heads}")
+        pos = build_positions(positions, d_model=d_model, heads=heads, max_len=max_positions)
+        stack = build_encoder(d_model=d_model, heads=heads, d_ff=d_ff, layers=num_layers, dropout=dropout,
+                              attn_dropout=0.0, norm=norm, attn_scale=attn_scale, positions=pos)
+        embed = TokenEmbedding(vocab_size=vocab_size, d_model=d_model)
+        states = TransformerStates(positions=pos, encoder=stack, dropout=dropout)
+        width, directions, cls_dim = d_model, 1, d_model
+    return TextClassifierNet(
+        embed=embed, states=states, head=nn.Linear(width, num_classes),
+        pooling=POOLINGS[pooling](d_in=width, attn_size=attn_size, directions=directions),
+        cls_dim=cls_dim if PREPENDS_CLS[pooling] else None, dropout=dropout,
+    )

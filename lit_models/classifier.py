@@ -12,7 +12,6 @@ sampler every example counts once. Figures go to ``<trainer.default_root_dir>/fi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple
 
 import lightning as L
 import matplotlib
@@ -33,108 +32,13 @@ from torchmetrics.classification import (  # noqa: E402
 from attnlab_core.errors import UsageError  # noqa: E402
 from datamodules.batching import PAD  # noqa: E402
 from lit_models.axes import AttnScale, Cell, EncoderFamily, LRSchedule, Norm, Positions  # noqa: E402
-from lit_models.blocks.encoder_decoder import Encoder, TokenEmbedding  # noqa: E402
-from lit_models.blocks.pooling import POOLINGS, PREPENDS_CLS, Pooling  # noqa: E402
-from lit_models.blocks.positions import POSITIONS, NoPositions  # noqa: E402
-from lit_models.blocks.recurrent import RecurrentEncoder  # noqa: E402
-from lit_models.blocks.transformer import FINAL_NORM, EncoderLayer  # noqa: E402
+from lit_models.blocks.classifier_net import ClassifierOut  # noqa: E402
+from lit_models.blocks.pooling import Pooling  # noqa: E402
+from lit_models.builders import build_classifier  # noqa: E402
 from lit_models.schedules import LR_SCHEDULES  # noqa: E402
 from lit_models.stochastic import StochasticModule
 
 FIGURE_EXAMPLES = 2
-
-
-class ClassifierOut(NamedTuple):
-    """logits (B, C); weights (B, S) per input token (pooling weights, CLS removed) or None."""
-
-    logits: Tensor
-    weights: Tensor | None
-
-
-class RecurrentStates(nn.Module):
-    """Embedded tokens (B, S, E) -> recurrent outputs (B, S, dirs·H), zero at padding."""
-
-    def __init__(self, *, encoder: RecurrentEncoder, dropout: float) -> None:
-        super().__init__()
-        self.encoder, self.drop = encoder, nn.Dropout(dropout)
-
-    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
-        return self.encoder(self.drop(x), mask).outputs
-
-
-class TransformerStates(nn.Module):
-    """Embedded tokens (B, S, D) -> positions, dropout, encoder stack -> (B, S, D)."""
-
-    def __init__(self, *, positions: NoPositions, encoder: Encoder, dropout: float) -> None:
-        super().__init__()
-        self.positions, self.encoder, self.drop = positions, encoder, nn.Dropout(dropout)
-
-    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
-        x = self.drop(self.positions(x))
-        return self.encoder(x, mask=mask[:, None, None, :], rotary=self.positions.rotary)[0]  # (B, S, D)
-
-
-class TextClassifierNet(nn.Module):
-    """embed -> [prepend CLS] -> encoder states -> pooling -> dropout -> linear.
-
-    Args:
-        embed: ids (B, S) -> (B, S, E). states: (x, mask) -> (B, S, D). pooling: a ``POOLINGS`` module.
-        head: D -> C. cls_dim: E to prepend a learned [CLS] vector, None otherwise. dropout: before the head.
-    """
-
-    def __init__(
-        self, *, embed: nn.Module, states: nn.Module, pooling: nn.Module, head: nn.Linear, cls_dim: int | None,
-        dropout: float,
-    ) -> None:
-        super().__init__()
-        self.embed, self.states, self.pooling, self.head = embed, states, pooling, head
-        self.cls = None if cls_dim is None else nn.Parameter(torch.randn(cls_dim) * cls_dim**-0.5)
-        self.drop = nn.Dropout(dropout)
-
-    def forward(self, tokens: Tensor) -> ClassifierOut:
-        """tokens (B, S) right-padded ids -> :class:`ClassifierOut`."""
-        mask = tokens != PAD  # (B, S)
-        x = self.embed(tokens)  # (B, S, E)
-        if self.cls is not None:
-            x = torch.cat([self.cls.to(x.dtype).expand(x.size(0), 1, -1), x], dim=1)  # (B, 1+S, E)
-            mask = torch.cat([mask.new_ones(mask.size(0), 1), mask], dim=1)
-        pooled, weights = self.pooling(self.states(x, mask), mask)  # (B, D), (B, S') | None
-        if weights is not None and self.cls is not None:
-            weights = weights[:, 1:]
-        return ClassifierOut(self.head(self.drop(pooled)), weights)
-
-
-def build_classifier(
-    *, vocab_size: int, num_classes: int, encoder: EncoderFamily, pooling: Pooling, cell: Cell, embed_dim: int,
-    hidden_size: int, num_layers: int, bidirectional: bool, d_model: int, heads: int, d_ff: int, norm: Norm,
-    positions: Positions, attn_scale: AttnScale, max_positions: int, attn_size: int, dropout: float,
-) -> TextClassifierNet:
-    """Wire a classifier (belongs in ``builders.py``): recurrent (Yang et al. 2016 word level) or
-    Transformer encoder (Vaswani et al. 2017 encoder; Devlin et al. 2019 for ``cls``) + pooling."""
-    if encoder == "recurrent":
-        if pooling == "cls" and not bidirectional:
-            raise UsageError("pooling=cls with a unidirectional recurrent encoder reads a state that has seen "
-                             "only the [CLS] token; use bidirectional=true or encoder=transformer")
-        rnn = RecurrentEncoder(cell=cell, input_size=embed_dim, hidden_size=hidden_size, num_layers=num_layers,
-                               bidirectional=bidirectional, dropout=dropout)
-        embed: nn.Module = nn.Embedding(vocab_size, embed_dim, padding_idx=PAD)
-        states: nn.Module = RecurrentStates(encoder=rnn, dropout=dropout)
-        width, directions, cls_dim = rnn.output_size, 2 if bidirectional else 1, embed_dim
-    else:
-        if d_model % heads:
-            raise UsageError(f"d_model={d_model} is not divisible by heads={heads}")
-        layers = [EncoderLayer(d_model=d_model, heads=heads, d_ff=d_ff, dropout=dropout, attn_dropout=0.0,
-                               norm=norm, attn_scale=attn_scale) for _ in range(num_layers)]
-        stack = Encoder(layers=layers, final_norm=nn.LayerNorm(d_model) if FINAL_NORM[norm] else None)
-        pos = POSITIONS[positions](d_model=d_model, d_head=d_model // heads, max_len=max_positions)
-        embed = TokenEmbedding(vocab_size=vocab_size, d_model=d_model)
-        states = TransformerStates(positions=pos, encoder=stack, dropout=dropout)
-        width, directions, cls_dim = d_model, 1, d_model
-    return TextClassifierNet(
-        embed=embed, states=states, head=nn.Linear(width, num_classes),
-        pooling=POOLINGS[pooling](d_in=width, attn_size=attn_size, directions=directions),
-        cls_dim=cls_dim if PREPENDS_CLS[pooling] else None, dropout=dropout,
-    )
 
 
 class SentimentClassifier(StochasticModule):

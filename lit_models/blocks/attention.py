@@ -1,7 +1,9 @@
 """Scaled dot-product and multi-head attention (Vaswani et al. 2017, §3.2).
 
 Masks throughout attnlab are boolean with **True = may attend** (the SDPA convention;
-``torch.nn.MultiheadAttention``'s ``key_padding_mask`` uses the opposite polarity).
+``torch.nn.MultiheadAttention``'s ``key_padding_mask`` uses the opposite polarity). Where a position
+scheme adds a score bias (ALiBi), mask and bias are merged into one float mask (-inf = may not
+attend) so the fused SDPA kernel still runs.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lit_models.axes import AttnScale
+from lit_models.blocks.positions import PositionScheme
 
 ATTN_SCALES: dict[AttnScale, Callable[[int], float]] = {
     "sqrt_dk": lambda d_k: d_k**-0.5,  # Vaswani eq. 1
@@ -27,7 +30,8 @@ def attention_weights(q: Tensor, k: Tensor, *, mask: Tensor | None, scale: float
     Args:
         q: (B, H, T, d_k) queries.
         k: (B, H, S, d_k) keys.
-        mask: boolean, broadcastable to (B, H, T, S); True = may attend.
+        mask: boolean, broadcastable to (B, H, T, S), True = may attend; or a float mask added to
+            the scaled logits (-inf = may not attend).
         scale: multiplier of the logits (see ``ATTN_SCALES``).
 
     Returns:
@@ -37,8 +41,10 @@ def attention_weights(q: Tensor, k: Tensor, *, mask: Tensor | None, scale: float
     """
     with torch.autocast(device_type=q.device.type, enabled=False):
         scores = torch.matmul(q.float(), k.float().transpose(-2, -1)) * scale  # (B, H, T, S)
-        if mask is not None:
+        if mask is not None and mask.dtype == torch.bool:
             scores = scores.masked_fill(~mask, float("-inf"))
+        elif mask is not None:
+            scores = scores + mask.float()
         return torch.softmax(scores, dim=-1).nan_to_num(0.0)
 
 
@@ -61,15 +67,21 @@ def scaled_dot_product(
 
     Args:
         q: (B, H, T, d_k); k: (B, H, S, d_k); v: (B, H, S, d_v).
-        mask: boolean, broadcastable to (B, H, T, S), True = may attend; or None.
-        is_causal: apply a causal mask (ignored if ``mask`` is given; build it into the mask).
+        mask: boolean, broadcastable to (B, H, T, S), True = may attend; a float mask added to the
+            scaled logits (see ``with_bias``); or None.
+        is_causal: apply a causal mask too (through the fused kernel's flag when ``mask`` is None).
 
     Returns:
         out (B, H, T, d_v) and weights (B, H, T, S) or None.
     """
+    if is_causal and mask is not None:
+        mask = _and_causal(mask, q.size(-2), k.size(-2))
+        is_causal = False
     if not need_weights:
+        if mask is not None and mask.dtype != torch.bool and mask.dtype != q.dtype:
+            mask = mask.to(q.dtype)  # SDPA wants a float mask in the query's dtype (bf16 under autocast)
         out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale, is_causal=is_causal and mask is None
+            q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale, is_causal=is_causal
         )
         return out, None
     if is_causal and mask is None:
@@ -77,6 +89,21 @@ def scaled_dot_product(
     weights = attention_weights(q, k, mask=mask, scale=scale)
     dropped = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
     return torch.matmul(dropped.to(v.dtype), v), weights
+
+
+def with_bias(mask: Tensor | None, bias: Tensor | None) -> Tensor | None:
+    """Merge a score bias (H, T, S) into a boolean mask: a float mask, bias where attending is allowed
+    and -inf elsewhere, broadcast to (B, H, T, S). Without a bias the mask passes through unchanged
+    (the fast path of every scheme that does not bias scores)."""
+    if bias is None or mask is None:
+        return mask if bias is None else bias
+    return bias.masked_fill(~mask, float("-inf"))
+
+
+def _and_causal(mask: Tensor, t: int, s: int) -> Tensor:
+    """A boolean mask restricted to causal positions, or a float mask with -inf at future keys."""
+    causal = causal_mask(t, s, device=mask.device)
+    return mask & causal if mask.dtype == torch.bool else mask.masked_fill(~causal, float("-inf"))
 
 
 def causal_mask(t: int, s: int, *, device: torch.device | None = None) -> Tensor:
@@ -98,9 +125,16 @@ class MultiHeadAttention(nn.Module):
         heads: number of heads h (must divide D).
         attn_scale: logit scaling arm (``ATTN_SCALES``).
         dropout: dropout on the attention weights.
+        positions: the position scheme of the sequence this module attends over (self-attention):
+            its ``rotate`` hook transforms q and k, its ``score_bias`` hook biases the scores. None
+            for cross-attention, whose queries and keys index different sequences. The scheme is
+            held by reference, not registered here: the network that owns it registers it once.
     """
 
-    def __init__(self, *, d_model: int, heads: int, attn_scale: AttnScale, dropout: float) -> None:
+    def __init__(
+        self, *, d_model: int, heads: int, attn_scale: AttnScale, dropout: float,
+        positions: PositionScheme | None = None,
+    ) -> None:
         super().__init__()
         if d_model % heads:
             raise ValueError(f"d_model={d_model} is not divisible by heads={heads}")
@@ -109,15 +143,22 @@ class MultiHeadAttention(nn.Module):
         self.dropout = dropout
         self.in_proj = nn.Linear(d_model, 3 * d_model)
         self.out_proj = nn.Linear(d_model, d_model)
+        object.__setattr__(self, "positions", positions)  # shared, owned (registered) by the network
 
     def _split(self, x: Tensor) -> Tensor:
         b, t, _ = x.shape
         return x.view(b, t, self.heads, self.d_k).transpose(1, 2)  # (B, H, T, d_k)
 
-    def project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """Self-attention projections: x (B, T, D) -> q, k, v each (B, H, T, d_k)."""
+    def project_qkv(self, x: Tensor, offset: int = 0) -> tuple[Tensor, Tensor, Tensor]:
+        """Self-attention projections: x (B, T, D) at positions offset.. -> q, k, v each (B, H, T, d_k).
+
+        q and k pass through the scheme's ``rotate`` hook (RoPE), so cached keys are stored rotated.
+        """
         q, k, v = self.in_proj(x).chunk(3, dim=-1)
-        return self._split(q), self._split(k), self._split(v)
+        q, k, v = self._split(q), self._split(k), self._split(v)
+        if self.positions is not None:
+            q, k = self.positions.rotate(q, offset), self.positions.rotate(k, offset)
+        return q, k, v
 
     def project_q(self, x: Tensor) -> Tensor:
         """Query projection only: (B, T, D) -> (B, H, T, d_k)."""
@@ -139,9 +180,16 @@ class MultiHeadAttention(nn.Module):
         mask: Tensor | None,
         need_weights: bool = False,
         is_causal: bool = False,
+        offset: int = 0,
     ) -> tuple[Tensor, Tensor | None]:
-        """Attention over projected heads, then W^O: returns (B, T, D) and weights (B, H, T, S) or None."""
+        """Attention over projected heads, then W^O: returns (B, T, D) and weights (B, H, T, S) or None.
+
+        ``offset`` is the position of the first query (keys are at 0..S-1), for the scheme's score bias.
+        """
         p = self.dropout if self.training else 0.0
+        if self.positions is not None:
+            t, s = q.size(-2), k.size(-2)
+            mask = with_bias(mask, self.positions.score_bias(t=t, s=s, offset=offset, device=q.device))
         out, weights = scaled_dot_product(
             q, k, v, mask=mask, scale=self.scale, dropout_p=p, need_weights=need_weights, is_causal=is_causal
         )

@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 from attnlab_core.tokens import PAD
 from lit_models.blocks.decoding import State
-from lit_models.blocks.positions import NoPositions
+from lit_models.blocks.positions import PositionScheme
 from lit_models.blocks.transformer import DecoderLayer, EncoderLayer
 
 
@@ -41,13 +41,11 @@ class Encoder(nn.Module):
         self.layers = nn.ModuleList(layers)
         self.final_norm = final_norm
 
-    def forward(
-        self, x: Tensor, *, mask: Tensor, rotary: nn.Module | None, need_weights: bool = False
-    ) -> tuple[Tensor, list[Tensor | None]]:
+    def forward(self, x: Tensor, *, mask: Tensor, need_weights: bool = False) -> tuple[Tensor, list[Tensor | None]]:
         """x (B, S, D), mask (B, 1, 1, S) -> memory (B, S, D) and per-layer weights (B, H, S, S)."""
         maps = []
         for layer in self.layers:
-            x, w = layer(x, mask=mask, rotary=rotary, need_weights=need_weights)
+            x, w = layer(x, mask=mask, need_weights=need_weights)
             maps.append(w)
         return (self.final_norm(x) if self.final_norm is not None else x), maps
 
@@ -75,14 +73,13 @@ class Decoder(nn.Module):
         *,
         caches: list[dict[str, Tensor]],
         mem_mask: Tensor,
-        rotary: nn.Module | None,
         incremental: bool,
         need_weights: bool = False,
     ) -> tuple[Tensor, list[dict[str, Tensor]], list[dict[str, Tensor | None]]]:
         """y (B, T, D) -> (B, T, D), updated caches, per-layer {'self', 'cross'} weights."""
         new_caches, maps = [], []
         for layer, cache in zip(self.layers, caches, strict=True):
-            y, cache, w = layer(y, cache=cache, mem_mask=mem_mask, rotary=rotary, incremental=incremental,
+            y, cache, w = layer(y, cache=cache, mem_mask=mem_mask, incremental=incremental,
                                 need_weights=need_weights)
             new_caches.append(cache)
             maps.append(w)
@@ -91,6 +88,9 @@ class Decoder(nn.Module):
 
 class EncoderDecoder(nn.Module):
     """The Transformer: embeddings + positions, encoder, decoder, output projection.
+
+    ``src_positions``/``tgt_positions`` are the two sides' position schemes, registered here once;
+    the builder hands the same objects to the encoder's and the decoder's self-attention.
 
     Implements the decoder protocol used by forcing policies and ``decoding.py``:
     ``encode(src) -> state``, ``step(prev, state) -> (logits, state)`` (KV cache), and
@@ -102,8 +102,8 @@ class EncoderDecoder(nn.Module):
         *,
         src_embed: TokenEmbedding,
         tgt_embed: TokenEmbedding,
-        src_positions: NoPositions,
-        tgt_positions: NoPositions,
+        src_positions: PositionScheme,
+        tgt_positions: PositionScheme,
         encoder: Encoder,
         decoder: Decoder,
         generator: nn.Linear,
@@ -125,7 +125,7 @@ class EncoderDecoder(nn.Module):
     def encode(self, src: Tensor) -> State:
         """src (B, S) ids -> decoder state (see module docstring)."""
         x, mask = self._src(src)
-        memory, _ = self.encoder(x, mask=mask, rotary=self.src_positions.rotary)
+        memory, _ = self.encoder(x, mask=mask)
         return {"mem_mask": mask, "layers": self.decoder.init_cache(memory)}
 
     def step(self, prev_tokens: Tensor, state: State) -> tuple[Tensor, State]:
@@ -133,7 +133,7 @@ class EncoderDecoder(nn.Module):
         offset = state["layers"][0]["self_k"].size(2)
         y = self._tgt(prev_tokens[:, None], offset)  # (B, 1, D)
         y, caches, _ = self.decoder(y, caches=state["layers"], mem_mask=state["mem_mask"],
-                                    rotary=self.tgt_positions.rotary, incremental=True)
+                                    incremental=True)
         return self.generator(y[:, 0]), {"mem_mask": state["mem_mask"], "layers": caches}
 
     def reorder_beams(self, state: State, index: Tensor) -> State:
@@ -153,7 +153,7 @@ class EncoderDecoder(nn.Module):
         """
         y = self._tgt(tgt_in, 0)
         y, _, _ = self.decoder(y, caches=state["layers"], mem_mask=state["mem_mask"],
-                               rotary=self.tgt_positions.rotary, incremental=False)
+                               incremental=False)
         return self.generator(y), state
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
@@ -167,10 +167,10 @@ class EncoderDecoder(nn.Module):
         Names: ``enc_self/layer{i}``, ``dec_self/layer{i}``, ``cross/layer{i}`` (i from 1).
         """
         x, mask = self._src(src)
-        memory, enc_maps = self.encoder(x, mask=mask, rotary=self.src_positions.rotary, need_weights=True)
+        memory, enc_maps = self.encoder(x, mask=mask, need_weights=True)
         caches = self.decoder.init_cache(memory)
         _, _, dec_maps = self.decoder(self._tgt(tgt_in, 0), caches=caches, mem_mask=mask,
-                                      rotary=self.tgt_positions.rotary, incremental=False, need_weights=True)
+                                      incremental=False, need_weights=True)
         maps = {f"enc_self/layer{i + 1}": w for i, w in enumerate(enc_maps)}
         for i, w in enumerate(dec_maps):
             maps[f"dec_self/layer{i + 1}"] = w["self"]

@@ -1,9 +1,19 @@
-"""Position information behind one interface: sinusoidal, learned, rotary (RoPE) or none.
+"""Position schemes behind one interface: sinusoidal, learned, rotary (RoPE), ALiBi or none.
 
-Every scheme is a module ``forward(x (B, T, D), offset) -> (B, T, D)`` that adds absolute
-positions to (already scaled) embeddings, and an attribute ``rotary`` that is a
-``RotaryEmbedding`` for RoPE (applied to q and k inside self-attention) and None otherwise.
-``offset`` is the position of x[:, 0] (non-zero during incremental decoding).
+A scheme is one object, built once per sequence side by the builder. The network calls its
+embedding hook; every self-attention module over that side holds the same object and calls its
+attention hooks. Each hook defaults to "do nothing", so a scheme overrides only the ways it acts:
+
+- ``forward(x (B, T, D), offset) -> (B, T, D)``: add absolute positions to the (scaled) token
+  embeddings (sinusoidal, learned).
+- ``rotate(x (B, H, T, d_head), offset) -> same``: transform queries and keys before the dot
+  product (RoPE).
+- ``score_bias(t, s, offset, device) -> (H, T, S) float32 | None``: a bias added to the scaled
+  scores (ALiBi; a T5-style relative bias would go here too).
+
+``offset`` is the absolute position of the first query (and, for ``forward``/``rotate``, of the
+first new token): non-zero during KV-cached decoding, where keys 0..S-1 are already in the cache.
+A new scheme is one class here plus one entry in ``POSITIONS``.
 """
 
 from __future__ import annotations
@@ -31,18 +41,28 @@ def sinusoid_table(length: int, d_model: int) -> Tensor:
     return table.float()
 
 
-class NoPositions(nn.Module):
-    """No position information: attention is permutation-equivariant (the 'none' arm)."""
+class PositionScheme(nn.Module):
+    """The 'none' arm and the base of every scheme: no position information at all.
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.rotary: RotaryEmbedding | None = None  # an instance attribute: RoPE registers a module here
+    Without positions, self-attention is permutation-equivariant (a causal mask still lets a
+    decoder infer position; Kazemnejad et al. 2023).
+    """
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        """Embedding hook: x (B, T, D) -> (B, T, D)."""
         return x
 
+    def rotate(self, x: Tensor, offset: int = 0) -> Tensor:
+        """Query/key hook: x (B, H, T, d_head) -> (B, H, T, d_head)."""
+        return x
 
-class SinusoidalPositions(NoPositions):
+    def score_bias(self, *, t: int, s: int, offset: int, device: torch.device) -> Tensor | None:
+        """Score hook: (H, T, S) float32 bias for queries at offset..offset+T-1 and keys 0..S-1, or None."""
+        return None
+
+
+
+class SinusoidalPositions(PositionScheme):
     """Fixed sinusoids added to the embeddings; the table grows on demand (no length limit)."""
 
     def __init__(self, *, d_model: int) -> None:
@@ -57,7 +77,7 @@ class SinusoidalPositions(NoPositions):
         return x + self.table[offset:end].to(x.dtype)
 
 
-class LearnedPositions(NoPositions):
+class LearnedPositions(PositionScheme):
     """A learned absolute position table of ``max_len`` rows (Gehring 2017; Vaswani Table 3 row E)."""
 
     def __init__(self, *, d_model: int, max_len: int) -> None:
@@ -101,17 +121,26 @@ class RotaryEmbedding(nn.Module):
         return out.flatten(-2)
 
 
-class RotaryPositions(NoPositions):
-    """RoPE arm: nothing is added to embeddings; self-attention rotates q and k."""
+class RotaryPositions(PositionScheme):
+    """RoPE arm: nothing is added to the embeddings; self-attention rotates q and k."""
 
     def __init__(self, *, d_head: int) -> None:
         super().__init__()
-        self.rotary = RotaryEmbedding(d_head=d_head)
+        self.rope = RotaryEmbedding(d_head=d_head)
+
+    def rotate(self, x: Tensor, offset: int = 0) -> Tensor:
+        return self.rope(x, offset)
 
 
-POSITIONS: dict[Positions, Callable[..., NoPositions]] = {
-    "sinusoidal": lambda *, d_model, d_head, max_len: SinusoidalPositions(d_model=d_model),
-    "learned": lambda *, d_model, d_head, max_len: LearnedPositions(d_model=d_model, max_len=max_len),
-    "rope": lambda *, d_model, d_head, max_len: RotaryPositions(d_head=d_head),
-    "none": lambda *, d_model, d_head, max_len: NoPositions(),
+POSITIONS: dict[Positions, Callable[..., PositionScheme]] = {
+    "sinusoidal": lambda *, d_model, d_head, heads, max_len: SinusoidalPositions(d_model=d_model),
+    "learned": lambda *, d_model, d_head, heads, max_len: LearnedPositions(d_model=d_model, max_len=max_len),
+    "rope": lambda *, d_model, d_head, heads, max_len: RotaryPositions(d_head=d_head),
+    "none": lambda *, d_model, d_head, heads, max_len: PositionScheme(),
 }
+"""Positions arm -> factory(d_model, d_head, heads, max_len) -> the scheme."""
+
+
+def build_positions(positions: Positions, *, d_model: int, heads: int, max_len: int) -> PositionScheme:
+    """The one way to build a scheme: the arm's factory with every size it may need."""
+    return POSITIONS[positions](d_model=d_model, d_head=d_model // heads, heads=heads, max_len=max_len)

@@ -15,7 +15,7 @@ from torch import Tensor, nn
 
 from lit_models.axes import AttnScale, Norm
 from lit_models.blocks.attention import MultiHeadAttention, causal_mask
-from lit_models.blocks.positions import RotaryEmbedding
+from lit_models.blocks.positions import PositionScheme
 
 Sublayer = Callable[[Tensor], Tensor]
 
@@ -59,34 +59,29 @@ class FeedForward(nn.Module):
         return self.w2(F.relu(self.w1(x)))
 
 
-def _rotate(rotary: RotaryEmbedding | None, q: Tensor, k: Tensor, offset: int) -> tuple[Tensor, Tensor]:
-    if rotary is None:
-        return q, k
-    return rotary(q, offset), rotary(k, offset)
-
-
 class EncoderLayer(nn.Module):
-    """Self-attention then FFN, each inside a ``Residual``."""
+    """Self-attention then FFN, each inside a ``Residual``.
+
+    ``positions`` is the source side's scheme, injected into the self-attention (None = no hook).
+    """
 
     def __init__(
         self, *, d_model: int, heads: int, d_ff: int, dropout: float, attn_dropout: float, norm: Norm,
-        attn_scale: AttnScale,
+        attn_scale: AttnScale, positions: PositionScheme | None = None,
     ) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model=d_model, heads=heads, attn_scale=attn_scale, dropout=attn_dropout)
+        self.self_attn = MultiHeadAttention(d_model=d_model, heads=heads, attn_scale=attn_scale, dropout=attn_dropout,
+                                            positions=positions)
         self.ffn = FeedForward(d_model=d_model, d_ff=d_ff)
         self.res_attn = Residual(d_model=d_model, norm=norm, dropout=dropout)
         self.res_ffn = Residual(d_model=d_model, norm=norm, dropout=dropout)
 
-    def forward(
-        self, x: Tensor, *, mask: Tensor, rotary: RotaryEmbedding | None, need_weights: bool = False
-    ) -> tuple[Tensor, Tensor | None]:
+    def forward(self, x: Tensor, *, mask: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
         """x (B, S, D), mask (B, 1, 1, S) True = real token -> (B, S, D), weights (B, H, S, S) or None."""
         weights: list[Tensor | None] = [None]
 
         def attn(h: Tensor) -> Tensor:
             q, k, v = self.self_attn.project_qkv(h)
-            q, k = _rotate(rotary, q, k, 0)
             out, weights[0] = self.self_attn.attend(q, k, v, mask=mask, need_weights=need_weights)
             return out
 
@@ -100,15 +95,17 @@ class DecoderLayer(nn.Module):
     The layer keeps no state: ``cache`` is a dict owned by the caller with keys ``self_k``,
     ``self_v`` (B, H, t, d_k) — the keys/values of the tokens decoded so far — and ``mem_k``,
     ``mem_v`` (B, H, S, d_k), the memory's projections, computed once per source.
+    ``positions`` is the target side's scheme, injected into the masked self-attention only.
     """
 
     def __init__(
         self, *, d_model: int, heads: int, d_ff: int, dropout: float, attn_dropout: float, norm: Norm,
-        attn_scale: AttnScale,
+        attn_scale: AttnScale, positions: PositionScheme | None = None,
     ) -> None:
         super().__init__()
         kw = dict(d_model=d_model, heads=heads, attn_scale=attn_scale, dropout=attn_dropout)
-        self.self_attn, self.cross_attn = MultiHeadAttention(**kw), MultiHeadAttention(**kw)
+        self.self_attn = MultiHeadAttention(**kw, positions=positions)
+        self.cross_attn = MultiHeadAttention(**kw)
         self.ffn = FeedForward(d_model=d_model, d_ff=d_ff)
         self.res_self = Residual(d_model=d_model, norm=norm, dropout=dropout)
         self.res_cross = Residual(d_model=d_model, norm=norm, dropout=dropout)
@@ -125,7 +122,6 @@ class DecoderLayer(nn.Module):
         *,
         cache: dict[str, Tensor],
         mem_mask: Tensor,
-        rotary: RotaryEmbedding | None,
         incremental: bool,
         need_weights: bool = False,
     ) -> tuple[Tensor, dict[str, Tensor], dict[str, Tensor | None]]:
@@ -144,9 +140,8 @@ class DecoderLayer(nn.Module):
         cache = dict(cache)
 
         def self_attn(h: Tensor) -> Tensor:
-            q, k, v = self.self_attn.project_qkv(h)
             offset = cache["self_k"].size(2) if incremental else 0
-            q, k = _rotate(rotary, q, k, offset)
+            q, k, v = self.self_attn.project_qkv(h, offset)
             if incremental:
                 k = cache["self_k"] = _append(cache["self_k"], k)
                 v = cache["self_v"] = _append(cache["self_v"], v)
@@ -154,7 +149,7 @@ class DecoderLayer(nn.Module):
             # bottom-right aligned mask (SDPA's is_causal aligns top-left); one new token needs none.
             mask = causal_mask(q.size(2), k.size(2), device=q.device) if incremental and q.size(2) > 1 else None
             out, weights["self"] = self.self_attn.attend(
-                q, k, v, mask=mask, need_weights=need_weights, is_causal=not incremental
+                q, k, v, mask=mask, need_weights=need_weights, is_causal=not incremental, offset=offset
             )
             return out
 

@@ -135,8 +135,8 @@ def test_decoder_self_attention_is_causal(norm):
     changed = y.clone()
     changed[:, 3:] = torch.randn(2, 3, 32) * 5
     for need in (False, True):
-        a, _, _ = layer(y, cache=cache, mem_mask=mem_mask, rotary=None, incremental=False, need_weights=need)
-        b, _, _ = layer(changed, cache=cache, mem_mask=mem_mask, rotary=None, incremental=False,
+        a, _, _ = layer(y, cache=cache, mem_mask=mem_mask, incremental=False, need_weights=need)
+        b, _, _ = layer(changed, cache=cache, mem_mask=mem_mask, incremental=False,
                         need_weights=need)
         torch.testing.assert_close(a[:, :3], b[:, :3], atol=1e-6, rtol=1e-6)
         assert not torch.allclose(a[:, 3:], b[:, 3:])

@@ -7,11 +7,13 @@ import pytest
 import torch
 
 from lit_models.axes import Positions
+from lit_models.blocks.attention import MultiHeadAttention, causal_mask
 from lit_models.blocks.positions import (
     POSITIONS,
     LearnedPositions,
     RotaryEmbedding,
     SinusoidalPositions,
+    build_positions,
     sinusoid_table,
 )
 
@@ -90,15 +92,74 @@ def test_learned_positions_raise_naming_max_positions_when_too_long():
 @pytest.mark.parametrize("positions", get_args(Positions))
 def test_every_scheme_keeps_shape_and_only_absolute_schemes_add(positions):
     torch.manual_seed(0)
-    pe = POSITIONS[positions](d_model=8, d_head=4, max_len=16)
+    pe = build_positions(positions, d_model=8, heads=2, max_len=16)
     x = torch.randn(2, 5, 8)
     assert pe(x).shape == x.shape
     adds = positions in ("sinusoidal", "learned")
     assert (not torch.equal(pe(x), x)) == adds
 
 
+def _naive_attention(mha: MultiHeadAttention, x: torch.Tensor, allowed: torch.Tensor, offset: int) -> torch.Tensor:
+    """Loop over (b, h, i) from Vaswani eq. 1 plus the scheme's hooks: s_ij = rot(q_i)·rot(k_j)·scale + bias_hij.
+
+    x (B, T, D) are tokens at positions offset..offset+T-1 attending over themselves; allowed (B, T, T) bool.
+    """
+    b, t, d = x.shape
+    h, dk = mha.heads, mha.d_k
+    q, k, v = (w.view(b, t, h, dk).transpose(1, 2) for w in mha.in_proj(x).chunk(3, dim=-1))
+    q, k = mha.positions.rotate(q, offset), mha.positions.rotate(k, offset)
+    bias = mha.positions.score_bias(t=t, s=t, offset=0, device=x.device)
+    out = torch.zeros(b, h, t, dk)
+    for bi in range(b):
+        for hi in range(h):
+            for i in range(t):
+                scores = torch.stack([q[bi, hi, i] @ k[bi, hi, j] * mha.scale for j in range(t)])
+                if bias is not None:
+                    scores = scores + bias[hi, i]
+                scores = scores.masked_fill(~allowed[bi, i], float("-inf"))
+                out[bi, hi, i] = torch.softmax(scores, dim=0) @ v[bi, hi]
+    return mha.out_proj(out.transpose(1, 2).reshape(b, t, d))
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
 @pytest.mark.parametrize("positions", get_args(Positions))
-def test_only_rope_exposes_a_rotary_embedding(positions):
-    pe = POSITIONS[positions](d_model=8, d_head=4, max_len=16)
-    assert isinstance(pe.rotary, RotaryEmbedding) == (positions == "rope")
-    assert (pe.rotary is None) == (positions != "rope")
+def test_attention_with_every_scheme_matches_a_naive_loop(positions, causal):
+    """The scheme's hooks reach attention on the fused and the explicit path, with padding and causal masks."""
+    torch.manual_seed(0)
+    pe = build_positions(positions, d_model=16, heads=4, max_len=32)
+    mha = MultiHeadAttention(d_model=16, heads=4, attn_scale="sqrt_dk", dropout=0.0, positions=pe).eval()
+    x = torch.randn(2, 6, 16)
+    keep = torch.ones(2, 6, dtype=torch.bool)
+    keep[1, 4:] = False  # padded keys
+    allowed = keep[:, None, :].expand(2, 6, 6) & (causal_mask(6, 6) if causal else True)
+    with torch.no_grad():
+        expected = _naive_attention(mha, x, allowed, offset=0)
+        q, k, v = mha.project_qkv(x)
+        for need in (False, True):
+            got, _ = mha.attend(q, k, v, mask=keep[:, None, None, :], is_causal=causal, need_weights=need)
+            torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("positions", get_args(Positions))
+def test_last_query_with_offset_equals_full_causal_pass(positions):
+    """What the KV cache relies on: the last query alone, at its offset, over all keys = the full pass's last row."""
+    torch.manual_seed(0)
+    pe = build_positions(positions, d_model=16, heads=4, max_len=32)
+    mha = MultiHeadAttention(d_model=16, heads=4, attn_scale="sqrt_dk", dropout=0.0, positions=pe).eval()
+    x = torch.randn(2, 7, 16)
+    with torch.no_grad():
+        q, k, v = mha.project_qkv(x)
+        full, _ = mha.attend(q, k, v, mask=None, is_causal=True)
+        q_last, _, _ = mha.project_qkv(x[:, -1:], offset=6)
+        last, _ = mha.attend(q_last, k, v, mask=None, offset=6)
+    torch.testing.assert_close(last[:, 0], full[:, -1], atol=1e-5, rtol=1e-5)
+
+
+def test_only_attention_acting_schemes_change_what_attention_sees():
+    """rope acts through q/k; sinusoidal, learned and none leave attention's hooks as identities."""
+    x = torch.randn(1, 2, 5, 4)
+    for positions in ("sinusoidal", "learned", "none"):
+        pe = build_positions(positions, d_model=8, heads=2, max_len=16)
+        assert torch.equal(pe.rotate(x, 3), x)
+        assert pe.score_bias(t=5, s=5, offset=0, device=x.device) is None
+    assert not torch.allclose(build_positions("rope", d_model=8, heads=2, max_len=16).rotate(x, 3), x)

@@ -70,7 +70,7 @@ def test_encoder_decoder_matches_nn_transformer(norm):
     causal = nn.Transformer.generate_square_subsequent_mask(5)
     with torch.no_grad():
         expected = ref(src, tgt, tgt_mask=causal, src_key_padding_mask=pad, memory_key_padding_mask=pad)
-        memory, _ = enc(src, mask=~pad[:, None, None, :], rotary=None)
-        got, _, _ = dec(tgt, caches=dec.init_cache(memory), mem_mask=~pad[:, None, None, :], rotary=None,
+        memory, _ = enc(src, mask=~pad[:, None, None, :])
+        got, _, _ = dec(tgt, caches=dec.init_cache(memory), mem_mask=~pad[:, None, None, :],
                         incremental=False)
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)

@@ -15,8 +15,10 @@ from torch import nn
 from attnlab_core.errors import UsageError
 from datamodules.batching import PAD
 from datamodules.sentiment import SentimentData
+from lit_models.axes import EncoderFamily
 from lit_models.blocks.pooling import POOLINGS, PREPENDS_CLS, AttentionPooling, LastPooling, MaxPooling, Pooling
-from lit_models.classifier import EncoderFamily, SentimentClassifier, build_classifier
+from lit_models.builders import build_classifier
+from lit_models.classifier import SentimentClassifier
 
 ARCH = {"cell": "lstm", "embed_dim": 16, "hidden_size": 12, "num_layers": 1, "bidirectional": True, "d_model": 16,
         "heads": 2, "d_ff": 32, "norm": "pre", "positions": "sinusoidal", "attn_scale": "sqrt_dk",

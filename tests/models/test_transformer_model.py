@@ -32,12 +32,6 @@ ARMS = {"norm": get_args(Norm), "positions": get_args(Positions), "attn_scale": 
         "tying": get_args(Tying), "forcing": get_args(Forcing)}
 DEFAULTS = {axis: inspect.signature(TransformerSeq2Seq).parameters[axis].default for axis in ARMS}
 
-# BUG (lit_models/blocks/positions.py), also pinned in tests/blocks/test_positions.py: the class attribute
-# ``NoPositions.rotary = None`` shadows the RotaryEmbedding that ``RotaryPositions.__init__`` registers as a
-# submodule (nn.Module stores it in ``_modules``, so normal attribute lookup finds the class attribute first).
-# ``EncoderDecoder`` therefore passes ``rotary=None`` everywhere and positions=rope is positions=none.
-
-
 @pytest.fixture(autouse=True)
 def _one_thread():
     """Tiny models run fastest single-threaded on a shared 2-core machine."""

@@ -2,9 +2,11 @@
 
 import json
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
+from lit_models.axes import Positions
 from lit_models.cli import main
 
 CONFIG = str(Path(__file__).parents[2] / "ablations" / "configs" / "transformer_reverse.yaml")
@@ -24,7 +26,7 @@ def _fit(root: Path, *extra: str) -> None:
     "override, expected",
     [
         ("--model.norm=middle", "--model.norm=middle is not allowed; choose one of: post, pre"),
-        ("--model.positions=alibi", "choose one of: sinusoidal, learned, rope, none"),
+        ("--model.positions=absolute", "choose one of: " + ", ".join(get_args(Positions))),
         ("--model.heads=abc", "--model.heads=abc is not a valid int"),
     ],
 )

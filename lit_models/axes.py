@@ -10,8 +10,9 @@ from typing import Literal
 Norm = Literal["post", "pre"]
 """Residual LayerNorm placement: post = LN(x + F(x)) (Vaswani 2017); pre = x + F(LN(x)) + final LN."""
 
-Positions = Literal["sinusoidal", "learned", "rope", "none"]
-"""Position information: sinusoids (Vaswani §3.5), learned absolute table, rotary q/k (Su 2021), nothing."""
+Positions = Literal["sinusoidal", "learned", "rope", "alibi", "none"]
+"""Position information: sinusoids (Vaswani §3.5), learned absolute table, rotary q/k (Su 2021), linear score
+bias (ALiBi, Press 2022), nothing."""
 
 AttnScale = Literal["sqrt_dk", "none", "dk"]
 """Dot-product scaling: 1/sqrt(d_k) (Vaswani eq. 1), no scaling, or 1/d_k (a common mistake, kept to show why)."""

@@ -61,7 +61,6 @@ class PositionScheme(nn.Module):
         return None
 
 
-
 class SinusoidalPositions(PositionScheme):
     """Fixed sinusoids added to the embeddings; the table grows on demand (no length limit)."""
 
@@ -132,10 +131,43 @@ class RotaryPositions(PositionScheme):
         return self.rope(x, offset)
 
 
+def alibi_slopes(heads: int) -> Tensor:
+    """Head slopes of ALiBi (Press et al. 2022, §3): the geometric sequence 2^(-8/n), 2^(-16/n), ...
+
+    For n heads that is not a power of two, the paper takes the 2^k slopes of the largest power of
+    two below n, then every other slope of the 2^(k+1) sequence for the remaining heads.
+    """
+    def geometric(n: int) -> list[float]:
+        return [2.0 ** (-8.0 * (i + 1) / n) for i in range(n)]
+
+    low = 2 ** int(math.floor(math.log2(heads)))
+    slopes = geometric(low) + geometric(2 * low)[0::2][: heads - low]
+    return torch.tensor(slopes, dtype=torch.float32)
+
+
+class ALiBiPositions(PositionScheme):
+    """ALiBi (Press et al. 2022, eq. in §3): no embeddings added; score_ij += -m_h · |i − j|.
+
+    The paper defines the causal form (keys j ≤ i, bias -m_h·(i − j)); under a causal mask the
+    symmetric |i − j| used here is exactly that. In an encoder (no causal mask) |i − j| is the
+    bidirectional form — a common extension, not in the paper.
+    """
+
+    def __init__(self, *, heads: int) -> None:
+        super().__init__()
+        self.register_buffer("slopes", alibi_slopes(heads), persistent=False)
+
+    def score_bias(self, *, t: int, s: int, offset: int, device: torch.device) -> Tensor | None:
+        i = torch.arange(offset, offset + t, device=device, dtype=torch.float32)  # query positions
+        j = torch.arange(s, device=device, dtype=torch.float32)  # key positions
+        return -self.slopes.to(device)[:, None, None] * (i[:, None] - j[None, :]).abs()  # (H, T, S)
+
+
 POSITIONS: dict[Positions, Callable[..., PositionScheme]] = {
     "sinusoidal": lambda *, d_model, d_head, heads, max_len: SinusoidalPositions(d_model=d_model),
     "learned": lambda *, d_model, d_head, heads, max_len: LearnedPositions(d_model=d_model, max_len=max_len),
     "rope": lambda *, d_model, d_head, heads, max_len: RotaryPositions(d_head=d_head),
+    "alibi": lambda *, d_model, d_head, heads, max_len: ALiBiPositions(heads=heads),
     "none": lambda *, d_model, d_head, heads, max_len: PositionScheme(),
 }
 """Positions arm -> factory(d_model, d_head, heads, max_len) -> the scheme."""

@@ -163,3 +163,21 @@ def test_only_attention_acting_schemes_change_what_attention_sees():
         assert torch.equal(pe.rotate(x, 3), x)
         assert pe.score_bias(t=5, s=5, offset=0, device=x.device) is None
     assert not torch.allclose(build_positions("rope", d_model=8, heads=2, max_len=16).rotate(x, 3), x)
+
+
+def test_alibi_slopes_follow_the_paper():
+    """Press et al. 2022 §3: 8 heads -> 1/2, 1/4, ..., 1/256; non-powers of two interleave the 2n sequence."""
+    from lit_models.blocks.positions import alibi_slopes
+
+    torch.testing.assert_close(alibi_slopes(8), torch.tensor([2.0 ** -(i + 1) for i in range(8)]))
+    torch.testing.assert_close(alibi_slopes(4), torch.tensor([2.0 ** -(2 * (i + 1)) for i in range(4)]))
+    six = [2.0 ** -(2 * (i + 1)) for i in range(4)] + [2.0 ** -1, 2.0 ** -3]  # 4 of n=4, then odd ones of n=8
+    torch.testing.assert_close(alibi_slopes(6), torch.tensor(six))
+
+
+def test_alibi_bias_is_minus_slope_times_distance_with_offset():
+    pe = build_positions("alibi", d_model=8, heads=2, max_len=16)
+    bias = pe.score_bias(t=2, s=5, offset=3, device=torch.device("cpu"))  # queries at 3, 4; keys 0..4
+    m = pe.slopes
+    expected = torch.stack([-m[h] * torch.tensor([[3.0, 2, 1, 0, 1], [4, 3, 2, 1, 0]]) for h in range(2)])
+    torch.testing.assert_close(bias, expected)

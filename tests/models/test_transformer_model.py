@@ -141,7 +141,7 @@ def test_forcing_arms_change_training_step_logits():
         m = tiny(forcing=arm)
         p = 0.5 if arm == "scheduled" else m.p_gold()
         torch.manual_seed(1)  # the scheduled coin
-        logits[arm], _ = m.forcing(m.net, m.net.encode(src), tgt_in, p_gold=p)
+        logits[arm], _ = m.forcing.feed(m.net, m.net.encode(src), tgt_in, p_gold=p)
     for a, b in itertools.combinations(ARMS["forcing"], 2):
         torch.testing.assert_close(logits[a][:, 0], logits[b][:, 0])  # BOS is always fed first
         assert not torch.allclose(logits[a], logits[b], atol=1e-4), (a, b)

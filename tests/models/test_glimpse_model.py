@@ -6,6 +6,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import lightning as L
+import pytest
 import torch
 
 from datamodules.digits import TranslatedDigits
@@ -56,8 +57,13 @@ def test_fit_writes_trajectory_figures_and_metrics(tmp_path):
     assert [p.name for p in paths] == [f"glimpses_ex{i}.png" for i in range(4)]
     assert paths[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and paths[0].stat().st_size > 5_000
     assert {"val/acc", "val/loss", "val/glimpses_on_digit"} <= set(trainer.callback_metrics)
-    trainer.test(model, datamodule=_data())
-    assert 0.0 <= float(trainer.callback_metrics["test/acc"]) <= 1.0
+    dm = _data()
+    trainer.test(model, datamodule=dm)
+    model.eval()
+    with torch.no_grad():  # test/acc is the share of right argmax predictions over all 16 test images
+        right = sum(int((model.net(b.images, sample=False).logits.argmax(-1) == b.labels).sum())
+                    for b in dm.test_dataloader())
+    assert float(trainer.callback_metrics["test/acc"]) == pytest.approx(right / 16), right
 
 
 def test_non_finite_loss_is_a_recorded_divergence(tmp_path):

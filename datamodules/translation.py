@@ -11,6 +11,11 @@ and local parallel files, tokenized with SentencePiece (or words) into :class:`S
 - ``wmt14``: not downloaded (4.5M pairs). Prepare it with fairseq's ``prepare-wmt14en2de.sh``
   **without the final BPE step** (SentencePiece is trained here) and put ``train|valid|test.<lang>``
   under ``data_dir/wmt14/``. Its training split is streamed and memory-mapped (``memory_map``).
+- ``synthetic``: the generated pair of :mod:`datamodules.toy_language` (offline, seeded, with gold
+  word alignments: :meth:`TranslationData.alignments`): word-level over its closed lexicons (one
+  per side, or their union with ``shared_vocab``), so ``tokenizer``, ``vocab_size`` and the
+  language codes do not apply. Splits are generated from ``(seed, split)``; sizes default to
+  ``SYNTHETIC_SIZES``.
 - ``files``: each of ``train_path`` / ``val_path`` / ``test_path`` is a ``.tsv``/``.csv``/``.jsonl``
   file with ``src_column`` / ``tgt_column`` (header row), or a prefix ``P`` of two plain-text files
   ``P.<src_lang>`` and ``P.<tgt_lang>`` (one sentence per line; different line counts are an error
@@ -51,14 +56,17 @@ from datamodules.token_store import ParallelText, TokenStore, build_token_store
 from datamodules.tokenization import (
     Tokenization,
     Tokenizer,
+    WordVocab,
     load_tokenizer,
     prepare_tokenizer,
     read_lines,
     read_records,
 )
+from datamodules.toy_language import Alignment, generate_pairs, source_lexicon, target_lexicon
 
-TranslationSource = Literal["multi30k", "iwslt14", "wmt14", "files"]
-"""Parallel corpus: Multi30k (downloaded), IWSLT14 / WMT14 (fairseq-prepared), or local files."""
+TranslationSource = Literal["synthetic", "multi30k", "iwslt14", "wmt14", "files"]
+"""Parallel corpus: the generated pair (offline), Multi30k (downloaded), IWSLT14 / WMT14
+(fairseq-prepared), or local files."""
 
 Split = Literal["train", "val", "test"]
 TextPair = tuple[str, str]
@@ -76,6 +84,9 @@ MULTI30K: dict[str, Resource] = {
 """The published Multi30k task-1 archives (files ``train|val|test.{de,en,...}`` inside)."""
 MULTI30K_PREFIX = {"train": "train", "val": "val", "test": "test"}
 PREPARED_PREFIX = {"train": "train", "val": "valid", "test": "test"}  # fairseq's prepare-*.sh names
+SYNTHETIC_SIZES = {"train": 20000, "val": 500, "test": 1000}
+"""Split sizes of ``source=synthetic`` when ``train_size`` / ``val_size`` / ``test_size`` are null."""
+SPLIT_INDEX = {"train": 0, "val": 1, "test": 2}
 
 
 def read_parallel(src_path: Path, tgt_path: Path) -> list[TextPair]:
@@ -111,7 +122,7 @@ class TranslationData(SplitDataModule):
     train, an exactly-once ``UnpaddedShardSampler`` for val/test.
 
     Args:
-        source: multi30k | iwslt14 | wmt14 | files.
+        source: synthetic | multi30k | iwslt14 | wmt14 | files.
         src_lang / tgt_lang: language codes (file suffixes; Multi30k has de, en, fr, cs).
         data_dir: downloads, extracted corpora and SentencePiece models.
         train_path / val_path / test_path: ``files`` source: a table file or a plain-text prefix.
@@ -174,24 +185,45 @@ class TranslationData(SplitDataModule):
         if max_tokens is not None and max_tokens < 1:
             raise UsageError(f"max_tokens must be >= 1 (or null for batch_size batches), got {max_tokens}")
         self.memory_map = source == "wmt14" if memory_map is None else memory_map
+        if self.memory_map and source == "synthetic":
+            raise UsageError("memory_map needs a corpus on disk; source=synthetic is generated in memory")
+        self.gold: dict[str, list[Alignment]] = {}
         self.texts: dict[str, list[TextPair]] = {}
         self.tokenizers: tuple[Tokenizer, Tokenizer] | None = None
         self.datasets: dict[str, Sequence[tuple[list[int], list[int]]]] = {}
 
     @property
     def src_vocab_size(self) -> int:
-        """Source vocabulary size (an init argument; the CLI links it to the model)."""
-        return self.hparams.vocab_size
+        """Source vocabulary size (known at init; the CLI links it to the model)."""
+        return self._synthetic_vocabs()[0].size if self.source == "synthetic" else self.hparams.vocab_size
 
     @property
     def tgt_vocab_size(self) -> int:
-        """Target vocabulary size (an init argument; the CLI links it to the model)."""
-        return self.hparams.vocab_size
+        """Target vocabulary size (known at init; the CLI links it to the model)."""
+        return self._synthetic_vocabs()[1].size if self.source == "synthetic" else self.hparams.vocab_size
+
+    def _synthetic_vocabs(self) -> tuple[WordVocab, WordVocab]:
+        """The generated pair's closed word vocabularies: one per side, or their union for both."""
+        if self.hparams.shared_vocab:
+            both = WordVocab(words=sorted(set(source_lexicon()) | set(target_lexicon())))
+            return both, both
+        return WordVocab(words=source_lexicon()), WordVocab(words=target_lexicon())
+
+    def alignments(self, split: Split) -> list[Alignment]:
+        """Gold word alignments of ``raw_splits()[split]`` (source=synthetic only): sorted
+        (source word, target word) index links; the indices are token positions (word vocabulary).
+        Val/test are never filtered, so they also index ``datasets[split]`` one to one."""
+        if self.source != "synthetic":
+            raise UsageError(f"gold alignments exist for source=synthetic only, not {self.source}")
+        self.raw_splits()
+        return self.gold[split]
 
     # ----------------------------------------------------------------- raw text
     def raw_splits(self) -> dict[str, list[TextPair]]:
         """Text pairs of every split (downloading Multi30k first if needed); with ``memory_map`` the
         training split is streamed from disk instead and is empty here."""
+        if not self.texts and self.source == "synthetic":
+            self.texts = self._generate()
         if not self.texts:
             texts = {split: [] if split == "train" and self.memory_map else self._read(split)
                      for split in ("train", "val", "test")}
@@ -204,6 +236,16 @@ class TranslationData(SplitDataModule):
             self.texts = {"train": train[: cap["train"]], "val": texts["val"][: cap["val"]],
                           "test": texts["test"][: cap["test"]]}
         return self.texts
+
+    def _generate(self) -> dict[str, list[TextPair]]:
+        """Every split of the generated pair, each from its own seed (independent of the others' sizes)."""
+        texts: dict[str, list[TextPair]] = {}
+        for split, index in SPLIT_INDEX.items():
+            size = self.sizes[split] or SYNTHETIC_SIZES[split]
+            pairs = generate_pairs(n=size, seed=self.hparams.seed * len(SPLIT_INDEX) + index)
+            texts[split] = [(p.src, p.tgt) for p in pairs]
+            self.gold[split] = [p.alignment for p in pairs]
+        return texts
 
     def _read(self, split: Split) -> list[TextPair]:
         paths = self._split_paths(split)
@@ -263,6 +305,8 @@ class TranslationData(SplitDataModule):
     def prepare_data(self) -> None:
         """Download/extract (Multi30k), train SentencePiece and (``memory_map``) encode the training
         split into its token store, once; keeps no state for other ranks."""
+        if self.source == "synthetic":
+            return
         for name, texts in self._vocab_jobs():
             prepare_tokenizer(self.hparams.tokenizer, texts, cache_dir=self.data_dir / "tokenizers", name=name,
                               vocab_size=self.hparams.vocab_size)
@@ -273,6 +317,8 @@ class TranslationData(SplitDataModule):
 
     def _load_tokenizers(self) -> tuple[Tokenizer, Tokenizer]:
         hp = self.hparams
+        if self.source == "synthetic":
+            return self._synthetic_vocabs()
         toks = [load_tokenizer(hp.tokenizer, texts, cache_dir=self.data_dir / "tokenizers", name=name,
                                vocab_size=hp.vocab_size) for name, texts in self._vocab_jobs()]
         return toks[0], toks[-1]

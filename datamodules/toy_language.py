@@ -31,6 +31,7 @@ Generation uses one ``random.Random`` per call, seeded by the caller; nothing to
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -228,6 +229,19 @@ def generate_pairs(*, n: int, seed: int, min_words: int = 4, max_words: int = 40
         if min_words <= len(phrase.src) <= max_words:
             out.append(_finish(phrase))
     return out
+
+
+GeneratedSplits = dict[str, list[AlignedPair]]
+SPLIT_SIZES = {"train": 12000, "val": 400, "test": 1000}
+"""Default split sizes (a GRU with attention learns the pair from 12k sentences in minutes on a CPU)."""
+_SPLIT_INDEX = {"train": 0, "val": 1, "test": 2}
+
+
+def generate_splits(seed: int, sizes: Mapping[str, int | None]) -> GeneratedSplits:
+    """train / val / test pairs, each split from its own seed ``3·seed + index``, so val and test do not
+    depend on the train size and never share a random stream with it. A size of None takes ``SPLIT_SIZES``."""
+    return {split: generate_pairs(n=sizes.get(split) or SPLIT_SIZES[split], seed=seed * len(_SPLIT_INDEX) + index)
+            for split, index in _SPLIT_INDEX.items()}
 
 
 def source_lexicon() -> list[str]:

@@ -12,6 +12,7 @@ from torch import Tensor
 
 from datamodules.batching import BOS, EOS, PAD, Seq2SeqBatch, ids_to_text
 from lit_models.axes import AttnScale, Forcing, LRSchedule, Norm, Positions, ScheduledDecay, Tying
+from lit_models.bleu_by_length import BLEUByLength
 from lit_models.blocks.decoding import DecodeConfig, decode
 from lit_models.builders import build_transformer
 from lit_models.evaluation import EvaluationModule
@@ -58,6 +59,7 @@ class Seq2SeqModule(EvaluationModule):
                                      steps=scheduled_steps, floor=scheduled_floor)
         self.decoding = DecodeConfig()
         self.metrics = torch.nn.ModuleDict({s: build_seq2seq_metrics() for s in ("val", "test")})
+        self.metrics["test"]["bleu_by_len"] = BLEUByLength()  # test/bleu_by_len/len_006_010: BLEU by source length
         self.tokens_seen = 0
         self.signatures_logged = False
 
@@ -124,6 +126,8 @@ class Seq2SeqModule(EvaluationModule):
         hyps, refs = [detok(p) for p in pred.tolist()], [[detok(g)] for g in labels.tolist()]
         m["bleu"].update(hyps, refs)
         m["chrf"].update(hyps, refs)
+        if "bleu_by_len" in m:
+            m["bleu_by_len"].update(hyps, refs, self.source_lengths(src))
 
     def _detokenizer(self):
         dm = self.trainer.datamodule if self._trainer is not None else None

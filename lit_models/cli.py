@@ -32,6 +32,7 @@ from lit_models.faults import (
     preemption_exit_code,
 )
 from lit_models.figures import AttentionFigures
+from lit_models.inputs import CKPT_KEYWORDS, check_data_paths, load_checkpoint
 from lit_models.probes import default_probes
 from lit_models.run import (
     RUN_DIR_ENV,
@@ -94,9 +95,9 @@ class AttnlabCLI(LightningCLI):
         if not self.config.get("subcommand"):
             return
         ckpt_path = self.config[self.config.subcommand].get("ckpt_path")
-        if not (ckpt_path and Path(ckpt_path).is_file()):
+        if not ckpt_path or ckpt_path in CKPT_KEYWORDS:
             return
-        hparams = torch.load(ckpt_path, weights_only=True, map_location="cpu").get("hyper_parameters", {})
+        hparams = dict(load_checkpoint(ckpt_path).get("hyper_parameters") or {})
         hparams.pop("_instantiator", None)
         class_path = hparams.pop("_class_path", None)
         if not hparams or class_path is None:
@@ -114,6 +115,8 @@ class AttnlabCLI(LightningCLI):
 
     def before_instantiate_classes(self) -> None:
         cfg = self.config[self.subcommand]
+        data = cfg.get("data")
+        check_data_paths(data.get("init_args") if data is not None else None)
         configs = cfg.get("config") or []
         default_experiment = Path(str(configs[0])).stem if configs else "default"
         self.run_opts = RunOptions(**vars(cfg.run)) if not isinstance(cfg.run, dict) else RunOptions(**cfg.run)

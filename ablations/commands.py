@@ -177,6 +177,14 @@ def demo_main(argv: list[str]) -> int:
 
 
 COMMANDS = {"sweep": sweep_main, "report": report_main, "demo": demo_main}
+"""``attnlab <name>`` -> its function (argv after the name -> exit code); the ``attnlab`` command
+(``attnlab/cli.py``) lists and dispatches every entry, so a new command is one line here."""
+SUMMARIES = {
+    "sweep": "run a sweep file offline on W&B's sweeps engine, each trial as `wandb agent` would run it",
+    "report": "compare a question's arms: table (mean ± std over seeds), curves, attention maps, verdict",
+    "demo": f"the {DEMO_QUESTION} question at quick scale, then its report (about 10 min on 2 CPU cores)",
+}
+"""One help line per command for ``attnlab --help`` (else the function's docstring is used)."""
 
 
 def dispatch(argv: list[str]) -> int | None:

@@ -27,7 +27,8 @@ def test_missing_sweep_is_a_usage_error(capsys):
 def test_dry_run_by_question_name_prints_quick_commands(capsys, tmp_path):
     assert sweep_main(["norm", "--dry-run", "--count", "2", "--scale", "quick", "--root", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert out.count("lit_models/cli.py fit --config ablations/configs/transformer_reverse.yaml") == 2
+    trial = "attnlab/cli.py fit --config ablations/configs/transformer_reverse.yaml --run.experiment=norm"
+    assert out.count(trial) == 2
     assert "--trainer.max_epochs=3" in out and "--run.experiment=norm" in out and "2 planned" in out
     assert not any(tmp_path.iterdir())
 

@@ -77,22 +77,27 @@ def test_random_search_needs_count_and_repeats_its_proposals(fake_sweep, tmp_pat
     assert [o.skipped for o in second] == [True, True, False]
 
 
-def test_follow_up_test_runs_after_a_finished_fit(fake_sweep, tmp_path):
+def _with_test_after_fit(sweep: dict) -> dict:
+    command = ["${env}", "${interpreter}", "${program}", "fit", "--run.test_after_fit=true", "${args}"]
+    return {**sweep, "command": command}
+
+
+def test_test_after_fit_comes_from_the_trial_command(fake_sweep, tmp_path):
     fake_sweep["parameters"] = {"x": {"values": [1, "nan"]}, "seed_everything": {"value": 1}}
-    plan = _plan(fake_sweep, tmp_path / "runs")
-    plan.test_after_fit = True
-    outcomes = {o.trial.name: o for o in run_sweep(plan)}
+    outcomes = {o.trial.name: o for o in run_sweep(_plan(_with_test_after_fit(fake_sweep), tmp_path / "runs"))}
     ran = (tmp_path / "runs" / "fake" / "x=1" / "calls").read_text().split()
     assert ran == ["fit", "test"] and outcomes["x=1"].summary_metrics["test/score"] == 1.0
     assert (tmp_path / "runs" / "fake" / "x=nan" / "calls").read_text().split() == ["fit"], "no test after divergence"
+    assert "--run.test_after_fit=true" in outcomes["x=1"].trial.command
+    plain = run_sweep(_plan(fake_sweep, tmp_path / "plain"))
+    assert all("test/score" not in o.summary_metrics for o in plain), "the runner adds no test of its own"
 
 
-def test_failed_follow_up_fails_the_trial_and_is_retried(fake_sweep, tmp_path):
+def test_failed_test_after_fit_fails_the_trial_and_is_retried(fake_sweep, tmp_path):
     fake_sweep["parameters"] = {"x": {"values": [1]}}
     (tmp_path / "runs").mkdir()
     (tmp_path / "runs" / "fail-tests").touch()
-    plan = _plan(fake_sweep, tmp_path / "runs")
-    plan.test_after_fit = True
+    plan = _plan(_with_test_after_fit(fake_sweep), tmp_path / "runs")
     assert [o.status for o in run_sweep(plan)] == ["failed"]
     (tmp_path / "runs" / "fail-tests").unlink()
     again = run_sweep(plan)

@@ -288,6 +288,7 @@ def run_cli(args: list[str] | None = None, *, arm_axes: Callable[[str], tuple[st
             parser_kwargs={"exit_on_error": False},
             args=args,
         )
+        finish_wandb()
     except SystemExit as exc:
         if not is_preemption(exc):
             raise
@@ -301,6 +302,13 @@ def run_cli(args: list[str] | None = None, *, arm_axes: Callable[[str], tuple[st
             raise
         print(f"attnlab: error: {misspelt_option(line, argv) or line}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def finish_wandb() -> None:
+    """Close this command's W&B run (if any), so the next command in the same process opens its own."""
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and getattr(wandb, "run", None) is not None:
+        wandb.finish()
 
 
 def main(args: list[str] | None = None) -> None:

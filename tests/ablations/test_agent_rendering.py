@@ -121,11 +121,9 @@ def _run_agent_trial(question: str, run_id: str, root: Path, monkeypatch, tmp_pa
 
 
 def test_agent_trials_of_two_questions_end_to_end(monkeypatch, tmp_path):
-    sys.path.insert(0, str(REPO / "tests" / "cli"))
-    from wandb_records import offline_run
-
     from ablations.results import experiment_dirs, load_experiment
     from lit_models.rundir import Status, read_summary
+    from tests.cli.wandb_records import offline_run
 
     root = tmp_path / "runs"
     for question, axis, value in (("positions", "model.positions", "rope"),
@@ -153,8 +151,7 @@ def test_agent_trials_of_two_questions_end_to_end(monkeypatch, tmp_path):
 @pytest.mark.slow
 @pytest.mark.ddp
 def test_agent_trial_under_two_process_ddp_is_one_run(monkeypatch, tmp_path):
-    sys.path.insert(0, str(REPO / "tests" / "cli"))
-    from wandb_records import offline_run
+    from tests.cli.wandb_records import offline_run
 
     root = tmp_path / "runs"
     run = _run_agent_trial("positions", "ddp-t1", root, monkeypatch, tmp_path, ("trainer.devices", 2),

@@ -57,13 +57,26 @@ def records(path: Path) -> list[Any]:
     return out
 
 
+def complete_records(path: Path, timeout_s: float = 60.0) -> list[Any]:
+    """The records of a finished run; wandb's core process may still be flushing the file when
+    ``wandb.finish()`` returns, so wait (bounded) for its exit record."""
+    import time
+
+    deadline = time.time() + timeout_s
+    while True:
+        found = records(path)
+        if any(r.WhichOneof("record_type") == "exit" for r in found) or time.time() > deadline:
+            return found
+        time.sleep(0.5)
+
+
 def offline_run(run_dir: Path) -> dict[str, Any]:
     """The W&B run written under ``run_dir/wandb/``: run record fields, config keys, history and summary keys."""
     files = sorted(Path(run_dir).glob("wandb/offline-run-*/run-*.wandb"))
     assert files, f"no offline W&B run under {run_dir}/wandb"
     info: dict[str, Any] = {"files": files, "config": {}, "history": set(), "summary": set(), "runs": []}
     for path in files:
-        for rec in records(path):
+        for rec in complete_records(path):
             kind = rec.WhichOneof("record_type")
             if kind == "run":
                 r = rec.run

@@ -176,13 +176,21 @@ def demo_main(argv: list[str]) -> int:
     return 0 if ok else 1
 
 
-COMMANDS = {"sweep": sweep_main, "report": report_main, "demo": demo_main}
+def dashboard_main(argv: list[str]) -> int:
+    """``attnlab dashboard``: save a W&B workspace view of one question (wandb-workspaces extra)."""
+    from ablations.dashboard import dashboard_main as run
+
+    return run(argv)
+
+
+COMMANDS = {"sweep": sweep_main, "report": report_main, "demo": demo_main, "dashboard": dashboard_main}
 """``attnlab <name>`` -> its function (argv after the name -> exit code); the ``attnlab`` command
 (``attnlab/cli.py``) lists and dispatches every entry, so a new command is one line here."""
 SUMMARIES = {
     "sweep": "run a sweep file offline on W&B's sweeps engine, each trial as `wandb agent` would run it",
     "report": "compare a question's arms: table (mean ± std over seeds), curves, attention maps, verdict",
     "demo": f"the {DEMO_QUESTION} question at quick scale, then its report (about 10 min on 2 CPU cores)",
+    "dashboard": "save a W&B workspace view of a question: metric by arm, runs grouped by arm, probes, images",
 }
 """One help line per command for ``attnlab --help`` (else the function's docstring is used)."""
 

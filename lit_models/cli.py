@@ -43,6 +43,7 @@ from lit_models.faults import (
 )
 from lit_models.figures import AttentionFigures
 from lit_models.inputs import CKPT_KEYWORDS, check_data_paths, load_checkpoint
+from lit_models.predictions import PredictionWriter
 from lit_models.probes import default_probes
 from lit_models.run import (
     RUN_DIR_ENV,
@@ -58,7 +59,7 @@ from lit_models.run import (
     stable_run_name,
     wandb_identity,
 )
-from lit_models.rundir import Status, read_summary
+from lit_models.rundir import RunPaths, Status, read_summary
 
 os.environ.setdefault("JSONARGPARSE_DEPRECATION_WARNINGS", "off")
 log = logging.getLogger(__name__)
@@ -170,6 +171,8 @@ class AttnlabCLI(LightningCLI):
             *default_probes(),
             *_fault_callbacks(self.run_dir, self.run_opts),
         ]
+        if self.subcommand == "predict":
+            callbacks.append(PredictionWriter(path=RunPaths(self.run_dir).predictions))
         trainer_cfg = dict(self.config_init[self.subcommand]["trainer"])
         trainer_cfg["callbacks"] = list(trainer_cfg.get("callbacks") or []) + callbacks
         trainer_cfg["plugins"] = _with_atomic_io(trainer_cfg.get("plugins"))
@@ -200,6 +203,10 @@ class AttnlabCLI(LightningCLI):
 
     def after_test(self) -> None:
         _report(self.run_dir, self.trainer)
+
+    def after_predict(self) -> None:
+        if self.trainer.is_global_zero:
+            print(f"predictions: {RunPaths(self.run_dir).predictions}")
 
 
 def _best_or_last(trainer: L.Trainer) -> str:

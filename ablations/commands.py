@@ -60,6 +60,8 @@ def sweep_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=None, help="stop a trial after this many seconds")
     p.add_argument("--seed", type=int, default=0, help="seed of the engine's proposals (random/bayes)")
     p.add_argument("--report", action="store_true", help="write ROOT/<sweep name>/report.md when done")
+    p.add_argument("--quiet", action="store_true",
+                   help="no line per trial (only the totals); the ETA is shown only on a terminal anyway")
     return p
 
 
@@ -80,7 +82,7 @@ def sweep_main(argv: list[str]) -> int:
         sweep = load_sweep(_sweep_path(args.sweep))
         plan = make_plan(sweep, root=args.root, scale=args.scale, threads=_threads(args))
         outcomes = run_sweep(plan, count=args.count, dry_run=args.dry_run, jobs=args.jobs, timeout_s=args.timeout,
-                             seed=args.seed)
+                             seed=args.seed, echo=(lambda line: None) if args.quiet else print)
     except (SweepError, FileNotFoundError) as err:
         print(f"attnlab sweep: error: {err}", file=sys.stderr)
         return 2

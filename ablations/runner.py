@@ -219,12 +219,22 @@ def wait_any(active: list[_Running], timeout_s: float | None) -> _Running:
         time.sleep(0.2)
 
 
-def progress_line(index: int, total: int | None, outcome: Outcome, metric: str | None) -> str:
-    """``[3/12] attn_scale=none,seed=1  finished  val/exact_match=0.412  38s``"""
+def progress_line(index: int, total: int | None, outcome: Outcome, metric: str | None,
+                  eta_s: float | None = None) -> str:
+    """``[3/12] attn_scale=none,seed=1  finished  val/exact_match=0.412  38s  ETA 6 min``"""
     value = "" if outcome.metric is None or metric is None else f"  {metric}={outcome.metric:.4g}"
     rc = f" (exit {outcome.returncode})" if outcome.returncode not in (0, None) else ""
     wall = f"  {outcome.wall_s:.0f}s" if not outcome.skipped else ""
-    return f"[{index}/{total or '?'}] {outcome.trial.name}  {outcome.status}{rc}{value}{wall}"
+    eta = "" if eta_s is None else f"  ETA {eta_s / 60:.0f} min" if eta_s >= 90 else f"  ETA {eta_s:.0f}s"
+    return f"[{index}/{total or '?'}] {outcome.trial.name}  {outcome.status}{rc}{value}{wall}{eta}"
+
+
+def eta_seconds(outcomes: list[Outcome], total: int | None, jobs: int) -> float | None:
+    """Time left: the mean wall time of the trials run so far times the trials left, over ``jobs``."""
+    ran = [o.wall_s for o in outcomes if not o.skipped]
+    if total is None or not ran:
+        return None
+    return sum(ran) / len(ran) * max(0, total - len(outcomes)) / max(1, jobs)
 
 
 def grid_size(sweep: Mapping[str, Any]) -> int | None:
@@ -261,6 +271,7 @@ class _Session:
     def __init__(self, plan: SweepPlan, *, limit: int | None, dry_run: bool, jobs: int,
                  echo: Callable[[str], None]) -> None:
         self.plan, self.limit, self.dry_run, self.jobs, self.echo = plan, limit, dry_run, max(1, jobs), echo
+        self.show_eta = echo is print and sys.stdout.isatty()  # an estimate is for a person watching
         sizes = [x for x in (limit, grid_size(plan.sweep)) if x is not None]
         self.total = min(sizes) if sizes else None
         self.runs: list[Any] = []
@@ -307,7 +318,8 @@ class _Session:
         outcome = finish_trial(running, self.plan)
         self.active.remove(running)
         self._record(outcome, "finished" if outcome.status in DONE_STATUSES else "failed")
-        self.echo(progress_line(len(self.outcomes), self.total, outcome, self.plan.metric))
+        eta = eta_seconds(self.outcomes, self.total, self.jobs) if self.show_eta else None
+        self.echo(progress_line(len(self.outcomes), self.total, outcome, self.plan.metric, eta))
 
     def interrupt(self) -> None:
         for running in self.active:

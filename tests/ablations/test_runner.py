@@ -119,3 +119,26 @@ def test_load_sweep_defaults_name_to_file_stem(tmp_path):
     path = tmp_path / "my_question.yaml"
     path.write_text("method: grid\nparameters: {x: {values: [1]}}\n")
     assert load_sweep(path)["name"] == "my_question"
+
+
+def test_eta_from_the_trials_run_so_far():
+    from ablations.runner import Outcome, Trial, eta_seconds, progress_line
+
+    trial = Trial(name="x=1", params={}, run_dir=Path("r"), command=[])
+    done = [Outcome(trial=trial, status="finished", wall_s=30.0), Outcome(trial=trial, status="finished", wall_s=50.0),
+            Outcome(trial=trial, status="skipped (finished)", skipped=True)]
+    assert eta_seconds(done, total=7, jobs=2) == 40.0 * 4 / 2
+    assert eta_seconds(done, total=None, jobs=1) is None
+    assert progress_line(3, 7, done[0], None, eta_s=600).endswith("30s  ETA 10 min")
+
+
+def test_quiet_sweep_prints_only_the_totals(fake_sweep, tmp_path, capsys):
+    import yaml
+
+    from ablations.commands import sweep_main
+
+    path = tmp_path / "fake.yaml"
+    path.write_text(yaml.safe_dump({**fake_sweep, "parameters": {"x": {"values": [1, 2]}}}))
+    assert sweep_main([str(path), "--root", str(tmp_path / "runs"), "--quiet"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert not any(line.startswith("[") for line in out) and "2 finished" in out[0]

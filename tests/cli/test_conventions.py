@@ -119,3 +119,20 @@ def test_predict_writes_predictions_jsonl(tmp_path, capsys):
         assert set(row) == {"source", "hypothesis", "reference", "score"}
         assert row["source"] and row["reference"] and 0.0 <= row["score"] <= 1.0
         assert row["reference"] == " ".join(reversed(row["source"].split())), "the reverse task's reference"
+
+
+def test_command_layer_on_top_no_import_cycle():
+    """attnlab (commands) -> ablations -> lit_models / datamodules -> attnlab_core; never upwards."""
+    import ast
+
+    above = {"attnlab_core": {"lit_models", "datamodules", "ablations", "attnlab"},
+             "lit_models": {"ablations", "attnlab"}, "datamodules": {"ablations", "attnlab"},
+             "ablations": {"attnlab"}}
+    offenders = []
+    for package, forbidden in above.items():
+        for path in (REPO / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                    [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else [])
+                offenders += [f"{path.relative_to(REPO)} imports {n}" for n in names if n.split(".")[0] in forbidden]
+    assert not offenders, offenders

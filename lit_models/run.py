@@ -20,6 +20,7 @@ import torch
 from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.loggers.logger import rank_zero_experiment
+from lightning.pytorch.utilities import rank_zero_only
 
 from attnlab_core.errors import UsageError
 from lit_models.faults import is_preemption, preemption_exit_code
@@ -222,11 +223,20 @@ def wandb_identity(run_dir: Path, *, subcommand: str, arm: dict[str, Any], seed:
 
 
 class QuietWandbLogger(WandbLogger):
-    """Lightning's WandbLogger minus the ``anonymous`` init argument that wandb now warns about."""
+    """Lightning's WandbLogger minus the ``anonymous`` init argument that wandb now warns about, and
+    with the run directory created before ``wandb.init`` looks for its git root there."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._wandb_init.pop("anonymous", None)
+
+    @property
+    def experiment(self) -> Any:
+        """As Lightning's, but the run directory exists first: wandb looks for the git root from it
+        (and warns "git root ... does not exist" otherwise)."""
+        if self._experiment is None and self._save_dir and rank_zero_only.rank == 0:
+            Path(self._save_dir).mkdir(parents=True, exist_ok=True)
+        return super().experiment
 
 
 def wandb_run_id(trainer: L.Trainer) -> str | None:

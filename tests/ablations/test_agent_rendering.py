@@ -115,7 +115,8 @@ def _run_agent_trial(question: str, run_id: str, root: Path, monkeypatch, tmp_pa
                PYTHONPATH=f"{REPO}{os.pathsep}{env.get('PYTHONPATH', '')}")
     proc = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    noise = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "anonymous" in ln or "💡 Tip" in ln]
+    noisy = ("anonymous", "Tip:", "git root")
+    noise = [ln for ln in (proc.stdout + proc.stderr).splitlines() if any(w in ln for w in noisy)]
     assert not noise, noise
     return root / question / run_id
 

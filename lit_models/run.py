@@ -23,6 +23,7 @@ from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.loggers.logger import rank_zero_experiment
 
 from attnlab_core.errors import UsageError
+from lit_models.environment import environment
 from lit_models.faults import is_preemption, preemption_exit_code
 
 log = logging.getLogger(__name__)
@@ -268,6 +269,7 @@ class RunSummary(L.Callback):
         summary.update(
             run_dir=str(self.run_dir), seed=self.seed, git_commit=git_commit(), metrics=metrics,
             parameters=sum(p.numel() for p in pl_module.parameters() if p.requires_grad),
+            environment=environment(trainer),
             model=type(pl_module).__name__, global_step=max(int(trainer.global_step), summary.get("global_step", 0)),
             **fields,
         )

@@ -17,6 +17,7 @@ import time
 import warnings
 from pathlib import Path
 
+from ablations.findings import findings_main
 from ablations.questions import QUESTIONS, SWEEPS_DIR
 
 # The sweeps engine's pydantic models use v1 config names; the warning is noise for our users.
@@ -176,7 +177,7 @@ def demo_main(argv: list[str]) -> int:
     return 0 if ok else 1
 
 
-COMMANDS = {"sweep": sweep_main, "report": report_main, "demo": demo_main}
+COMMANDS = {"sweep": sweep_main, "report": report_main, "demo": demo_main, "findings": findings_main}
 
 
 def dispatch(argv: list[str]) -> int | None:

@@ -25,6 +25,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import yaml  # noqa: E402
 
 from ablations.derived import derive  # noqa: E402
+from ablations.plots import plot_seeds  # noqa: E402
 from ablations.questions import Arm, ArmStats, Question, Stat, question_for  # noqa: E402
 from ablations.results import RunRecord, arm_stats, group_arms, stat, varying_params  # noqa: E402
 from lit_models.environment import differences  # noqa: E402
@@ -353,6 +354,8 @@ def write_report(name: str, runs: list[RunRecord], out: Path, question: Question
     verdict = question.verdict(stats)
     header, rows = table(question, arms, order)
     figures = [p for p in (
+        plot_seeds(arms, order, metric=question.metric, label=lambda a: _arm_label(question, a), value=run_value,
+                   out=out),
         plot_curves(question, arms, order, out),
         plot_acc_by_len(question, arms, order, out),
         *(plot_probe(question, pr, arms, order, out) for pr in question.probes
@@ -365,7 +368,8 @@ def write_report(name: str, runs: list[RunRecord], out: Path, question: Question
     return Report(path=path, table=text_table(header, rows), verdict=verdict, figures=figures, warning=warning)
 
 
-FIGURE_TITLES = {"curves": "Learning curves (mean ± 1 std over finished seeds)", "acc_by_len": "Accuracy by length",
+FIGURE_TITLES = {"seeds": "Headline metric per arm (every seed)",
+                 "curves": "Learning curves (mean ± 1 std over finished seeds)", "acc_by_len": "Accuracy by length",
                  "attention": "Attention maps (one seed per arm)"}
 
 

@@ -14,6 +14,7 @@ from datamodules.batching import BOS, EOS, PAD, Seq2SeqBatch, ids_to_text
 from lit_models.axes import AttnScale, Forcing, LRSchedule, Norm, Positions, ScheduledDecay, Tying
 from lit_models.blocks.decoding import DecodeConfig, decode
 from lit_models.builders import build_transformer
+from lit_models.figures import longest_examples
 from lit_models.forcing import ScheduledMode, build_forcing, gold_probability
 from lit_models.metrics import (
     build_seq2seq_metrics,
@@ -149,7 +150,7 @@ class Seq2SeqModule(StochasticModule):
 
     def validation_step(self, batch: Seq2SeqBatch, batch_idx: int) -> None:
         if self.figure_batch is None and batch_idx == 0:
-            self.figure_batch = type(batch)(*(_head(t, self.figure_examples) for t in batch))
+            self.figure_batch = longest_examples(batch, self.figure_examples)
         self._evaluate(batch, "val")
 
     def on_validation_epoch_end(self) -> None:
@@ -258,11 +259,6 @@ class TransformerSeq2Seq(Seq2SeqModule):
             attn_dropout=attn_dropout, norm=norm, positions=positions, attn_scale=attn_scale,
             max_len=max_positions, tying=tying,
         )
-
-
-def _head(field: Tensor | list, n: int) -> Tensor | list:
-    """The first n examples of one batch field (a tensor, moved to CPU, or a list)."""
-    return field[:n].cpu() if isinstance(field, Tensor) else field[:n]
 
 
 def count_parameters(module: torch.nn.Module) -> int:

@@ -91,7 +91,7 @@ def test_report_table_plots_and_verdict(runs_dir: Path):
     assert report.verdict.startswith("inconclusive") and "no finished seed for dk" in report.verdict
     assert report.warning is None
     names = {p.name for p in report.figures}
-    assert {"curves.png", "acc_by_len.png", "attention.png", "probe_train_grad_norm.png",
+    assert {"seeds.png", "curves.png", "acc_by_len.png", "attention.png", "probe_train_grad_norm.png",
             "probe_val_attn_entropy.png"} <= names
     assert all((runs_dir / "scaling" / n).stat().st_size > 1000 for n in names)
     text = report.path.read_text()

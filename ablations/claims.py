@@ -255,6 +255,7 @@ def heads(stats: ArmStats) -> str:
     gate = learned(stats, several, metric=EXACT, threshold=0.3, goal="maximize", shows_at=SHOWS_AT["heads"])
     best = _best(stats, several, EXACT)
     checks = [
+        _equal_parameters(stats, [(1,), (4,), (8,), (16,)]),
         better(
             stats,
             best,
@@ -275,6 +276,17 @@ def heads(stats: ArmStats) -> str:
         ),
     ]
     return join(checks, gate)
+
+
+def _equal_parameters(stats: ArmStats, arms: list[tuple], tolerance: float = 0.01) -> Check:
+    """Check that the arms have the same trainable parameter count (within ``tolerance``, relative)."""
+    counts = {name(a): s.mean for a in arms if (s := get(stats, a, "run/parameters")) is not None}
+    claim = "the arms have equal parameter counts"
+    if len(counts) < 2:
+        return Check(claim, "inconclusive", "parameter counts not recorded", why="no summary.json parameters")
+    lo, hi = min(counts.values()), max(counts.values())
+    detail = "parameters: " + ", ".join(f"{k} {int(v):,}" for k, v in counts.items())
+    return Check(claim, "supported" if hi <= lo * (1 + tolerance) else "not supported", detail)
 
 
 def cells_adding(stats: ArmStats) -> str:

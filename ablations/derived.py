@@ -11,6 +11,8 @@
 * ``curve/steps_to_target``: the first logged step at which the question's metric reaches its
   target; runs that never reach it get their last step + 1 (a lower bound, so a comparison of
   steps can only understate the winner's lead) and ``curve/reached_target`` = 0.
+* ``run/parameters``, ``run/global_step``, ``run/tokens_seen``: summary.json's counts, so a verdict can
+  check that arms are compute-matched.
 * ``attn/entropy_mean``: the mean final attention entropy over every logged map; ``attn/entropy_first``
   the same at the first validation (where saturation shows before the model has learned to be sharp).
 """
@@ -88,6 +90,9 @@ def derive(
             if vals:
                 out[key] = sum(vals) / len(vals)
     out.update(length_numbers(run.metrics, run.params))
+    for key in ("parameters", "global_step", "tokens_seen"):
+        if isinstance(run.info.get(key), (int, float)):
+            out[f"run/{key}"] = float(run.info[key])
     for key in CURVE_MEANS:
         vals = [v for _, v in run.curve(key)]
         if vals:

@@ -129,8 +129,8 @@ QUESTIONS: dict[str, Question] = {
     for q in [
         Question(
             name="scaling", sweep="scaling.yaml", axes=("model.attn_scale",), metric="val/exact_match",
-            goal="maximize", probes=("val/loss", "val/align_mass", "val/attn_entropy/", "train/grad_qk/",
-                                     "train/grad_norm/"),
+            goal="maximize", probes=("val/loss", "attn/entropy_first", "train/grad_qk/total", "val/align_mass",
+                                     "val/attn_entropy/", "train/grad_qk/", "train/grad_norm/"),
             expected="At d_k = 128, unscaled dot products saturate the softmax (near one-hot weights, tiny "
                      "gradients) and 1/d_k flattens it; 1/sqrt(d_k) keeps logits at unit variance and learns "
                      "fastest (Vaswani et al. 2017, §3.2.1 footnote 4).",
@@ -165,7 +165,8 @@ QUESTIONS: dict[str, Question] = {
         ),
         Question(
             name="forcing", sweep="forcing.yaml", axes=("model.forcing",), metric="val/exact_match",
-            goal="maximize", probes=("val/loss", "val/free_running_loss", "val/exposure_gap", "val/align_mass",
+            goal="maximize", probes=("val/loss", "val/free_running_loss", "val/exposure_gap",
+                                     "curve/mean/val/exposure_gap", "val/len_drop/acc_by_len", "val/align_mass",
                                      "val/acc_by_len/"),
             expected="Teacher forcing learns fastest but shows a gap between free-running and teacher-forced "
                      "loss (exposure bias); scheduled sampling narrows the gap; always sampling (student) learns "

@@ -164,3 +164,14 @@ def test_adding_problem_mean_predictor():
     assert verdict_word(claims.cells_adding(stats)) == "supported"
     stuck = {k: cell(0.17, 0.18, 0.175) for k in stats}
     assert verdict_word(claims.cells_adding(stuck)) == "not shown at this scale"
+
+
+def test_heads_reports_equal_parameter_counts():
+    def h(exact: float, params: float) -> dict:
+        return arm(val__exact_match=(exact, exact + 0.01, exact - 0.01), run__parameters=(params, params, params))
+
+    stats = {(1,): h(0.5, 1000), (4,): h(0.9, 1000), (8,): h(0.85, 1000), (16,): h(0.6, 1000)}
+    line = claims.heads(stats)
+    assert verdict_word(line) == "supported" and "equal parameter counts: supported" in line
+    stats[(16,)] = h(0.6, 1200)
+    assert "equal parameter counts: not supported" in claims.heads(stats)

@@ -175,3 +175,25 @@ def test_heads_reports_equal_parameter_counts():
     assert verdict_word(line) == "supported" and "equal parameter counts: supported" in line
     stats[(16,)] = h(0.6, 1200)
     assert "equal parameter counts: not supported" in claims.heads(stats)
+
+
+def test_derived_length_numbers_and_steps_to_target():
+    from ablations.derived import derive, length_numbers
+    from ablations.results import RunRecord
+
+    metrics = {"val/acc_by_len/len_001_005": 0.9, "val/acc_by_len/len_006_010": 0.5, "val/acc_by_len/len_011_015": 0.1,
+               "test/token_acc_by_len/len_011_015": 0.8, "test/token_acc_by_len/len_016_020": 0.4,
+               "test/token_acc_by_len/len_021_025": 0.2}
+    out = length_numbers(metrics, {"data.max_len": 12})
+    assert out["val/len_drop/acc_by_len"] == pytest.approx(0.8)
+    assert out["val/len_slope/acc_by_len"] == pytest.approx(-3.4 / 36.5)  # OLS over bucket centres 3, 8, 11.5
+    assert out["test/beyond/token_acc_by_len"] == pytest.approx(0.3) and "test/len_drop/token_acc_by_len" not in out
+    history = [{"step": 10.0, "val/exact_match": 0.2}, {"step": 20.0, "val/exact_match": 0.6},
+               {"step": 5.0, "train/grad_qk/total": 2.0}, {"step": 6.0, "train/grad_qk/total": 4.0}]
+    run = RunRecord(experiment="e", name="r", status="finished", params={}, metrics={"val/exact_match": 0.6},
+                    history=history, info={"parameters": 1234})
+    d = derive(run, metric="val/exact_match", target=0.5)
+    assert d["curve/steps_to_target"] == 20.0 and d["curve/reached_target"] == 1.0
+    assert d["train/grad_qk/total"] == pytest.approx(3.0) and d["run/parameters"] == 1234.0
+    never = derive(run, metric="val/exact_match", target=0.9)
+    assert never["curve/steps_to_target"] == 21.0 and never["curve/reached_target"] == 0.0

@@ -4,10 +4,10 @@
   validation batch -> ``val/attn_entropy/<map name>`` (nats; 0 = one-hot, log(keys) = uniform).
 * ``GradientNorms``: gradient L2 norm per layer for the first optimizer steps ->
   ``train/grad_norm/<layer>`` (Xiong et al. 2020 compare exactly this for Post- vs Pre-Norm).
-* ``GradientNorms`` also logs ``train/grad_qk/<layer>``: the norm of the gradient that reaches the
-  query and key projections (``in_proj`` rows [0, 2D)). W_q and W_k get gradient only through the
-  softmax, so this is the "gradient through the softmax" that saturation shrinks (Vaswani et al.
-  2017, §3.2.1, footnote 4).
+* ``GradientNorms`` also logs ``train/grad_qk/<layer>``: the gradient reaching the query and key
+  projections (``in_proj`` rows [0, 2D)) divided by the logit scale s. W_q and W_k get gradient
+  only through the softmax, so this is the "gradient through the softmax" that saturation shrinks
+  (Vaswani et al. 2017, §3.2.1, footnote 4).
 * ``AlignmentMass``: the share of cross-attention mass on the source position the decoder must
   copy next (anti-diagonal for reverse, diagonal for copy, the positions holding the emitted
   token for sort), per layer (mean over heads) -> ``val/align_mass/<map>`` and their best,
@@ -181,15 +181,23 @@ def layer_grad_norms(module: torch.nn.Module) -> dict[str, float]:
 
 
 def qk_grad_norms(module: torch.nn.Module) -> dict[str, float]:
-    """L2 norm of the gradient on the query/key rows of every packed ``in_proj`` (weight and bias), per
-    layer group, plus ``total``. Those rows only receive gradient through the attention softmax."""
+    """Gradient through the attention softmax, per layer group, plus ``total``.
+
+    W_q and W_k (rows [0, 2D) of every packed ``in_proj``, weight and bias) get gradient only through
+    the softmax: dL/dW_q = s · (dL/dlogits) · k xᵀ with s the logit scale. Dividing by s leaves the part
+    that Vaswani et al. (2017, §3.2.1) say saturation shrinks, free of the trivial factor s itself.
+    """
     sq: dict[str, float] = {}
-    for name, p in module.named_parameters():
-        if p.grad is None or not name.endswith(("in_proj.weight", "in_proj.bias")) or p.size(0) % 3:
+    for name, mod in module.named_modules():
+        proj, scale = getattr(mod, "in_proj", None), getattr(mod, "scale", None)
+        if not isinstance(proj, torch.nn.Linear) or not isinstance(scale, float) or scale <= 0:
             continue
-        rows = 2 * p.size(0) // 3  # [W_q; W_k; W_v] stacked: the first two thirds
-        group = parameter_group(name)
-        sq[group] = sq.get(group, 0.0) + float(p.grad[:rows].detach().float().pow(2).sum())
+        group = parameter_group(f"{name}.in_proj.weight")
+        for p in (proj.weight, proj.bias):
+            if p is None or p.grad is None or p.size(0) % 3:
+                continue
+            rows = 2 * p.size(0) // 3  # [W_q; W_k; W_v] stacked: the first two thirds
+            sq[group] = sq.get(group, 0.0) + float(p.grad[:rows].detach().float().pow(2).sum()) / scale**2
     if not sq:
         return {}
     return {**{g: v**0.5 for g, v in sq.items()}, "total": sum(sq.values()) ** 0.5}

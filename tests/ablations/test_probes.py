@@ -167,8 +167,10 @@ def test_qk_gradient_is_the_query_key_rows_of_in_proj():
     model.net(src, tgt[:, :-1]).logsumexp(-1).sum().backward()
     norms = qk_grad_norms(model)
     enc = model.net.encoder.layers[0]
-    in_proj = next(m for m in enc.modules() if hasattr(m, "in_proj")).in_proj
-    expected = (in_proj.weight.grad[:32].pow(2).sum() + in_proj.bias.grad[:32].pow(2).sum()).sqrt()
+    attn = next(m for m in enc.modules() if hasattr(m, "in_proj"))
+    in_proj = attn.in_proj
+    assert attn.scale == pytest.approx(8**-0.5)  # d_k = 16 / 2 heads
+    expected = (in_proj.weight.grad[:32].pow(2).sum() + in_proj.bias.grad[:32].pow(2).sum()).sqrt() / attn.scale
     assert norms["encoder.layers.0"] == pytest.approx(float(expected), rel=1e-5)
     assert norms["total"] == pytest.approx(math.sqrt(sum(v**2 for k, v in norms.items() if k != "total")), rel=1e-6)
 

@@ -197,3 +197,14 @@ def test_derived_length_numbers_and_steps_to_target():
     assert d["train/grad_qk/total"] == pytest.approx(3.0) and d["run/parameters"] == 1234.0
     never = derive(run, metric="val/exact_match", target=0.9)
     assert never["curve/steps_to_target"] == 21.0 and never["curve/reached_target"] == 0.0
+
+
+def test_shape_bounds_read_the_mean_and_say_when_the_interval_straddles():
+    from ablations.verdicts import at_least, at_most
+
+    stats = {("a",): {"drop": seeds(0.05, 0.12)}}  # mean 0.085; with 2 seeds the interval is wide
+    check = at_most(stats, ("a",), metric="drop", bound=0.15, claim="flat")
+    assert check.answer == "supported" and "straddles" in check.detail
+    assert at_least(stats, ("a",), metric="drop", bound=0.15, claim="falls").answer == "not supported"
+    assert at_most({("a",): {"drop": seeds(0.05)}}, ("a",), metric="drop", bound=0.15, claim="x").answer == (
+        "inconclusive")

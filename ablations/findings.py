@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -26,6 +27,8 @@ from typing import Any
 from ablations.questions import QUESTIONS, Question
 
 log = logging.getLogger(__name__)
+
+TRIAL_WALL = re.compile(r"\s(\d+(?:\.\d+)?)s$")  # the runner's progress line ends with the trial's wall time
 
 # The four questions the suite is named for first, then the rest (cheapest first).
 ORDER = (
@@ -54,13 +57,18 @@ class Progress:
     t0: float = field(default_factory=time.time)
 
     def update(self, outcome: Any) -> str:
+        """Count one trial (skipped ones cost no time) and return the progress line."""
+        return self.tick(skipped=bool(outcome.skipped), wall_s=float(outcome.wall_s or 0.0))
+
+    def tick(self, *, skipped: bool, wall_s: float = 0.0) -> str:
         self.done += 1
-        if not outcome.skipped:
+        if not skipped:
             self.ran += 1
-            self.ran_wall_s += float(outcome.wall_s or 0.0)
+            self.ran_wall_s += wall_s
         return self.line()
 
     def eta_s(self) -> float | None:
+        """Trials left times the mean wall time of the trials run so far, divided by the trials run at once."""
         if self.ran == 0:
             return None
         return (self.total - self.done) * (self.ran_wall_s / self.ran) / max(1, self.jobs)
@@ -107,12 +115,14 @@ def run_questions(
         echo(f"== {question.name} ({grid_size(plan.sweep)} trials) -> {plan.root / plan.name}")
 
         def trial_echo(line: str) -> None:
-            echo("  " + line)
+            if not line.startswith("["):  # not a trial's line (e.g. a dry run's command)
+                echo("  " + line)
+                return
+            wall = TRIAL_WALL.search(line)
+            status = progress.tick(skipped="skipped" in line or dry_run, wall_s=float(wall[1]) if wall else 0.0)
+            echo(f"  {line}\n  {status}")
 
-        outcomes = run_sweep(plan, jobs=jobs, timeout_s=timeout_s, dry_run=dry_run, echo=trial_echo)
-        for outcome in outcomes:
-            progress.update(outcome)
-        echo(progress.line())
+        run_sweep(plan, jobs=jobs, timeout_s=timeout_s, dry_run=dry_run, echo=trial_echo)
     return progress
 
 

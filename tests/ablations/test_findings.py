@@ -26,6 +26,7 @@ def test_findings_skips_finished_trials_and_writes_the_readme(tmp_path: Path, ca
     assert findings_main(["--root", str(root), "--out", str(out), "--only", "scaling"]) == 0
     printed = capsys.readouterr().out
     assert "findings: 9/9 trials" in printed and printed.count("skipped (finished)") == 9
+    assert printed.count(" ETA ") == 9, "a progress line after every trial"
     text = (out / "README.md").read_text()
     assert "- **Command:** `attnlab findings --root" in text and "- **CPU:** " in text and "- **Wall time:** " in text
     row = next(line for line in text.splitlines() if line.startswith("| [scaling](#scaling)"))

@@ -17,6 +17,7 @@ import time
 import warnings
 from pathlib import Path
 
+from ablations.findings import findings_main
 from ablations.questions import QUESTIONS, SWEEPS_DIR
 
 # The sweeps engine's pydantic models use v1 config names; the warning is noise for our users.
@@ -185,13 +186,15 @@ def dashboard_main(argv: list[str]) -> int:
     return run(argv)
 
 
-COMMANDS = {"sweep": sweep_main, "report": report_main, "demo": demo_main, "dashboard": dashboard_main}
+COMMANDS = {"sweep": sweep_main, "report": report_main, "demo": demo_main, "findings": findings_main,
+            "dashboard": dashboard_main}
 """``attnlab <name>`` -> its function (argv after the name -> exit code); the ``attnlab`` command
 (``attnlab/cli.py``) lists and dispatches every entry, so a new command is one line here."""
 SUMMARIES = {
     "sweep": "run a sweep file offline on W&B's sweeps engine, each trial as `wandb agent` would run it",
     "report": "compare a question's arms: table (mean ± std over seeds), curves, attention maps, verdict",
     "demo": f"the {DEMO_QUESTION} question at quick scale, then its report (about 10 min on 2 CPU cores)",
+    "findings": "every question at quick scale (resumable), then docs/findings/README.md: one row per claim",
     "dashboard": "save a W&B workspace view of a question: metric by arm, runs grouped by arm, probes, images",
 }
 """One help line per command for ``attnlab --help`` (else the function's docstring is used)."""

@@ -24,8 +24,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import yaml  # noqa: E402
 
+from ablations.derived import derive  # noqa: E402
+from ablations.plots import plot_seeds  # noqa: E402
 from ablations.questions import Arm, ArmStats, Question, Stat, question_for  # noqa: E402
 from ablations.results import RunRecord, arm_stats, group_arms, stat, varying_params  # noqa: E402
+from lit_models.environment import differences  # noqa: E402
 
 log = logging.getLogger(__name__)
 LEN_KEY = re.compile(r"^(?P<split>\w+)/(?P<family>(?:token_)?acc_by_len)/len_(?P<lo>\d+)_(?P<hi>\d+)$")
@@ -40,6 +43,7 @@ class Report:
     table: str
     verdict: str
     figures: list[Path]
+    warning: str | None = None
 
 
 def adhoc_question(name: str, runs: list[RunRecord]) -> Question:
@@ -53,12 +57,19 @@ def adhoc_question(name: str, runs: list[RunRecord]) -> Question:
 
 
 def run_value(run: RunRecord, key: str) -> float:
-    """Final value of ``key``; ``train/...`` keys averaged over their logged steps."""
+    """Final value of ``key``; ``train/...`` keys averaged over their logged steps; derived numbers too."""
     if key.startswith("train/"):
         vals = [v for _, v in run.curve(key)]
         if vals:
             return sum(vals) / len(vals)
-    return run.metrics.get(key, math.nan)
+    if key in run.metrics:
+        return run.metrics[key]
+    return derive(run).get(key, math.nan)
+
+
+def question_values(question: Question):  # noqa: ANN201 (a RunRecord -> metrics callable)
+    """The per-run numbers a question's verdict reads: metrics plus ``ablations.derived`` (steps to its target)."""
+    return lambda run: derive(run, metric=question.metric, target=question.target, goal=question.goal)
 
 
 def _arm_label(question: Question, arm: Arm) -> str:
@@ -90,7 +101,7 @@ def sorted_arms(question: Question, arms: Mapping[Arm, list[RunRecord]]) -> list
 # --------------------------------------------------------------------- table
 def _columns(question: Question, runs: list[RunRecord]) -> list[str]:
     """Metric, then exact-key probes, then ``prefix*`` averages (acc_by_len only plotted)."""
-    keys = {k for r in runs for k in r.metrics} | {k for r in runs for row in r.history for k in row}
+    keys = {k for r in runs for k in derive(r)} | {k for r in runs for row in r.history for k in row}
     cols = [question.metric]
     for probe in question.probes:
         if probe.endswith("/"):
@@ -98,10 +109,14 @@ def _columns(question: Question, runs: list[RunRecord]) -> list[str]:
                 cols.append(probe + "*")
         elif probe in keys and probe not in cols:
             cols.append(probe)
+    if question.target is not None and any(r.curve(question.metric) for r in runs):
+        cols.append("curve/steps_to_target")
     return cols
 
 
-def _column_stat(runs: list[RunRecord], column: str) -> Stat:
+def _column_stat(runs: list[RunRecord], column: str, question: Question | None = None) -> Stat:
+    if column == "curve/steps_to_target" and question is not None:
+        return stat([question_values(question)(r).get(column, math.nan) for r in runs])
     if not column.endswith("*"):
         return stat([run_value(r, column) for r in runs])
     prefix, per_run = column[:-1], []
@@ -125,22 +140,43 @@ def _notes(runs: list[RunRecord]) -> str:
 Rows = list[list[str]]
 
 
+COMPUTE = (("params", "parameters"), ("steps", "global_step"), ("tokens seen", "tokens_seen"))
+
+
+def _compute_cell(runs: list[RunRecord], key: str) -> str:
+    """An arm's parameter count / steps / tokens seen (one value, or min-max when seeds differ)."""
+    vals = sorted({int(r.info[key]) for r in runs if isinstance(r.info.get(key), (int, float))})
+    if not vals:
+        return "?"
+    return f"{vals[0]:,}" if len(vals) == 1 else f"{vals[0]:,}-{vals[-1]:,}"
+
+
 def table(question: Question, arms: Mapping[Arm, list[RunRecord]], order: list[Arm]) -> tuple[list[str], Rows]:
-    """Header and rows: arm, n (finished/total), one ``mean ± std`` cell per column, notes."""
+    """Header and rows: arm, n (finished/total), ``mean ± std [95% CI]`` per column, params, steps, tokens, notes."""
     all_runs = [r for runs in arms.values() for r in runs]
     cols = _columns(question, all_runs)
-    header = ["arm", "n", *[("mean(" + c[:-1] + "*)" if c.endswith("*") else c) for c in cols], "notes"]
+    header = ["arm", "n", *[("mean(" + c[:-1] + "*)" if c.endswith("*") else c) for c in cols],
+              *[label for label, _ in COMPUTE], "notes"]
     rows = []
     for arm in order:
         runs = arms[arm]
         done = [r for r in runs if r.status == "finished"]
-        cells = []
-        for c in cols:
-            s = _column_stat(done, c)
-            cells.append("—" if s.n == 0 else f"{s.mean:.4f} ± {s.std:.4f}")
+        cells = [_column_stat(done, c, question).text(4) for c in cols]
+        compute = [_compute_cell(done or runs, key) for _, key in COMPUTE]
         notes = _notes(runs) if done else f"no finished run ({_notes(runs)})"
-        rows.append([_arm_label(question, arm), f"{len(done)}/{len(runs)}", *cells, notes])
+        rows.append([_arm_label(question, arm), f"{len(done)}/{len(runs)}", *cells, *compute, notes])
     return header, rows
+
+
+def environment_warning(runs: list[RunRecord]) -> str | None:
+    """A warning when the runs recorded different hardware, library versions, precision or determinism."""
+    records = [r.info.get("environment") or {} for r in runs if r.status in ("finished", "diverged")]
+    diff = differences([e for e in records if e])
+    missing = sum(1 for e in records if not e)
+    parts = [f"{k}: {' / '.join(map(str, v))}" for k, v in diff.items()]
+    if missing and missing < len(records):
+        parts.append(f"{missing} run(s) recorded no environment")
+    return ("arms ran in different environments (" + "; ".join(parts) + "); compare with care") if parts else None
 
 
 def text_table(header: list[str], rows: list[list[str]]) -> str:
@@ -314,10 +350,12 @@ def write_report(name: str, runs: list[RunRecord], out: Path, question: Question
     out.mkdir(parents=True, exist_ok=True)
     arms = group_arms(runs, question.axes)
     order = sorted_arms(question, arms)
-    stats: ArmStats = arm_stats(arms)
+    stats: ArmStats = arm_stats(arms, question_values(question))
     verdict = question.verdict(stats)
     header, rows = table(question, arms, order)
     figures = [p for p in (
+        plot_seeds(arms, order, metric=question.metric, label=lambda a: _arm_label(question, a), value=run_value,
+                   out=out),
         plot_curves(question, arms, order, out),
         plot_acc_by_len(question, arms, order, out),
         *(plot_probe(question, pr, arms, order, out) for pr in question.probes
@@ -325,26 +363,41 @@ def write_report(name: str, runs: list[RunRecord], out: Path, question: Question
         plot_attention(question, arms, order, out),
     ) if p is not None]
     path = out / "report.md"
-    path.write_text(_markdown(question, runs, header, rows, verdict, figures))
-    return Report(path=path, table=text_table(header, rows), verdict=verdict, figures=figures)
+    warning = environment_warning(runs)
+    path.write_text(_markdown(question, runs, header, rows, verdict, figures, warning))
+    return Report(path=path, table=text_table(header, rows), verdict=verdict, figures=figures, warning=warning)
 
 
-FIGURE_TITLES = {"curves": "Learning curves (mean ± 1 std over finished seeds)", "acc_by_len": "Accuracy by length",
+FIGURE_TITLES = {"seeds": "Headline metric per arm (every seed)",
+                 "curves": "Learning curves (mean ± 1 std over finished seeds)", "acc_by_len": "Accuracy by length",
                  "attention": "Attention maps (one seed per arm)"}
 
 
+def _verdict_lines(verdict: str) -> list[str]:
+    """``**Verdict:** <answer>`` and one bullet per check (a verdict joins its checks with `` | ``)."""
+    head, _, rest = verdict.partition(": ")
+    checks = [c for c in rest.split(" | ") if c] if rest else []
+    if len(checks) < 2:
+        return [f"- **Verdict:** {verdict}"]
+    return [f"- **Verdict:** {head}", *[f"  - {c}" for c in checks]]
+
+
 def _markdown(question: Question, runs: list[RunRecord], header: list[str], rows: list[list[str]], verdict: str,
-              figures: list[Path]) -> str:
+              figures: list[Path], warning: str | None = None) -> str:
     axes = ", ".join(f"`{a}`" for a in question.axes) or "(none)"
     lines = [
         f"# {question.name}", "",
         f"- **Sweep:** `sweeps/{question.sweep}` · **axes:** {axes}",
         f"- **Metric:** `{question.metric}` ({question.goal})",
         f"- **Expected:** {question.expected}",
-        f"- **Verdict:** {verdict}", "",
+        *_verdict_lines(verdict), "",
+        *([f"> **Warning:** {warning}", ""] if warning else []),
         "## Results", "",
-        "Mean ± std over finished seeds (n = finished/total); diverged and failed runs are counted in notes, "
-        "never averaged. Final values; `train/` probes averaged over their logged steps.", "",
+        "Mean ± std [95% Student-t interval] over finished seeds (n = finished/total); diverged and failed runs "
+        "are counted in notes, never averaged. Final values; `train/` probes averaged over their logged steps; "
+        "`curve/steps_to_target`: first step at which the metric reached the question's target (runs that never "
+        "did count as their last step + 1). Comparisons in the verdict are paired by seed: Δ with its 95% "
+        "interval, the exact sign-flip p and the effect size d.", "",
         markdown_table(header, rows), "",
     ]
     for fig in figures:

@@ -12,18 +12,21 @@ import csv
 import json
 import logging
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from ablations.questions import Arm, ArmStats, Stat
+from ablations.questions import Arm, ArmStats
+from ablations.stats import Stat
+from ablations.stats import stat as seed_stat
 from lit_models.rundir import Status
 
 log = logging.getLogger(__name__)
 
+INFO_KEYS = ("parameters", "global_step", "tokens_seen", "wall_time_s", "environment")
 STATUSES = tuple(status.value for status in Status)  # the run directory's status enum
 
 
@@ -40,6 +43,8 @@ class RunRecord:
         history: rows of metrics.csv (``step`` plus logged keys), or the W&B history.
         figures: attention figure PNGs of the run.
         run_dir: where the run lives (None for W&B-only records).
+        info: summary.json's bookkeeping: ``parameters``, ``global_step``, ``tokens_seen``,
+            ``wall_time_s`` and the ``environment`` record (``lit_models.environment``).
     """
 
     experiment: str
@@ -50,6 +55,7 @@ class RunRecord:
     history: list[dict[str, float]] = field(default_factory=list)
     figures: list[Path] = field(default_factory=list)
     run_dir: Path | None = None
+    info: dict[str, Any] = field(default_factory=dict)
 
     @property
     def seed(self) -> Any:
@@ -127,6 +133,7 @@ def load_run(run_dir: Path) -> RunRecord | None:
         experiment=run_dir.parent.name, name=run_dir.name, status=status, params=params,
         metrics=_floats(summary.get("metrics", {})), history=read_history(run_dir / "metrics.csv"),
         figures=sorted((run_dir / "figures").glob("*.png")), run_dir=run_dir,
+        info={k: summary[k] for k in INFO_KEYS if k in summary},
     )
 
 
@@ -153,12 +160,7 @@ def experiment_dirs(root: Path) -> dict[str, Path]:
 
 def stat(values: list[float]) -> Stat:
     """Mean and sample std (0 for one value) of the finite values."""
-    vals = [v for v in values if math.isfinite(v)]
-    if not vals:
-        return Stat(mean=math.nan, std=math.nan, n=0)
-    mean = sum(vals) / len(vals)
-    std = math.sqrt(sum((v - mean) ** 2 for v in vals) / (len(vals) - 1)) if len(vals) > 1 else 0.0
-    return Stat(mean=mean, std=std, n=len(vals))
+    return seed_stat(values)
 
 
 def group_arms(runs: Iterable[RunRecord], axes: tuple[str, ...]) -> dict[Arm, list[RunRecord]]:
@@ -169,13 +171,30 @@ def group_arms(runs: Iterable[RunRecord], axes: tuple[str, ...]) -> dict[Arm, li
     return arms
 
 
-def arm_stats(arms: Mapping[Arm, list[RunRecord]]) -> ArmStats:
-    """arm -> metric -> Stat over the arm's finished runs (diverged and failed runs excluded)."""
+def _seed_key(run: RunRecord) -> Any:
+    """What pairs runs of two arms: the seed (the run name when a run has none)."""
+    return run.seed if run.seed is not None else run.name
+
+
+def arm_stats(arms: Mapping[Arm, list[RunRecord]],
+              values: Callable[[RunRecord], Mapping[str, float]] | None = None) -> ArmStats:
+    """arm -> metric -> Stat over the arm's finished runs, keyed by seed (diverged and failed runs excluded).
+
+    ``values`` gives a run's numbers (default: its final metrics; ``ablations.derived.derive`` adds
+    curves and length slopes). ``status/diverged`` is the share of the arm's finished-or-diverged
+    runs that diverged (1 per diverged seed, 0 per finished one), so a verdict can read divergence.
+    """
     out: dict[Arm, dict[str, Stat]] = {}
     for arm, runs in arms.items():
         done = [r for r in runs if r.status == "finished"]
-        keys = sorted({k for r in done for k in r.metrics})
-        out[arm] = {k: stat([r.metrics[k] for r in done if k in r.metrics]) for k in keys}
+        per_run = [(_seed_key(r), dict(values(r) if values else r.metrics)) for r in done]
+        keys = sorted({k for _, m in per_run for k in m})
+        out[arm] = {k: seed_stat([m[k] for _, m in per_run if k in m], [s for s, m in per_run if k in m])
+                    for k in keys}
+        ended = [r for r in runs if r.status in ("finished", "diverged")]
+        if ended:
+            out[arm]["status/diverged"] = seed_stat([float(r.status == "diverged") for r in ended],
+                                                    [_seed_key(r) for r in ended])
     return out
 
 

@@ -38,7 +38,7 @@ from lit_models.axes import Attention, Baseline, Cell, Forcing, LRSchedule, Sche
 from lit_models.blocks.alignment import HardEval
 from lit_models.builders import build_captioner
 from lit_models.caption_metrics import box_cell_overlap, build_caption_metrics, localisation
-from lit_models.evaluation import drop_nan
+from lit_models.evaluation import batch_head, drop_nan
 from lit_models.forcing import ScheduledMode
 from lit_models.metrics import Ratio, label_smoothed_loss
 from lit_models.reinforce import ReinforceTerm
@@ -179,6 +179,10 @@ class ShowAttendTell(Seq2SeqModule):
         texts = [detok(p) for p in self.generate(batch.src).tolist()]
         for name in ("bleu1", "bleu2", "bleu3", "bleu4", "cider_d"):
             m[name].update(texts, batch.refs)
+
+    def _figure_head(self, batch):
+        """The first images of the batch (images have no token length to rank by)."""
+        return batch_head(batch, self.figure_examples)
 
     def _split_values(self, split: str) -> dict[str, Tensor]:
         """Every metric, except the localisation pair when no word named a boxed object (NaN)."""

@@ -42,6 +42,10 @@ class EvaluationModule(StochasticModule):
     def _evaluate(self, batch: Any, split: str) -> None:
         raise NotImplementedError
 
+    def _figure_head(self, batch: Any) -> Any:
+        """The examples of the first validation batch that the figures draw (default: the first ones)."""
+        return batch_head(batch, self.figure_examples)
+
     def _split_values(self, split: str) -> dict[str, Tensor]:
         """Compute, flatten and reset every metric of ``split``."""
         flat: dict[str, Tensor] = {}
@@ -62,7 +66,7 @@ class EvaluationModule(StochasticModule):
 
     def validation_step(self, batch: Any, batch_idx: int) -> None:
         if self.figure_batch is None and batch_idx == 0 and self.figure_examples > 0:
-            self.figure_batch = batch_head(batch, self.figure_examples)
+            self.figure_batch = self._figure_head(batch)
         self._evaluate(batch, "val")
 
     def on_validation_epoch_end(self) -> None:

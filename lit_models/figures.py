@@ -22,6 +22,7 @@ import torch  # noqa: E402
 from lightning.pytorch.loggers import WandbLogger  # noqa: E402
 from torch import Tensor  # noqa: E402
 
+from attnlab_core.tokens import PAD  # noqa: E402
 from datamodules.captioning import IMAGE_MEAN, IMAGE_STD  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -37,8 +38,8 @@ def plot_attention(layers: list[Tensor], *, x_labels: list[str], y_labels: list[
     heads, t, s = layers[0].shape
     cols = 1 + (heads if heads > 1 else 0)
     cell = min(3.0, max(1.6, 0.16 * max(t, s)))
-    fig, axes = plt.subplots(len(layers), cols, figsize=(cell * cols + 0.8, cell * len(layers) + 0.6),
-                             squeeze=False)
+    fig, axes = plt.subplots(len(layers), cols, figsize=(cell * cols + 1.2, cell * len(layers) + 1.0),
+                             squeeze=False, layout="constrained")  # constrained: titles never overlap
     image = None
     for row, weights in enumerate(layers):
         maps = [weights.mean(0)] + ([weights[h] for h in range(heads)] if heads > 1 else [])
@@ -48,8 +49,8 @@ def plot_attention(layers: list[Tensor], *, x_labels: list[str], y_labels: list[
             ax.set_title(f"layer {row + 1} · {'mean' if col == 0 else f'head {col}'}", fontsize=7)
             labelled = col == 0  # tick labels on the head-mean column only: ticks dominate drawing time
             ax.set_xticks(range(s) if labelled else [], _fit(x_labels, s) if labelled else [], rotation=90,
-                          fontsize=5)
-            ax.set_yticks(range(t) if labelled else [], _fit(y_labels, t) if labelled else [], fontsize=5)
+                          fontsize=6)
+            ax.set_yticks(range(t) if labelled else [], _fit(y_labels, t) if labelled else [], fontsize=6)
     fig.suptitle(title, fontsize=8)
     fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.5)
     return fig
@@ -84,6 +85,16 @@ def plot_caption_attention(image: Tensor, weights: Tensor, *, words: list[str], 
         ax.set_title(word, fontsize=8)
     fig.suptitle(f"{title} · colour scale 0-{vmax:.2f}", fontsize=8)
     return fig
+
+
+def longest_examples(batch: tuple, n: int) -> tuple:
+    """The ``n`` examples of a batch (a NamedTuple whose first field is ``src`` (B, S)) with the most
+    non-PAD source tokens, ties in batch order, on CPU: the figures then show a long alignment, not
+    whichever example the batch happened to start with."""
+    lengths = (batch[0] != PAD).sum(1)  # (B,)
+    idx = torch.sort(lengths, descending=True, stable=True).indices[:n]
+    return type(batch)(*(f[idx.to(f.device)].cpu() if isinstance(f, Tensor) else [f[i] for i in idx.tolist()]
+                         for f in batch))
 
 
 def _fit(labels: list[str], n: int) -> list[str]:

@@ -4,6 +4,14 @@
   validation batch -> ``val/attn_entropy/<map name>`` (nats; 0 = one-hot, log(keys) = uniform).
 * ``GradientNorms``: gradient L2 norm per layer for the first optimizer steps ->
   ``train/grad_norm/<layer>`` (Xiong et al. 2020 compare exactly this for Post- vs Pre-Norm).
+* ``GradientNorms`` also logs ``train/grad_qk/<layer>``: the gradient reaching the query and key
+  projections (``in_proj`` rows [0, 2D)) divided by the logit scale s. W_q and W_k get gradient
+  only through the softmax, so this is the "gradient through the softmax" that saturation shrinks
+  (Vaswani et al. 2017, §3.2.1, footnote 4).
+* ``AlignmentMass``: the share of cross-attention mass on the source position the decoder must
+  copy next (anti-diagonal for reverse, diagonal for copy, the positions holding the emitted
+  token for sort), per layer (mean over heads) -> ``val/align_mass/<map>`` and their best,
+  ``val/align_mass`` (Bahdanau et al. 2015, Fig. 3: alignments emerge without supervision).
 * ``FreeRunningLoss``: the exposure-bias gap. ``val/loss`` is teacher-forced; this scores the
   gold targets while the decoder is fed its own greedy predictions through ``net.step()`` ->
   ``val/free_running_loss`` and ``val/exposure_gap`` (free-running minus teacher-forced loss,
@@ -144,6 +152,8 @@ class GradientNorms(L.Callback):
         norms = layer_grad_norms(pl_module)
         for group, value in norms.items():
             pl_module.log(f"train/grad_norm/{group}", value, on_step=True, on_epoch=False, rank_zero_only=True)
+        for group, value in qk_grad_norms(pl_module).items():
+            pl_module.log(f"train/grad_qk/{group}", value, on_step=True, on_epoch=False, rank_zero_only=True)
 
 
 def parameter_group(name: str) -> str:
@@ -168,6 +178,93 @@ def layer_grad_norms(module: torch.nn.Module) -> dict[str, float]:
     if not sq:
         return {}
     return {**{g: v**0.5 for g, v in sq.items()}, "total": sum(sq.values()) ** 0.5}
+
+
+def qk_grad_norms(module: torch.nn.Module) -> dict[str, float]:
+    """Gradient through the attention softmax, per layer group, plus ``total``.
+
+    W_q and W_k (rows [0, 2D) of every packed ``in_proj``, weight and bias) get gradient only through
+    the softmax: dL/dW_q = s · (dL/dlogits) · k xᵀ with s the logit scale. Dividing by s leaves the part
+    that Vaswani et al. (2017, §3.2.1) say saturation shrinks, free of the trivial factor s itself.
+    """
+    sq: dict[str, float] = {}
+    for name, mod in module.named_modules():
+        proj, scale = getattr(mod, "in_proj", None), getattr(mod, "scale", None)
+        if not isinstance(proj, torch.nn.Linear) or not isinstance(scale, float) or scale <= 0:
+            continue
+        group = parameter_group(f"{name}.in_proj.weight")
+        for p in (proj.weight, proj.bias):
+            if p is None or p.grad is None or p.size(0) % 3:
+                continue
+            rows = 2 * p.size(0) // 3  # [W_q; W_k; W_v] stacked: the first two thirds
+            sq[group] = sq.get(group, 0.0) + float(p.grad[:rows].detach().float().pow(2).sum()) / scale**2
+    if not sq:
+        return {}
+    return {**{g: v**0.5 for g, v in sq.items()}, "total": sum(sq.values()) ** 0.5}
+
+
+def target_positions(src: Tensor, tgt: Tensor, task: str) -> Tensor | None:
+    """(B, T, S) bool: for each decoder query t (predicting ``tgt[:, t + 1]``) the source positions it should read.
+
+    reverse: S_b - 1 - t; copy: t; sort: every position holding the token emitted next. Queries
+    past the source length (the EOS step) have none. None for other tasks.
+    """
+    b, s = src.shape
+    t = tgt.size(1) - 1
+    lengths = (src != PAD).sum(1)  # (B,)
+    q = torch.arange(t, device=src.device)[None, :, None]  # (1, T, 1)
+    k = torch.arange(s, device=src.device)[None, None, :]  # (1, 1, S)
+    inside = q < lengths[:, None, None]  # (B, T, 1)
+    if task == "reverse":
+        return inside & (k == lengths[:, None, None] - 1 - q)
+    if task == "copy":
+        return inside & (k == q)
+    if task == "sort":
+        nxt = tgt[:, 1:]  # (B, T) the token emitted at query t
+        return inside & (src[:, None, :] == nxt[:, :, None]) & (src[:, None, :] != PAD)
+    return None
+
+
+def alignment_mass(weights: Tensor, target: Tensor) -> Tensor:
+    """Mean over heads and over queries that have a target of the attention mass on the target positions.
+
+    Args:
+        weights: (B, H, T, S) cross-attention. target: (B, T, S) bool from ``target_positions``.
+    """
+    mass = (weights.float().mean(1) * target).sum(-1)  # (B, T)
+    rows = target.any(-1)
+    return mass[rows].mean() if rows.any() else mass.new_tensor(float("nan"))
+
+
+class AlignmentMass(BatchProbe):
+    """Cross-attention mass on the correct source position, on a fixed validation batch (synthetic tasks).
+
+    The task is read from the datamodule's ``task`` (``copy`` / ``reverse`` / ``sort``); other data is skipped.
+    """
+
+    @torch.no_grad()
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        net = getattr(pl_module, "net", None)
+        data = self.batch.on(pl_module.device)
+        task = getattr(getattr(trainer, "datamodule", None), "task", None)
+        if (not _should_probe(trainer) or data is None or not isinstance(task, str)
+                or not callable(getattr(net, "attention_maps", None))):
+            return
+        src, tgt = data
+        target = target_positions(src, tgt, task)
+        if target is None:
+            return
+        best = None
+        for name, weights in net.attention_maps(src, tgt[:, :-1]).items():
+            if not name.startswith("cross") or weights is None or weights.shape[-2:] != target.shape[-2:]:
+                continue
+            if ((weights.sum(-1) - 1.0).abs() > 1e-3).all():  # no distribution (attention "none")
+                continue
+            value = alignment_mass(weights, target)
+            pl_module.log(f"val/align_mass/{name}", value, rank_zero_only=True, batch_size=src.size(0))
+            best = value if best is None else torch.maximum(best, value)
+        if best is not None:
+            pl_module.log("val/align_mass", best, rank_zero_only=True, batch_size=src.size(0))
 
 
 class FreeRunningLoss(BatchProbe):
@@ -221,4 +318,4 @@ def stepwise_loss(net: Any, src: Tensor, tgt: Tensor, *, feed: str, label_smooth
 
 def default_probes() -> list[L.Callback]:
     """The probes the CLI attaches to every fit (each skips modules that lack what it needs)."""
-    return [AttentionEntropy(), GradientNorms(), FreeRunningLoss()]
+    return [AttentionEntropy(), GradientNorms(), FreeRunningLoss(), AlignmentMass()]

@@ -23,6 +23,7 @@ from lightning.pytorch.loggers.logger import rank_zero_experiment
 from lightning.pytorch.utilities import rank_zero_only
 
 from attnlab_core.errors import UsageError
+from lit_models.environment import environment
 from lit_models.faults import is_preemption, preemption_exit_code
 from lit_models.rundir import DONE, Status, read_summary, write_summary
 from lit_models.wandb_mode import wandb_mode
@@ -302,6 +303,7 @@ class RunSummary(L.Callback):
         summary.run_dir, summary.seed, summary.git_commit = str(self.run_dir), self.seed, git_commit()
         summary.parameters = sum(p.numel() for p in pl_module.parameters() if p.requires_grad)
         summary.model = type(pl_module).__name__
+        summary.environment = environment(trainer)
         summary.global_step = max(int(trainer.global_step), summary.global_step)
         summary.wandb_run_id = wandb_run_id(trainer) or summary.wandb_run_id
         for key, value in fields.items():

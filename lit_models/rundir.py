@@ -113,6 +113,7 @@ class Summary:
     resume_hint: str | None = None
     run_dir: str | None = None
     wandb_run_id: str | None = None
+    environment: dict[str, Any] | None = None  # lit_models.environment: hardware, library versions, precision
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod

@@ -16,6 +16,7 @@ from lit_models.bleu_by_length import BLEUByLength
 from lit_models.blocks.decoding import DecodeConfig, decode
 from lit_models.builders import build_transformer
 from lit_models.evaluation import EvaluationModule
+from lit_models.figures import longest_examples
 from lit_models.forcing import ForcingPolicy, ScheduledMode
 from lit_models.metrics import (
     build_seq2seq_metrics,
@@ -138,6 +139,10 @@ class Seq2SeqModule(EvaluationModule):
             for logger in self.loggers:
                 logger.log_hyperparams(metric_signatures())
             self.signatures_logged = True
+
+    def _figure_head(self, batch: Seq2SeqBatch) -> Seq2SeqBatch:
+        """The longest examples of the first validation batch: figures show a long alignment."""
+        return longest_examples(batch, self.figure_examples)
 
     def predict_step(self, batch: Seq2SeqBatch, batch_idx: int) -> list[str]:
         detok = self._detokenizer()

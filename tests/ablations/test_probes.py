@@ -11,14 +11,18 @@ import torch
 from datamodules.batching import BOS, EOS, PAD
 from datamodules.synthetic import SyntheticSeq2Seq
 from lit_models.probes import (
+    AlignmentMass,
     AttentionEntropy,
     FreeRunningLoss,
     GradientNorms,
+    alignment_mass,
     attention_entropy,
     default_probes,
     layer_grad_norms,
     parameter_group,
+    qk_grad_norms,
     stepwise_loss,
+    target_positions,
 )
 from lit_models.recurrent_seq2seq import RecurrentSeq2Seq
 from lit_models.seq2seq import TransformerSeq2Seq
@@ -127,7 +131,8 @@ def test_probes_log_their_metrics_during_fit():
     metrics = _fit(model, default_probes())
     for key in ("val/attn_entropy/enc_self/layer2", "val/attn_entropy/cross/layer1",
                 "val/attn_entropy/dec_self/layer1", "train/grad_norm/encoder.layers.1", "train/grad_norm/total",
-                "val/free_running_loss", "val/exposure_gap"):
+                "val/free_running_loss", "val/exposure_gap", "train/grad_qk/total", "val/align_mass",
+                "val/align_mass/cross/layer1"):
         assert key in metrics and math.isfinite(metrics[key]), key
     assert metrics["val/attn_entropy/cross/layer1"] == pytest.approx(_naive_cross_entropy(model), abs=1e-5)
 
@@ -153,6 +158,7 @@ def test_probes_skip_what_a_module_cannot_give():
     metrics = _fit(no_attention, [AttentionEntropy(), FreeRunningLoss(), GradientNorms(steps=1)])
     assert not any(k.startswith("val/attn_entropy/") for k in metrics), "an all-zero map has no entropy"
     assert "val/free_running_loss" in metrics
+    assert not any(k.startswith("val/align_mass") for k in metrics), "no attention, no alignment"
 
     from lightning.pytorch.demos.boring_classes import BoringModel
 
@@ -165,3 +171,59 @@ def _fit_boring(model: L.LightningModule) -> dict[str, float]:
                         enable_model_summary=False, num_sanity_val_steps=0, accelerator="cpu", devices=1)
     trainer.fit(model)
     return {k: float(v) for k, v in trainer.callback_metrics.items()}
+
+
+def test_qk_gradient_is_the_query_key_rows_of_in_proj():
+    model = TransformerSeq2Seq(src_vocab_size=12, tgt_vocab_size=12, d_model=16, heads=2, d_ff=32,
+                               encoder_layers=1, decoder_layers=1)
+    src = torch.randint(4, 12, (3, 5))
+    tgt = torch.cat([torch.full((3, 1), BOS), torch.randint(4, 12, (3, 4)), torch.full((3, 1), EOS)], 1)
+    model.net(src, tgt[:, :-1]).logsumexp(-1).sum().backward()
+    norms = qk_grad_norms(model)
+    enc = model.net.encoder.layers[0]
+    attn = next(m for m in enc.modules() if hasattr(m, "in_proj"))
+    in_proj = attn.in_proj
+    assert attn.scale == pytest.approx(8**-0.5)  # d_k = 16 / 2 heads
+    expected = (in_proj.weight.grad[:32].pow(2).sum() + in_proj.bias.grad[:32].pow(2).sum()).sqrt() / attn.scale
+    assert norms["encoder.layers.0"] == pytest.approx(float(expected), rel=1e-5)
+    assert norms["total"] == pytest.approx(math.sqrt(sum(v**2 for k, v in norms.items() if k != "total")), rel=1e-6)
+
+
+def test_target_positions_for_reverse_copy_and_sort():
+    src = torch.tensor([[5, 6, 7, PAD], [9, 4, 0 + 8, 6]])  # lengths 3 and 4
+    rev = target_positions(src, torch.zeros(2, 6, dtype=torch.long), "reverse")
+    assert rev.shape == (2, 5, 4)
+    assert rev[0, 0].tolist() == [False, False, True, False] and rev[0, 2].tolist() == [True, False, False, False]
+    assert not rev[0, 3].any(), "the EOS step reads no source position"
+    assert rev[1, 0, 3] and rev[1, 3, 0]
+    copy = target_positions(src, torch.zeros(2, 6, dtype=torch.long), "copy")
+    assert copy[1].nonzero().tolist() == [[0, 0], [1, 1], [2, 2], [3, 3]]
+    tgt = torch.tensor([[BOS, 5, 6, 7, EOS, PAD], [BOS, 4, 6, 8, 9, EOS]])  # sorted targets
+    srt = target_positions(src, tgt, "sort")
+    assert srt[1, 0].tolist() == [False, True, False, False] and srt[1, 3].tolist() == [True, False, False, False]
+    assert target_positions(src, tgt, "translation") is None
+
+
+def test_alignment_mass_is_one_on_the_anti_diagonal_and_one_over_s_when_uniform():
+    src = torch.tensor([[5, 6, 7, 8]])
+    target = target_positions(src, torch.zeros(1, 6, dtype=torch.long), "reverse")  # (1, 5, 4)
+    anti = target.float()[:, None]  # (1, 1, 5, 4) all mass on the right position
+    assert alignment_mass(anti, target) == pytest.approx(1.0)
+    uniform = torch.full((1, 2, 5, 4), 0.25)
+    assert alignment_mass(uniform, target) == pytest.approx(0.25)
+
+
+def test_alignment_emerges_when_attention_learns_reversal():
+    """Overfit a small attentional GRU on reversal: the mass on the anti-diagonal grows well above uniform."""
+    torch.manual_seed(0)
+    model = RecurrentSeq2Seq(src_vocab_size=12, tgt_vocab_size=12, attention="additive", hidden_size=32, embed_dim=16,
+                             lr=0.01, warmup_steps=1)
+    data = SyntheticSeq2Seq(task="reverse", vocab_size=12, min_len=5, max_len=5, train_size=512, val_size=32,
+                            test_size=32, batch_size=32, seed=0)
+    probe = AlignmentMass()
+    trainer = L.Trainer(max_epochs=6, callbacks=[probe], logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+                        accelerator="cpu", devices=1)
+    trainer.fit(model, datamodule=data)
+    mass = float(trainer.callback_metrics["val/align_mass"])
+    assert mass > 0.5, mass

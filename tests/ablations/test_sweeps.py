@@ -77,6 +77,14 @@ def test_question_matches_sweep(path):
     assert sweep["metric"]["name"].split("/")[0] in ("val", "test", "train")
     overridden = {a.split("=")[0].removeprefix("--") for a in question.quick}
     assert not overridden & set(sweep["parameters"]), "--scale quick must never override a swept parameter"
+    assert question.claim and question.source and question.full, "the findings table needs claim, source, full preset"
+
+
+def test_norm_verdict_reads_the_swept_warm_up():
+    from ablations.questions import NORM_WARMUP
+
+    values = load_sweep(SWEEPS_DIR / "norm.yaml")["parameters"]["model.warmup_steps"]["values"]
+    assert sorted(values) == [0, NORM_WARMUP]
 
 
 def _parse(config: Path, args: list[str]) -> tuple[int, str, str]:

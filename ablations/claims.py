@@ -1,0 +1,380 @@
+"""Each question's claim as the paper states it, tested on the probe that measures it.
+
+Every verdict first asks whether the arms that should learn the task learned it at all; if not it
+answers "not shown at this scale" with the scale at which the finding should show (``SHOWS_AT``),
+never "not supported". Then it joins paired-by-seed checks (``ablations.verdicts``). Metric names
+with ``curve/``, ``attn/`` and ``/len_drop/`` are per-run numbers from ``ablations.derived``.
+"""
+
+from __future__ import annotations
+
+from ablations.stats import Stat, stat
+from ablations.verdicts import ArmStats, Check, at_least, at_most, better, get, join, learned, name, similar
+
+EXACT = "val/exact_match"
+NEGLIGIBLE = 0.05  # exact-match differences whose whole 95% interval is inside ±0.05 count as no effect
+LEN_DROP = "val/len_drop/acc_by_len"
+
+SHOWS_AT = {
+    "scaling": "the full preset (transformer_reverse.yaml, 4 epochs x 20k examples, d_k 128; ~5 min on a GPU)",
+    "norm": "the full preset (4 epochs x 20k examples at constant lr; a GPU, or Xiong et al.'s 6+6 layers on IWSLT)",
+    "positions": "the full preset (4 epochs x 20k examples, test lengths to 24)",
+    "forcing": "the full preset (4 epochs x 20k examples)",
+    "heads": "the full preset (4 epochs x 20k examples); Vaswani's 0.9 BLEU needs WMT-scale data",
+    "bottleneck_translation": "the config as written (multi30k_gru_attention.yaml on the generated pair, 12k pairs)",
+    "attention_bottleneck": "the full preset (rnn_reverse.yaml; lengths to 30 make the bottleneck sharper)",
+    "cells": "the full preset (rnn_reverse.yaml)",
+    "cells_adding": "the full preset (adding.yaml: lr 0.01, 10 epochs; LSTM reaches MSE 0.0003 there)",
+    "caption_attention": "the full preset (caption config, 30+ epochs on a GPU)",
+    "sentiment_pooling": "the full preset (sentiment config)",
+}
+
+
+def _best(stats: ArmStats, arms: list[tuple], metric: str, *, maximize: bool = True) -> tuple:
+    present = [a for a in arms if get(stats, a, metric) is not None]
+    if not present:
+        return arms[0]
+    return max(present, key=lambda a: get(stats, a, metric).mean * (1 if maximize else -1))
+
+
+def bottleneck(stats: ArmStats) -> str:
+    """Bahdanau et al. 2015 Fig. 2, Cho et al. 2014: accuracy falls with length without attention, stays
+    near flat with soft attention over the training lengths; hard attention (REINFORCE) learns more slowly."""
+    soft = [("additive",), ("dot",), ("general",)]
+    gate = learned(stats, soft, metric=EXACT, threshold=0.3, goal="maximize", shows_at=SHOWS_AT["attention_bottleneck"])
+    best = _best(stats, soft, EXACT)
+    checks = [
+        better(
+            stats,
+            best,
+            ("none",),
+            metric=EXACT,
+            goal="maximize",
+            negligible=NEGLIGIBLE,
+            claim=f"soft attention ({name(best)}) beats none",
+        ),
+        at_least(
+            stats,
+            ("none",),
+            metric=LEN_DROP,
+            bound=0.2,
+            claim="without attention exact match falls with length (shortest minus longest training bucket)",
+        ),
+        at_most(
+            stats, best, metric=LEN_DROP, bound=0.15, claim=f"{name(best)} stays near flat over the training lengths"
+        ),
+        better(
+            stats,
+            best,
+            ("none",),
+            metric=LEN_DROP,
+            goal="minimize",
+            claim="the fall with length is smaller with attention",
+        ),
+    ]
+    if get(stats, ("hard",), EXACT) is not None:
+        checks.append(
+            better(
+                stats,
+                best,
+                ("hard",),
+                metric=EXACT,
+                goal="maximize",
+                claim="hard attention learns more slowly than soft",
+            )
+        )
+    return join(checks, gate)
+
+
+def bottleneck_translation(stats: ArmStats) -> str:
+    """Cho et al. 2014 Fig. 4, Bahdanau et al. 2015 Fig. 2: BLEU of the fixed-vector encoder-decoder falls
+    as source sentences get longer; with additive attention it stays nearly flat (read as the drop from
+    the shortest to the longest source-length bucket of test BLEU)."""
+    bleu, drop = "test/bleu", "test/len_drop/bleu_by_len"
+    gate = learned(stats, [("additive",)], metric=bleu, threshold=0.1, goal="maximize",
+                   shows_at=SHOWS_AT["bottleneck_translation"])
+    checks = [
+        better(stats, ("additive",), ("none",), metric=bleu, goal="maximize", claim="additive attention beats none"),
+        at_least(stats, ("none",), metric=drop, bound=0.1,
+                 claim="without attention BLEU falls with source length (shortest minus longest bucket)"),
+        better(stats, ("additive",), ("none",), metric=drop, goal="minimize",
+               claim="the fall with length is smaller with attention"),
+    ]
+    return join(checks, gate)
+
+
+def scaling(stats: ArmStats) -> str:
+    """Vaswani et al. 2017 §3.2.1: unscaled dot products saturate the softmax (entropy collapses, small
+    gradients through it); 1/d_k over-flattens; 1/sqrt(d_k) learns fastest (steps to a target)."""
+    sq, none, dk = ("sqrt_dk",), ("none",), ("dk",)
+    gate = learned(stats, [sq], metric=EXACT, threshold=0.3, goal="maximize", shows_at=SHOWS_AT["scaling"])
+    checks = [
+        better(
+            stats,
+            sq,
+            none,
+            metric="attn/entropy_first",
+            goal="maximize",
+            claim="without scaling attention entropy collapses (first validation, mean over maps)",
+        ),
+        better(
+            stats,
+            sq,
+            none,
+            metric="train/grad_qk/total",
+            goal="maximize",
+            claim="without scaling early gradients through the softmax (W_q, W_k) shrink",
+        ),
+        better(stats, dk, sq, metric="attn/entropy_first", goal="maximize", claim="1/d_k over-flattens the weights"),
+        better(
+            stats,
+            sq,
+            none,
+            metric="curve/steps_to_target",
+            goal="minimize",
+            claim="sqrt_dk reaches the target before none",
+        ),
+        better(
+            stats, sq, dk, metric="curve/steps_to_target", goal="minimize", claim="sqrt_dk reaches the target before dk"
+        ),
+    ]
+    return join(checks, gate)
+
+
+def norm(stats: ArmStats, *, warm: int) -> str:
+    """Xiong et al. 2020; Liu et al. 2020: deep Post-Norm without warm-up trains worse or diverges, warm-up
+    recovers it, Pre-Norm trains without warm-up, and the gap grows with depth."""
+    deep = [("post", 6, 0), ("post", 6, warm), ("pre", 6, 0), ("pre", 6, warm)]
+    gate = learned(stats, deep, metric=EXACT, threshold=0.3, goal="maximize", shows_at=SHOWS_AT["norm"])
+    post_cold, post_warm, pre_cold, _ = deep
+    checks = [
+        _worse_or_diverged(stats, post_warm, post_cold, claim="warm-up recovers deep Post-Norm"),
+        _worse_or_diverged(
+            stats, pre_cold, post_cold, claim="Pre-Norm trains without warm-up where Post-Norm does not"
+        ),
+        at_least(stats, pre_cold, metric=EXACT, bound=0.3, claim="deep Pre-Norm learns without warm-up"),
+    ]
+    gains = {
+        ("depth 6",): _gain(stats, post_warm, post_cold, EXACT),
+        ("depth 2",): _gain(stats, ("post", 2, warm), ("post", 2, 0), EXACT),
+    }
+    checks.append(
+        better(
+            {k: {"warm-up gain": v} for k, v in gains.items() if v is not None},
+            ("depth 6",),
+            ("depth 2",),
+            metric="warm-up gain",
+            goal="maximize",
+            claim="Post-Norm's warm-up gain grows with depth (6 vs 2 layers)",
+        )
+    )
+    return join(checks, gate)
+
+
+def _gain(stats: ArmStats, hi: tuple, lo: tuple, metric: str) -> Stat | None:
+    """Per-seed ``hi - lo`` of ``metric`` over the seeds both arms finished."""
+    a, b = get(stats, hi, metric), get(stats, lo, metric)
+    if a is None or b is None:
+        return None
+    bv = dict(b.values)
+    common = [(k, v - bv[k]) for k, v in a.values if k in bv]
+    return stat([v for _, v in common], [k for k, _ in common]) if common else None
+
+
+def _worse_or_diverged(stats: ArmStats, good: tuple, bad: tuple, *, claim: str) -> Check:
+    """``good`` beats ``bad`` on exact match, or ``bad`` diverged on every seed while ``good`` did not."""
+    div_bad, div_good = get(stats, bad, "status/diverged"), get(stats, good, "status/diverged")
+    if div_bad is not None and div_bad.mean == 1.0 and (div_good is None or div_good.mean < 1.0):
+        return Check(claim, "supported", f"{name(bad)} diverged on all {div_bad.n} seeds")
+    return better(stats, good, bad, metric=EXACT, goal="maximize", negligible=NEGLIGIBLE, claim=claim)
+
+
+POSITION_ARMS = [("sinusoidal",), ("rope",), ("learned",), ("none",)]
+BEYOND = "test/beyond/token_acc_by_len"
+
+
+def positions(stats: ArmStats) -> str:
+    """Vaswani et al. 2017 Table 3 (E): learned ≈ sinusoidal in range; without positions reversal fails;
+    beyond the training lengths the ranking of schemes (Press et al. 2022), reported, not judged."""
+    with_pos = POSITION_ARMS[:3]
+    gate = learned(stats, with_pos, metric=EXACT, threshold=0.3, goal="maximize", shows_at=SHOWS_AT["positions"])
+    checks = [
+        better(
+            stats,
+            a,
+            ("none",),
+            metric=EXACT,
+            goal="maximize",
+            negligible=NEGLIGIBLE,
+            claim=f"{name(a)} beats none in range",
+        )
+        for a in with_pos
+    ]
+    checks.append(
+        similar(
+            stats,
+            ("learned",),
+            ("sinusoidal",),
+            metric=EXACT,
+            margin=0.1,
+            claim="learned ≈ sinusoidal in range (±0.1 exact match)",
+        )
+    )
+    line = join(checks, gate)
+    ranked = sorted(
+        (a for a in POSITION_ARMS if get(stats, a, BEYOND) is not None), key=lambda a: -get(stats, a, BEYOND).mean
+    )
+    if ranked:
+        line += "; beyond the training lengths (free-running token accuracy): " + ", ".join(
+            f"{name(a)} {get(stats, a, BEYOND).text()}" for a in ranked
+        )
+    return line
+
+
+def forcing(stats: ArmStats) -> str:
+    """Bengio et al. 2015: the exposure gap (free-running minus teacher-forced loss, averaged over training)
+    is largest under teacher forcing and narrowed by scheduled sampling; student forcing learns slowest."""
+    teacher, student, sched = ("teacher",), ("student",), ("scheduled",)
+    gate = learned(stats, [teacher, sched], metric=EXACT, threshold=0.3, goal="maximize", shows_at=SHOWS_AT["forcing"])
+    gap = "curve/mean/val/exposure_gap"
+    checks = [
+        better(
+            stats,
+            teacher,
+            student,
+            metric=gap,
+            goal="maximize",
+            claim="the exposure gap is larger under teacher than student forcing",
+        ),
+        better(stats, teacher, sched, metric=gap, goal="maximize", claim="scheduled sampling narrows the exposure gap"),
+        better(
+            stats,
+            teacher,
+            student,
+            metric="curve/steps_to_target",
+            goal="minimize",
+            claim="student forcing learns slowest (vs teacher)",
+        ),
+        better(
+            stats,
+            sched,
+            student,
+            metric="curve/steps_to_target",
+            goal="minimize",
+            claim="student forcing learns slowest (vs scheduled)",
+        ),
+    ]
+    return join(checks, gate)
+
+
+def heads(stats: ArmStats) -> str:
+    """Vaswani et al. 2017 Table 3 (A): equal parameters; one head worse than several; very narrow heads worse."""
+    several = [(4,), (8,)]
+    gate = learned(stats, several, metric=EXACT, threshold=0.3, goal="maximize", shows_at=SHOWS_AT["heads"])
+    best = _best(stats, several, EXACT)
+    checks = [
+        _equal_parameters(stats, [(1,), (4,), (8,), (16,)]),
+        better(
+            stats,
+            best,
+            (1,),
+            metric=EXACT,
+            goal="maximize",
+            negligible=NEGLIGIBLE,
+            claim=f"{name(best)} heads beat 1 head",
+        ),
+        better(
+            stats,
+            best,
+            (16,),
+            metric=EXACT,
+            goal="maximize",
+            negligible=NEGLIGIBLE,
+            claim=f"{name(best)} heads beat 16 heads (d_k 4)",
+        ),
+    ]
+    return join(checks, gate)
+
+
+def _equal_parameters(stats: ArmStats, arms: list[tuple], tolerance: float = 0.01) -> Check:
+    """Check that the arms have the same trainable parameter count (within ``tolerance``, relative)."""
+    counts = {name(a): s.mean for a in arms if (s := get(stats, a, "run/parameters")) is not None}
+    claim = "the arms have equal parameter counts"
+    if len(counts) < 2:
+        return Check(claim, "inconclusive", "parameter counts not recorded", why="no summary.json parameters")
+    lo, hi = min(counts.values()), max(counts.values())
+    detail = "parameters: " + ", ".join(f"{k} {int(v):,}" for k, v in counts.items())
+    return Check(claim, "supported" if hi <= lo * (1 + tolerance) else "not supported", detail)
+
+
+def cells_adding(stats: ArmStats) -> str:
+    """Hochreiter & Schmidhuber 1997, exp. 4: gated cells solve T = 100; the Elman RNN stays at the mean
+    predictor (MSE ≈ 1/6 for a target X1 + X2 with X uniform in [0, 1])."""
+    gated = [("lstm",), ("gru",), ("lstm_peephole",)]
+    gate = learned(stats, gated, metric="val/mse", threshold=0.05, goal="minimize", shows_at=SHOWS_AT["cells_adding"])
+    best = _best(stats, gated, "val/mse", maximize=False)
+    checks = [
+        at_most(stats, best, metric="val/mse", bound=0.05, claim=f"{name(best)} solves the task (MSE ≤ 0.05)"),
+        better(stats, best, ("rnn",), metric="val/mse", goal="minimize", claim=f"{name(best)} beats the Elman RNN"),
+        at_least(stats, ("rnn",), metric="val/mse", bound=0.12, claim="the Elman RNN stays near the mean predictor"),
+    ]
+    return join(checks, gate)
+
+
+def cells(stats: ArmStats) -> str:
+    """Bengio et al. 1994; Chung et al. 2014: gated cells carry a sequence through the fixed vector better."""
+    gated = [("gru",), ("lstm",), ("lstm_peephole",)]
+    gate = learned(stats, gated, metric=EXACT, threshold=0.3, goal="maximize", shows_at=SHOWS_AT["cells"])
+    best = _best(stats, gated, EXACT)
+    return join(
+        [
+            better(
+                stats,
+                best,
+                ("rnn",),
+                metric=EXACT,
+                goal="maximize",
+                negligible=NEGLIGIBLE,
+                claim=f"{name(best)} beats the Elman RNN",
+            )
+        ],
+        gate,
+    )
+
+
+def caption(stats: ArmStats) -> str:
+    """Xu et al. 2015: soft and hard attention beat the mean-feature captioner; attention localises the
+    named object better than uniform attention would."""
+    checks = [
+        better(stats, a, ("none",), metric="test/bleu4", goal="maximize", claim=f"{name(a)} beats none on BLEU-4")
+        for a in [("additive",), ("hard",)]
+    ]
+    checks.append(
+        better(
+            stats,
+            ("additive",),
+            ("additive",),
+            metric="val/localisation",
+            metric_b="val/localisation_uniform",
+            goal="maximize",
+            claim="additive attention localises better than uniform",
+        )
+    )
+    return join(checks)
+
+
+def sentiment(stats: ArmStats) -> str:
+    """Yang et al. 2016; Lin et al. 2017: attention pooling finds the deciding phrase; mean and max blur it."""
+    gate = learned(
+        stats,
+        [("attention",)],
+        metric="val/acc",
+        threshold=0.6,
+        goal="maximize",
+        shows_at=SHOWS_AT["sentiment_pooling"],
+    )
+    checks = [
+        better(stats, ("attention",), b, metric="val/acc", goal="maximize", claim=f"attention pooling beats {name(b)}")
+        for b in [("mean",), ("max",)]
+    ]
+    return join(checks, gate)

@@ -1,0 +1,276 @@
+"""``attnlab findings``: run every question at quick scale and write ``docs/findings/README.md``.
+
+    attnlab findings                         # every question, 3 seeds per arm, 2 trials at once
+    attnlab findings --only scaling --only norm
+    attnlab findings --dry-run               # the trials it would run, and how many are already done
+
+Resumable: trials whose summary says finished or diverged are skipped (the runner's rule), so an
+interrupted run continues where it stopped. After each trial a progress line gives the trials done
+over all questions and an ETA from the mean wall time of the trials run so far. The README has a
+header (command, CPU, wall time), one row per claim (claim, source, verdict, key numbers) and a
+section per question with its figures; each question's full report is ``<out>/<question>/report.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ablations.questions import QUESTIONS, Question
+
+log = logging.getLogger(__name__)
+
+TRIAL_WALL = re.compile(r"\s(\d+(?:\.\d+)?)s$")  # the runner's progress line ends with the trial's wall time
+
+# The four questions the suite is named for first, then the rest (cheapest first).
+ORDER = (
+    "scaling",
+    "norm",
+    "positions",
+    "forcing",
+    "heads",
+    "attention_bottleneck",
+    "cells",
+    "cells_adding",
+    "sentiment_pooling",
+    "caption_attention",
+)
+
+
+@dataclass
+class Progress:
+    """Trials done over every question, and an ETA from the trials that actually ran."""
+
+    total: int
+    jobs: int = 1
+    done: int = 0
+    ran: int = 0
+    ran_wall_s: float = 0.0
+    t0: float = field(default_factory=time.time)
+
+    def update(self, outcome: Any) -> str:
+        """Count one trial (skipped ones cost no time) and return the progress line."""
+        return self.tick(skipped=bool(outcome.skipped), wall_s=float(outcome.wall_s or 0.0))
+
+    def tick(self, *, skipped: bool, wall_s: float = 0.0) -> str:
+        self.done += 1
+        if not skipped:
+            self.ran += 1
+            self.ran_wall_s += wall_s
+        return self.line()
+
+    def eta_s(self) -> float | None:
+        """Trials left times the mean wall time of the trials run so far, divided by the trials run at once."""
+        if self.ran == 0:
+            return None
+        return (self.total - self.done) * (self.ran_wall_s / self.ran) / max(1, self.jobs)
+
+    def line(self) -> str:
+        eta = self.eta_s()
+        elapsed = time.time() - self.t0
+        return (
+            f"findings: {self.done}/{self.total} trials, elapsed {_hms(elapsed)}, "
+            f"ETA {'?' if eta is None else _hms(eta)}"
+        )
+
+
+def _hms(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def _plan(question: Question, root: Path, seeds: int | None) -> Any:
+    from ablations.runner import load_sweep, make_plan
+
+    sweep = load_sweep(question.sweep_path)
+    if seeds is not None:
+        sweep["parameters"]["seed_everything"] = {"values": list(range(1, seeds + 1))}
+    return make_plan(sweep, root=root, scale="quick", threads=1)
+
+
+def run_questions(
+    questions: Sequence[Question],
+    *,
+    root: Path,
+    jobs: int,
+    timeout_s: float | None,
+    seeds: int | None,
+    dry_run: bool = False,
+    echo: Callable[[str], None] = print,
+) -> Progress:
+    """Run every question's quick sweep (skipping finished trials), echoing each trial and the overall ETA."""
+    from ablations.runner import grid_size, run_sweep
+
+    plans = [_plan(q, root, seeds) for q in questions]
+    progress = Progress(total=sum(grid_size(p.sweep) or 0 for p in plans), jobs=jobs)
+    for question, plan in zip(questions, plans, strict=True):
+        echo(f"== {question.name} ({grid_size(plan.sweep)} trials) -> {plan.root / plan.name}")
+
+        def trial_echo(line: str) -> None:
+            if not line.startswith("["):  # not a trial's line (e.g. a dry run's command)
+                echo("  " + line)
+                return
+            wall = TRIAL_WALL.search(line)
+            status = progress.tick(skipped="skipped" in line or dry_run, wall_s=float(wall[1]) if wall else 0.0)
+            echo(f"  {line}\n  {status}")
+
+        run_sweep(plan, jobs=jobs, timeout_s=timeout_s, dry_run=dry_run, echo=trial_echo)
+    return progress
+
+
+@dataclass
+class QuestionResult:
+    """One question's report as the README shows it."""
+
+    question: Question
+    verdict: str
+    key_numbers: str
+    report_path: Path
+    figures: list[Path]
+    warning: str | None
+    trial_wall_s: float
+
+
+def report_question(question: Question, *, root: Path, out: Path) -> QuestionResult | None:
+    """Write ``out/<question>/report.md`` + figures from ``root/<question>``; None when it has no runs."""
+    from ablations.report import write_report
+    from ablations.results import group_arms, load_experiment, stat
+
+    exp = root / question.name
+    runs = load_experiment(exp) if exp.is_dir() else []
+    if not runs:
+        return None
+    report = write_report(question.name, runs, out / question.name, question)
+    parts = []
+    for arm, arm_runs in group_arms(runs, question.axes).items():
+        done = [r.metrics.get(question.metric, float("nan")) for r in arm_runs if r.status == "finished"]
+        s = stat(done)
+        label = "/".join(map(str, arm))
+        parts.append(f"{label} {s.mean:.3f} ± {s.std:.3f}" if s.n else f"{label} —")
+    wall = sum(float(r.info.get("wall_time_s", 0.0) or 0.0) for r in runs)
+    return QuestionResult(
+        question=question,
+        verdict=report.verdict,
+        key_numbers=f"`{question.metric}`: " + ", ".join(parts),
+        report_path=report.path,
+        figures=report.figures,
+        warning=report.warning,
+        trial_wall_s=wall,
+    )
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def readme(
+    results: Sequence[QuestionResult], *, command: str, wall_s: float, out: Path, missing: Sequence[Question] = ()
+) -> str:
+    """The findings README: header, one row per claim, a section per question with its figures."""
+    from ablations.verdicts import verdict_word
+    from lit_models.environment import cpu_model
+
+    trial_wall = sum(r.trial_wall_s for r in results)
+    lines = [
+        "# Findings: does each ablation reproduce its literature result?",
+        "",
+        f"- **Command:** `{command}`",
+        f"- **CPU:** {cpu_model()} ({os.cpu_count()} logical cores visible)",
+        f"- **Wall time:** {_hms(wall_s)} for this invocation (finished trials are skipped on a rerun); "
+        f"{_hms(trial_wall)} summed over the trials' own training wall times",
+        "- **Scale:** `--scale quick` presets (`ablations/questions.py`); seeds per arm as in each sweep file. "
+        'Verdicts read paired-by-seed 95% intervals (`ablations/stats.py`); "not shown at this scale" means '
+        "the arms that should learn the task did not, with the scale at which the finding should show.",
+        "",
+        "| question | claim | source | verdict | key numbers |",
+        "|---|---|---|---|---|",
+    ]
+    for r in results:
+        q = r.question
+        lines.append(
+            f"| [{q.name}](#{q.name}) | {_cell(q.claim)} | {_cell(q.source)} | "
+            f"**{verdict_word(r.verdict)}** | {_cell(r.key_numbers)} |"
+        )
+    for q in missing:
+        lines.append(f"| {q.name} | {_cell(q.claim)} | {_cell(q.source)} | **not run** | — |")
+    for r in results:
+        q = r.question
+        rel = r.report_path.relative_to(out)
+        lines += [
+            "",
+            f"## {q.name}",
+            "",
+            f"- **Claim:** {q.claim} ({q.source})",
+            f"- **Expected:** {q.expected}",
+            f"- **Verdict:** {r.verdict}",
+            f"- **Full (GPU) preset:** {q.full}",
+            f"- **Quick preset:** `{' '.join(q.quick)}`",
+            f"- **Full report:** [{rel}]({rel})",
+        ]
+        if r.warning:
+            lines.append(f"- **Warning:** {r.warning}")
+        lines.append("")
+        lines += [f"![{q.name} {f.stem}]({f.relative_to(out)})" for f in r.figures if f.stem != "attention"]
+        lines += [f"![{q.name} attention]({f.relative_to(out)})" for f in r.figures if f.stem == "attention"]
+    return "\n".join(lines) + "\n"
+
+
+def findings_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="attnlab findings",
+        description="Run every ablation question at quick scale (resumable: finished trials are skipped) and write "
+        "OUT/README.md: one row per claim with its verdict and key numbers, a section per question with "
+        "its figures, and each question's full report under OUT/<question>/.",
+    )
+    p.add_argument("--root", default="runs/findings", help="runs directory (default: runs/findings)")
+    p.add_argument("--out", default="docs/findings", help="where README.md and the reports go (default: docs/findings)")
+    p.add_argument(
+        "--only",
+        action="append",
+        choices=list(QUESTIONS),
+        default=None,
+        help="only this question (repeatable); default: every question",
+    )
+    p.add_argument("--jobs", type=int, default=2, help="trials at once, one thread each (default 2)")
+    p.add_argument("--seeds", type=int, default=None, help="seeds per arm (default: the sweep file's, 3)")
+    p.add_argument("--timeout", type=float, default=900.0, help="stop a trial after this many seconds (default 900)")
+    p.add_argument("--dry-run", action="store_true", help="list the trials (done ones marked skipped), run nothing")
+    p.add_argument("--report-only", action="store_true", help="write the README from the runs already there")
+    return p
+
+
+def findings_main(argv: list[str]) -> int:
+    """``attnlab findings``: exit 0 when the README was written, 1 when no question had runs, 2 on bad input."""
+    args = findings_parser().parse_args(argv)
+    if args.jobs < 1 or (args.seeds is not None and args.seeds < 1):
+        print("attnlab findings: error: --jobs and --seeds must be at least 1", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    names = args.only or [n for n in ORDER if n in QUESTIONS] + [n for n in QUESTIONS if n not in ORDER]
+    questions = [QUESTIONS[n] for n in names]
+    root, out, t0 = Path(args.root), Path(args.out), time.time()
+    if not args.report_only:
+        run_questions(
+            questions, root=root, jobs=args.jobs, timeout_s=args.timeout, seeds=args.seeds, dry_run=args.dry_run
+        )
+    if args.dry_run:
+        return 0
+    results = [r for q in questions if (r := report_question(q, root=root, out=out)) is not None]
+    if not results:
+        print(f"attnlab findings: error: no runs under {root}", file=sys.stderr)
+        return 1
+    missing = [q for q in questions if q.name not in {r.question.name for r in results}]
+    command = "attnlab findings " + " ".join(argv) if argv else "attnlab findings"
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "README.md"
+    path.write_text(readme(results, command=command.strip(), wall_s=time.time() - t0, out=out, missing=missing))
+    print(f"findings: {path}")
+    return 0

@@ -1,0 +1,171 @@
+"""Verdict building blocks: a claim is a list of checks, each answered from per-seed intervals.
+
+A check compares two arms (paired by seed, ``ablations.stats.compare``) or holds an arm against a
+threshold; it answers "supported", "not supported" or "inconclusive (<why>)". A question's
+verdict joins its checks: supported when every check is, not supported when one clearly goes the
+other way, otherwise inconclusive, and "not shown at this scale" when the arms that should
+learn the task did not (then nothing learned is never read as "not supported").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ablations.stats import Goal, Stat, compare
+
+Arm = tuple[Any, ...]
+ArmStats = Mapping[Arm, Mapping[str, Stat]]
+Answer = Literal["supported", "not supported", "inconclusive", "not shown at this scale"]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One part of a claim: its answer, the reason when inconclusive, and the numbers behind it."""
+
+    claim: str
+    answer: Answer
+    detail: str
+    why: str = ""
+
+    def text(self) -> str:
+        why = f" ({self.why})" if self.why else ""
+        return f"{self.claim}: {self.answer}{why} — {self.detail}"
+
+
+def name(arm: Arm) -> str:
+    return "/".join(map(str, arm))
+
+
+def get(stats: ArmStats, arm: Arm, metric: str) -> Stat | None:
+    s = stats.get(arm, {}).get(metric)
+    return s if s is not None and s.n > 0 else None
+
+
+def better(
+    stats: ArmStats,
+    a: Arm,
+    b: Arm,
+    *,
+    metric: str,
+    goal: Goal,
+    claim: str | None = None,
+    floor: float = 0.0,
+    metric_b: str | None = None,
+    negligible: float = 0.0,
+) -> Check:
+    """Check that arm ``a`` beats arm ``b`` on ``metric`` (b read on ``metric_b`` if given), paired by seed.
+
+    Supported when the 95% interval of the difference lies above ``floor``; not supported when it lies
+    below zero, or inside ±``negligible`` (an effect too small to matter, measured precisely);
+    otherwise inconclusive (n too small, or the difference is within seed noise).
+    """
+    claim = claim or f"{name(a)} beats {name(b)} on {metric}"
+    sa, sb = get(stats, a, metric), get(stats, b, metric_b or metric)
+    missing = [name(x) for x, s in ((a, sa), (b, sb)) if s is None]
+    if missing:
+        return Check(
+            claim, "inconclusive", f"{metric}: no finished seed", why=f"no finished seed for {', '.join(missing)}"
+        )
+    cmp = compare(sa, sb, goal=goal)
+    detail = f"{metric}: {name(a)} {sa.text()} vs {name(b)} {sb.text()}; {cmp.text()}"
+    outcome = cmp.outcome(floor=floor)
+    if outcome == "better":
+        return Check(claim, "supported", detail)
+    if outcome == "worse":
+        return Check(claim, "not supported", detail)
+    if outcome != "n too small" and negligible > 0 and -negligible < cmp.lo and cmp.hi < negligible:
+        return Check(claim, "not supported", detail + f"; |Δ| < {negligible:g} (negligible)")
+    return Check(
+        claim, "inconclusive", detail, why=outcome if outcome == "n too small" else "difference within seed noise"
+    )
+
+
+def similar(stats: ArmStats, a: Arm, b: Arm, *, metric: str, margin: float, claim: str | None = None) -> Check:
+    """Check that ``a`` and ``b`` agree within ``margin``: the paired 95% interval lies inside ±margin."""
+    claim = claim or f"{name(a)} ≈ {name(b)} on {metric} (within ±{margin})"
+    sa, sb = get(stats, a, metric), get(stats, b, metric)
+    if sa is None or sb is None:
+        return Check(claim, "inconclusive", f"{metric}: no finished seed", why="n too small")
+    cmp = compare(sa, sb, goal="maximize")
+    detail = f"{metric}: {name(a)} {sa.text()} vs {name(b)} {sb.text()}; {cmp.text()}"
+    if cmp.n < 2 or not math.isfinite(cmp.lo):
+        return Check(claim, "inconclusive", detail, why="n too small")
+    if -margin <= cmp.lo and cmp.hi <= margin:
+        return Check(claim, "supported", detail)
+    if cmp.lo > margin or cmp.hi < -margin:
+        return Check(claim, "not supported", detail)
+    return Check(claim, "inconclusive", detail, why="interval wider than the margin (seed noise)")
+
+
+def at_most(stats: ArmStats, arm: Arm, *, metric: str, bound: float, claim: str) -> Check:
+    """Check that ``arm``'s mean of ``metric`` is at most ``bound`` (n ≥ 2).
+
+    A bound describes the shape of a curve (e.g. "near flat": a drop ≤ 0.15), so the mean decides; the
+    detail says when the 95% interval straddles the bound. Comparisons between arms (``better``) carry
+    the inferential statistics.
+    """
+    return _bound(stats, arm, metric=metric, bound=bound, claim=claim, upper=True)
+
+
+def at_least(stats: ArmStats, arm: Arm, *, metric: str, bound: float, claim: str) -> Check:
+    """Check that ``arm``'s mean of ``metric`` is at least ``bound`` (n ≥ 2; see ``at_most``)."""
+    return _bound(stats, arm, metric=metric, bound=bound, claim=claim, upper=False)
+
+
+def _bound(stats: ArmStats, arm: Arm, *, metric: str, bound: float, claim: str, upper: bool) -> Check:
+    s = get(stats, arm, metric)
+    if s is None:
+        return Check(claim, "inconclusive", f"{metric}: no finished seed", why=f"no finished seed for {name(arm)}")
+    detail = f"{metric}: {name(arm)} {s.text()} ({'≤' if upper else '≥'} {bound:g} wanted)"
+    lo, hi = s.ci95
+    if s.n < 2:
+        return Check(claim, "inconclusive", detail, why="n too small")
+    if lo <= bound <= hi:
+        detail += "; the 95% interval straddles the bound"
+    within = s.mean <= bound if upper else s.mean >= bound
+    return Check(claim, "supported" if within else "not supported", detail)
+
+
+def learned(
+    stats: ArmStats, arms: Sequence[Arm], *, metric: str, threshold: float, goal: Goal, shows_at: str
+) -> Check | None:
+    """None when the best of ``arms`` learned (reached ``threshold``); else a "not shown at this scale" check."""
+    sign = 1.0 if goal == "maximize" else -1.0
+    means = {a: s.mean for a in arms if (s := get(stats, a, metric)) is not None}
+    if not means:
+        return Check("the task is learned", "inconclusive", f"{metric}: no finished seed", why="n too small")
+    best = max(means, key=lambda a: sign * means[a])
+    if sign * (means[best] - threshold) >= 0:
+        return None
+    return Check(
+        "the task is learned",
+        "not shown at this scale",
+        f"best arm {name(best)} reaches {metric} {means[best]:.3f}, short of {threshold:g}",
+        why=f"nothing learned at this scale; expected to show at {shows_at}",
+    )
+
+
+def join(checks: Sequence[Check], gate: Check | None = None) -> str:
+    """One verdict line: the overall answer, then every check with its numbers."""
+    if gate is not None:
+        return f"{gate.answer}: {gate.detail} ({gate.why})"
+    answers = [c.answer for c in checks]
+    if answers and all(a == "supported" for a in answers):
+        head = "supported"
+    elif "not supported" in answers:
+        head = "not supported"
+    else:
+        whys = sorted({c.why for c in checks if c.answer == "inconclusive" and c.why})
+        head = f"inconclusive ({'; '.join(whys) or 'no checks'})"
+    return head + ": " + " | ".join(c.text() for c in checks)
+
+
+def verdict_word(line: str) -> str:
+    """The leading answer of a verdict line (supported / not supported / inconclusive / not shown at this scale)."""
+    for word in ("not shown at this scale", "not supported", "supported", "inconclusive", "no verdict"):
+        if line.startswith(word):
+            return word
+    return line.split(":", 1)[0]

@@ -1,0 +1,64 @@
+"""``attnlab findings`` on a tiny question set whose trials are already finished (fake run directories in
+the runner's trial names): nothing trains, every trial is skipped (resumability), the progress line
+counts them, and the README has its header, one row per claim and a section with figures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_report import ACC, fake_run
+
+from ablations.findings import Progress, findings_main
+from ablations.runner import Outcome, Trial
+
+
+def _finished_scaling(root: Path) -> None:
+    exp = root / "scaling"
+    for scale, acc in ACC.items():
+        for seed in (1, 2, 3):
+            fake_run(exp, scale, seed, acc=acc)
+
+
+def test_findings_skips_finished_trials_and_writes_the_readme(tmp_path: Path, capsys):
+    root, out = tmp_path / "runs", tmp_path / "docs"
+    _finished_scaling(root)
+    assert findings_main(["--root", str(root), "--out", str(out), "--only", "scaling"]) == 0
+    printed = capsys.readouterr().out
+    assert "findings: 9/9 trials" in printed and printed.count("skipped (finished)") == 9
+    assert printed.count(" ETA ") == 9, "a progress line after every trial"
+    text = (out / "README.md").read_text()
+    assert "- **Command:** `attnlab findings --root" in text and "- **CPU:** " in text and "- **Wall time:** " in text
+    row = next(line for line in text.splitlines() if line.startswith("| [scaling](#scaling)"))
+    assert "Vaswani" in row and "**supported**" in row and "sqrt_dk 0.920 ± 0.010" in row
+    assert "## scaling" in text and "![scaling curves](scaling/curves.png)" in text
+    assert (out / "scaling" / "report.md").is_file() and (out / "scaling" / "curves.png").stat().st_size > 1000
+    assert "Full (GPU) preset" in text and "Quick preset" in text
+
+
+def test_findings_dry_run_lists_what_is_left(tmp_path: Path, capsys):
+    root = tmp_path / "runs"
+    _finished_scaling(root)
+    (root / "scaling" / "attn_scale=dk,seed=2" / "summary.json").unlink()
+    assert findings_main(["--root", str(root), "--out", str(tmp_path / "docs"), "--only", "scaling", "--dry-run"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("skipped (finished)") == 8 and "attn_scale=dk,seed=2\n" in printed
+    assert not (tmp_path / "docs" / "README.md").exists()
+
+
+def test_findings_without_runs_and_bad_input(tmp_path: Path, capsys):
+    assert findings_main(["--root", str(tmp_path / "none"), "--out", str(tmp_path / "d"), "--report-only"]) == 1
+    assert findings_main(["--jobs", "0"]) == 2
+    assert "at least 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        findings_main(["--only", "no_such_question"])
+
+
+def test_progress_eta_uses_the_trials_that_ran(tmp_path: Path):
+    trial = Trial(name="t", params={}, run_dir=tmp_path, command=[])
+    progress = Progress(total=10, jobs=2)
+    progress.update(Outcome(trial=trial, status="skipped (finished)", skipped=True))
+    assert progress.eta_s() is None and "1/10 trials" in progress.line()
+    progress.update(Outcome(trial=trial, status="finished", wall_s=100.0))
+    progress.update(Outcome(trial=trial, status="finished", wall_s=60.0))
+    assert progress.eta_s() == pytest.approx(7 * 80.0 / 2)  # 7 left, 80 s each, 2 at once

@@ -1,0 +1,210 @@
+"""Seed statistics (intervals, paired comparisons, effect sizes) and the claims' verdicts on synthetic
+arm statistics: each verdict says supported / not supported / inconclusive / not shown at this scale
+for the shape the paper predicts, and never "not supported" when nothing learned."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from ablations import claims
+from ablations.stats import Stat, compare, sign_flip_p, stat, t975
+from ablations.verdicts import similar, verdict_word
+
+
+def seeds(*values: float) -> Stat:
+    """A Stat over seeds 1..n."""
+    return stat(list(values), list(range(1, len(values) + 1)))
+
+
+def test_t_interval_matches_the_textbook_value():
+    assert t975(2) == pytest.approx(4.303) and t975(1000) == pytest.approx(1.96) and math.isnan(t975(0))
+    s = seeds(1.0, 2.0, 3.0)  # mean 2, sd 1: half-width 4.303 / sqrt(3)
+    lo, hi = s.ci95
+    assert (s.mean, s.std, s.n) == (2.0, 1.0, 3)
+    assert lo == pytest.approx(2 - 4.303 / math.sqrt(3)) and hi == pytest.approx(2 + 4.303 / math.sqrt(3))
+    assert all(math.isnan(x) for x in seeds(1.0).ci95) and seeds(1.0).text() == "1.000 ± 0.000"
+
+
+def test_pairing_by_seed_removes_the_shared_seed_noise():
+    """Seeds differ a lot, but a beats b by 0.05 on every seed: paired it is clear, unpaired it is not."""
+    a, b = seeds(0.2, 0.5, 0.8), seeds(0.15, 0.45, 0.75)
+    paired = compare(a, b, goal="maximize")
+    assert paired.paired and paired.diff == pytest.approx(0.05) and paired.outcome() == "better"
+    assert paired.effect > 100 and paired.p == pytest.approx(1 / 8)  # 3 positive diffs: 1 of 8 sign patterns
+    unpaired = compare(Stat(a.mean, a.std, 3), Stat(b.mean, b.std, 3), goal="maximize")
+    assert not unpaired.paired and unpaired.outcome() == "within seed noise"
+    assert compare(b, a, goal="maximize").outcome() == "worse"
+    assert compare(b, a, goal="minimize").outcome() == "better"
+
+
+def test_seeds_only_one_arm_finished_are_not_paired():
+    a = stat([0.9, 0.91, 0.92], [1, 2, 3])
+    b = stat([0.1, 0.12], [3, 4])  # one common seed: fall back to the unpaired interval
+    cmp = compare(a, b, goal="maximize")
+    assert not cmp.paired and cmp.outcome() == "better" and math.isnan(cmp.p)
+    assert compare(seeds(0.9), seeds(0.1), goal="maximize").outcome() == "n too small"
+
+
+def test_sign_flip_p_counts_sign_patterns():
+    assert sign_flip_p([1.0, 1.0, 1.0, 1.0]) == pytest.approx(1 / 16)
+    assert sign_flip_p([1.0, -1.0]) == pytest.approx(3 / 4)  # observed mean 0: 3 of 4 patterns are >= 0
+
+
+def test_similar_needs_the_interval_inside_the_margin():
+    stats = {("a",): {"m": seeds(0.80, 0.82, 0.81)}, ("b",): {"m": seeds(0.81, 0.80, 0.82)}}
+    assert similar(stats, ("a",), ("b",), metric="m", margin=0.1).answer == "supported"
+    stats[("b",)] = {"m": seeds(0.5, 0.52, 0.51)}
+    assert similar(stats, ("a",), ("b",), metric="m", margin=0.1).answer == "not supported"
+
+
+def arm(**metrics: tuple[float, ...]) -> dict[str, Stat]:
+    return {k.replace("__", "/"): seeds(*v) for k, v in metrics.items()}
+
+
+def bottleneck_stats(none_drop: tuple[float, ...], soft_acc: float = 0.9) -> dict:
+    soft = arm(
+        val__exact_match=(soft_acc, soft_acc + 0.02, soft_acc - 0.01), val__len_drop__acc_by_len=(0.05, 0.08, 0.03)
+    )
+    return {
+        ("none",): arm(val__exact_match=(0.2, 0.22, 0.19), val__len_drop__acc_by_len=none_drop),
+        ("additive",): soft,
+        ("dot",): soft,
+        ("general",): soft,
+        ("hard",): arm(val__exact_match=(0.4, 0.45, 0.42)),
+    }
+
+
+def test_bottleneck_reads_the_fall_with_length():
+    line = claims.bottleneck(bottleneck_stats(none_drop=(0.7, 0.75, 0.8)))
+    assert verdict_word(line) == "supported", line
+    assert "stays near flat" in line and "falls with length" in line
+    flat_none = claims.bottleneck(bottleneck_stats(none_drop=(0.02, 0.05, 0.04)))
+    assert verdict_word(flat_none) == "not supported"
+
+
+def test_nothing_learned_is_not_shown_at_this_scale_not_unsupported():
+    line = claims.bottleneck(bottleneck_stats(none_drop=(0.0, 0.0, 0.0), soft_acc=0.01))
+    assert verdict_word(line) == "not shown at this scale" and "expected to show at the full preset" in line
+
+
+def norm_stats(post_cold: dict, warm: int = 100) -> dict:
+    good = arm(val__exact_match=(0.8, 0.82, 0.81))
+    return {
+        ("post", 6, 0): post_cold,
+        ("post", 6, warm): good,
+        ("pre", 6, 0): good,
+        ("pre", 6, warm): good,
+        ("post", 2, 0): arm(val__exact_match=(0.79, 0.8, 0.81)),
+        ("post", 2, warm): good,
+    }
+
+
+def test_norm_warm_up_recovers_deep_post_norm_and_depth_matters():
+    line = claims.norm(norm_stats(arm(val__exact_match=(0.1, 0.15, 0.12))), warm=100)
+    assert verdict_word(line) == "supported", line
+    assert "gain grows with depth" in line
+    fine = claims.norm(norm_stats(arm(val__exact_match=(0.8, 0.81, 0.79))), warm=100)
+    assert verdict_word(fine) == "not supported"
+
+
+def test_norm_counts_divergence_as_the_failure_it_is():
+    diverged = {"status/diverged": seeds(1.0, 1.0, 1.0)}  # no exact match: every seed diverged
+    line = claims.norm(norm_stats(diverged), warm=100)
+    assert "diverged on all 3 seeds" in line and verdict_word(line) == "inconclusive", line  # depth gain unmeasurable
+
+
+def test_positions_reports_the_ranking_beyond_the_training_lengths():
+    def pos(exact: float, beyond: float) -> dict:
+        return arm(
+            val__exact_match=(exact, exact + 0.01, exact - 0.01),
+            test__beyond__token_acc_by_len=(beyond, beyond, beyond + 0.01),
+        )
+
+    stats = {
+        ("sinusoidal",): pos(0.9, 0.3),
+        ("rope",): pos(0.9, 0.5),
+        ("learned",): pos(0.88, 0.2),
+        ("none",): pos(0.01, 0.1),
+    }
+    line = claims.positions(stats)
+    assert verdict_word(line) == "supported", line
+    assert line.index("rope 0.50") < line.index("sinusoidal 0.30") < line.index("learned 0.20")
+    stats[("learned",)] = pos(0.5, 0.2)
+    assert verdict_word(claims.positions(stats)) == "not supported"
+
+
+def test_forcing_reads_the_exposure_gap_and_the_speed():
+    def f(gap: float, steps: float, exact: float = 0.9) -> dict:
+        return arm(
+            **{
+                "curve__mean__val__exposure_gap": (gap, gap + 0.01, gap - 0.01),
+                "curve__steps_to_target": (steps, steps + 10, steps - 10),
+                "val__exact_match": (exact, exact, exact),
+            }
+        )
+
+    stats = {("teacher",): f(0.2, 300), ("student",): f(0.01, 500), ("scheduled",): f(0.08, 320)}
+    assert verdict_word(claims.forcing(stats)) == "supported"
+    stats[("scheduled",)] = f(0.3, 320)
+    assert verdict_word(claims.forcing(stats)) == "not supported"
+
+
+def test_adding_problem_mean_predictor():
+    def cell(*mse: float) -> dict:
+        return arm(val__mse=mse)
+
+    stats = {
+        ("rnn",): cell(0.165, 0.17, 0.168),
+        ("lstm",): cell(0.001, 0.002, 0.0015),
+        ("gru",): cell(0.01, 0.02, 0.01),
+        ("lstm_peephole",): cell(0.003, 0.002, 0.004),
+    }
+    assert verdict_word(claims.cells_adding(stats)) == "supported"
+    stuck = {k: cell(0.17, 0.18, 0.175) for k in stats}
+    assert verdict_word(claims.cells_adding(stuck)) == "not shown at this scale"
+
+
+def test_heads_reports_equal_parameter_counts():
+    def h(exact: float, params: float) -> dict:
+        return arm(val__exact_match=(exact, exact + 0.01, exact - 0.01), run__parameters=(params, params, params))
+
+    stats = {(1,): h(0.5, 1000), (4,): h(0.9, 1000), (8,): h(0.85, 1000), (16,): h(0.6, 1000)}
+    line = claims.heads(stats)
+    assert verdict_word(line) == "supported" and "equal parameter counts: supported" in line
+    stats[(16,)] = h(0.6, 1200)
+    assert "equal parameter counts: not supported" in claims.heads(stats)
+
+
+def test_derived_length_numbers_and_steps_to_target():
+    from ablations.derived import derive, length_numbers
+    from ablations.results import RunRecord
+
+    metrics = {"val/acc_by_len/len_001_005": 0.9, "val/acc_by_len/len_006_010": 0.5, "val/acc_by_len/len_011_015": 0.1,
+               "test/token_acc_by_len/len_011_015": 0.8, "test/token_acc_by_len/len_016_020": 0.4,
+               "test/token_acc_by_len/len_021_025": 0.2}
+    out = length_numbers(metrics, {"data.max_len": 12})
+    assert out["val/len_drop/acc_by_len"] == pytest.approx(0.8)
+    assert out["val/len_slope/acc_by_len"] == pytest.approx(-3.4 / 36.5)  # OLS over bucket centres 3, 8, 11.5
+    assert out["test/beyond/token_acc_by_len"] == pytest.approx(0.3) and "test/len_drop/token_acc_by_len" not in out
+    history = [{"step": 10.0, "val/exact_match": 0.2}, {"step": 20.0, "val/exact_match": 0.6},
+               {"step": 5.0, "train/grad_qk/total": 2.0}, {"step": 6.0, "train/grad_qk/total": 4.0}]
+    run = RunRecord(experiment="e", name="r", status="finished", params={}, metrics={"val/exact_match": 0.6},
+                    history=history, info={"parameters": 1234})
+    d = derive(run, metric="val/exact_match", target=0.5)
+    assert d["curve/steps_to_target"] == 20.0 and d["curve/reached_target"] == 1.0
+    assert d["train/grad_qk/total"] == pytest.approx(3.0) and d["run/parameters"] == 1234.0
+    never = derive(run, metric="val/exact_match", target=0.9)
+    assert never["curve/steps_to_target"] == 21.0 and never["curve/reached_target"] == 0.0
+
+
+def test_shape_bounds_read_the_mean_and_say_when_the_interval_straddles():
+    from ablations.verdicts import at_least, at_most
+
+    stats = {("a",): {"drop": seeds(0.05, 0.12)}}  # mean 0.085; with 2 seeds the interval is wide
+    check = at_most(stats, ("a",), metric="drop", bound=0.15, claim="flat")
+    assert check.answer == "supported" and "straddles" in check.detail
+    assert at_least(stats, ("a",), metric="drop", bound=0.15, claim="falls").answer == "not supported"
+    assert at_most({("a",): {"drop": seeds(0.05)}}, ("a",), metric="drop", bound=0.15, claim="x").answer == (
+        "inconclusive")

@@ -1,6 +1,7 @@
 """Blocks are plain torch: lit_models/blocks imports nothing from datamodules or the Lightning layer.
 
-(The package-level one-way rule is tests/cli/test_conventions.py.) A static scan of every import statement (module level and inside functions), so a lazy import cannot hide a cycle.
+(The package-level one-way rule is tests/cli/test_conventions.py.) A static scan of every import statement,
+module level and inside functions, so a lazy import cannot hide one.
 """
 
 import ast

@@ -36,7 +36,7 @@ FAMILIES: dict[str, tuple[str, list[str], dict[str, list[str]], str]] = {
                     {"greedy": [], "beam": ["--decode.strategy=beam", "--decode.beam_size=3"]}, "exact_match"),
     "recurrent_hard": ("rnn_reverse", ["--model.init_args.attention=hard", "--model.init_args.hidden_size=32",
                                        "--data.init_args.max_tokens=null", *SHORT_REVERSE],
-                       {"greedy": []}, "token_acc"),
+                       {"greedy": []}, "exact_match"),
     "classifier": ("sentiment_lstm_attention", ["--model.init_args.hidden_size=16", "--data.init_args.train_size=512",
                                                 "--trainer.max_epochs=1"], {"": []}, "acc"),
     "regressor": ("adding", ["--data.init_args.seq_len=20", "--data.init_args.train_size=512",

@@ -36,7 +36,7 @@ FAMILIES: dict[str, tuple[str, list[str], dict[str, list[str]], str]] = {
                     {"greedy": [], "beam": ["--decode.strategy=beam", "--decode.beam_size=3"]}, "exact_match"),
     "recurrent_hard": ("rnn_reverse", ["--model.init_args.attention=hard", "--model.init_args.hidden_size=32",
                                        "--data.init_args.max_tokens=null", *SHORT_REVERSE],
-                       {"greedy": []}, "token_acc"),
+                       {"greedy": []}, "exact_match"),
     "classifier": ("sentiment_lstm_attention", ["--model.init_args.hidden_size=16", "--data.init_args.train_size=512",
                                                 "--trainer.max_epochs=1"], {"": []}, "acc"),
     "regressor": ("adding", ["--data.init_args.seq_len=20", "--data.init_args.train_size=512",
@@ -48,11 +48,17 @@ FAMILIES: dict[str, tuple[str, list[str], dict[str, list[str]], str]] = {
                                "--trainer.max_epochs=1"], {"": []}, "acc"),
 }
 FLOAT_TOLERANCE = ("loss", "mse", "cider_d", "localisation", "glimpses_on_digit")  # means of float sums
+# The probes (lit_models/probes.py) read a fixed batch: the first examples of rank 0's first validation
+# batch. The eval sampler deals examples round-robin, so under 2 processes that batch holds examples
+# 0, 2, 4, ... instead of 0, 1, 2, ...: these diagnostics depend on the world size by design and are
+# not per-example metrics. They are left out here (reported to the lead).
+FIXED_BATCH_PROBES = ("val/attn_entropy/", "val/free_running_loss", "val/exposure_gap")
 
 
 def _metrics(root: Path, prefix: str) -> dict[str, float]:
     (summary,) = root.glob("*/*/summary.json")
-    return {k: v for k, v in json.loads(summary.read_text())["metrics"].items() if k.startswith(prefix)}
+    metrics = json.loads(summary.read_text())["metrics"].items()
+    return {k: v for k, v in metrics if k.startswith(prefix) and not k.startswith(FIXED_BATCH_PROBES)}
 
 
 def _evaluate(sub: str, args: list[str], root: Path, *, devices: int) -> dict[str, float]:

@@ -45,8 +45,9 @@ class ContextPerplexity(Metric):
         self.add_state("rows", default=[], dist_reduce_fx="cat")
 
     def update(self, context: int, nll_sum: Tensor, count: Tensor) -> None:
-        self.rows.append(torch.stack([torch.tensor(float(context), device=nll_sum.device),
-                                      nll_sum.detach().double().float(), count.float()])[None])
+        """context: the windows' context length; nll_sum, count: summed NLL and scored tokens of the batch."""
+        row = torch.stack([nll_sum.new_tensor(float(context)), nll_sum.detach().float(), count.float()])
+        self.rows.append(row[None])  # (1, 3)
 
     def compute(self) -> dict[str, Tensor]:
         rows = torch.cat(self.rows) if isinstance(self.rows, list) else self.rows  # (N, 3)

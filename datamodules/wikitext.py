@@ -26,6 +26,7 @@ keep the first windows of each context (the same text for every context's first 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, NamedTuple
 
@@ -197,7 +198,8 @@ class TextLM(SplitDataModule):
             if len(stream) <= max([self.context] if name != "test" else self.eval_contexts):
                 raise UsageError(f"the {name} text has {len(stream)} characters, fewer than one window needs")
 
-    def decode_tokens(self, ids) -> str:
+    def decode_tokens(self, ids: Sequence[int] | Tensor) -> str:
+        """Ids -> the characters they stand for (PAD dropped, unknown ids as U+FFFD)."""
         return "".join(self.itos.get(int(i), "\ufffd") for i in ids if int(i) != PAD)
 
     # ---------------------------------------------------------------- loaders

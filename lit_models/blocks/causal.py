@@ -153,7 +153,9 @@ class CausalTransformer(nn.Module):
                                     need_weights=need_weights)
         return {"key_mask": real, "pos": real.sum(1), "layers": caches}, maps
 
-    def _continue(self, state: State, ids: Tensor, need_weights: bool = False):
+    def _continue(
+        self, state: State, ids: Tensor, need_weights: bool = False
+    ) -> tuple[Tensor, State, list[Tensor | None]]:
         """Run ids (B, T) after the state's cache; right-padding of ids needs no mask (causal)."""
         t = ids.size(1)
         pos = state["pos"][:, None] + torch.arange(t, device=ids.device)  # (B, T)

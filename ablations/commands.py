@@ -60,6 +60,8 @@ def sweep_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=None, help="stop a trial after this many seconds")
     p.add_argument("--seed", type=int, default=0, help="seed of the engine's proposals (random/bayes)")
     p.add_argument("--report", action="store_true", help="write ROOT/<sweep name>/report.md when done")
+    p.add_argument("--quiet", action="store_true",
+                   help="no line per trial (only the totals); the ETA is shown only on a terminal anyway")
     return p
 
 
@@ -80,7 +82,7 @@ def sweep_main(argv: list[str]) -> int:
         sweep = load_sweep(_sweep_path(args.sweep))
         plan = make_plan(sweep, root=args.root, scale=args.scale, threads=_threads(args))
         outcomes = run_sweep(plan, count=args.count, dry_run=args.dry_run, jobs=args.jobs, timeout_s=args.timeout,
-                             seed=args.seed)
+                             seed=args.seed, echo=(lambda line: None) if args.quiet else print)
     except (SweepError, FileNotFoundError) as err:
         print(f"attnlab sweep: error: {err}", file=sys.stderr)
         return 2
@@ -176,7 +178,23 @@ def demo_main(argv: list[str]) -> int:
     return 0 if ok else 1
 
 
-COMMANDS = {"sweep": sweep_main, "report": report_main, "demo": demo_main}
+def dashboard_main(argv: list[str]) -> int:
+    """``attnlab dashboard``: save a W&B workspace view of one question (wandb-workspaces extra)."""
+    from ablations.dashboard import dashboard_main as run
+
+    return run(argv)
+
+
+COMMANDS = {"sweep": sweep_main, "report": report_main, "demo": demo_main, "dashboard": dashboard_main}
+"""``attnlab <name>`` -> its function (argv after the name -> exit code); the ``attnlab`` command
+(``attnlab/cli.py``) lists and dispatches every entry, so a new command is one line here."""
+SUMMARIES = {
+    "sweep": "run a sweep file offline on W&B's sweeps engine, each trial as `wandb agent` would run it",
+    "report": "compare a question's arms: table (mean ± std over seeds), curves, attention maps, verdict",
+    "demo": f"the {DEMO_QUESTION} question at quick scale, then its report (about 10 min on 2 CPU cores)",
+    "dashboard": "save a W&B workspace view of a question: metric by arm, runs grouped by arm, probes, images",
+}
+"""One help line per command for ``attnlab --help`` (else the function's docstring is used)."""
 
 
 def dispatch(argv: list[str]) -> int | None:

@@ -67,8 +67,6 @@ class Question:
         verdict: reads the per-arm statistics and returns one line starting with
             "supported", "not supported" or "inconclusive".
         quick: CLI overrides for ``--scale quick`` (appended after ``${args}``).
-        test_after_fit: run ``attnlab test`` on the best checkpoint after each fit (the metric
-            or a probe is a ``test/`` key, e.g. extrapolation to longer test sequences).
     """
 
     name: str
@@ -80,7 +78,6 @@ class Question:
     expected: str
     verdict: Verdict
     quick: tuple[str, ...] = QUICK_TRANSFORMER
-    test_after_fit: bool = False
 
     @property
     def sweep_path(self) -> Path:
@@ -214,7 +211,6 @@ QUESTIONS: dict[str, Question] = {
                      "never trained; RoPE degrades most gracefully (Vaswani et al. 2017, §3.5; Su et al. 2021; "
                      "Press et al. 2022, §2.2).",
             verdict=_positions_verdict,
-            test_after_fit=True,
             quick=QUICK_POSITIONS,
         ),
         Question(
@@ -272,7 +268,6 @@ QUESTIONS: dict[str, Question] = {
             verdict=all_beat([("additive",), ("hard",)], [("none",)], metric="test/bleu4", goal="maximize"),
             quick=("--trainer.max_epochs=2", "--data.train_size=2000", "--data.val_size=128",
                    "--data.test_size=128", "--trainer.log_every_n_steps=5"),
-            test_after_fit=True,
         ),
         Question(
             name="cells", sweep="cells.yaml", axes=("model.cell",), metric="val/exact_match", goal="maximize",

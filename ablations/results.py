@@ -20,10 +20,11 @@ from typing import Any
 import yaml
 
 from ablations.questions import Arm, ArmStats, Stat
+from lit_models.rundir import Status
 
 log = logging.getLogger(__name__)
 
-STATUSES = ("finished", "diverged", "failed", "interrupted", "preempted", "running")
+STATUSES = tuple(status.value for status in Status)  # the run directory's status enum
 
 
 @dataclass

@@ -4,8 +4,10 @@
 before it; every trial runs as a subprocess with exactly the argument list ``wandb agent``
 builds from the sweep's ``command:`` (``${env} ${interpreter} ${program} ... ${args}``, values
 rendered ``--key=value`` with ``str()``), followed by the scale overrides and the run-directory
-arguments. Deviation from the agent: ``${interpreter}`` is the Python running this runner (the
-agent uses the literal ``python`` from PATH), so trials run in the same environment.
+arguments. Everything else a trial needs (its experiment, a test after the fit) is in the sweep's
+own command, so a trial here is exactly a ``wandb agent`` trial. Deviation from the agent:
+``${interpreter}`` is the Python running this runner (the agent uses the literal ``python`` from
+PATH), so trials run in the same environment.
 
 Each trial lands in ``<root>/<sweep name>/<trial name>/`` (the run-directory contract) plus
 ``trial.json`` (parameters, command, exit code, status) and ``trial.log`` (its output). Trial
@@ -15,13 +17,11 @@ finished or diverged, and retries the rest.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
 import os
 import random
-import re
 import shutil
 import subprocess
 import sys
@@ -31,112 +31,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ablations.questions import QUICK_DATA, REPO, question_for
+from ablations.sweepspec import (  # noqa: F401 - the sweep-file API, re-exported for callers of the runner
+    SEED_KEY,
+    SweepError,
+    load_sweep,
+    proposable_values,
+    render_args,
+    render_command,
+    schema_violations,
+    to_python,
+    trial_name,
+    varied_keys,
+)
+from lit_models.rundir import DONE, RunPaths, Status, read_summary
 
 log = logging.getLogger(__name__)
 
-DONE_STATUSES = ("finished", "diverged")
-DEFAULT_COMMAND = ["${env}", "${interpreter}", "${program}", "${args}"]  # wandb's DEFAULT_SWEEP_COMMAND
-ENVVAR_MACRO = re.compile(r"\$\{envvar:([A-Z0-9_]*)\}")  # wandb's SWEEP_COMMAND_ENV_VAR_REGEX
-SEED_KEY = "seed_everything"
-
-
-class SweepError(ValueError):
-    """A sweep file that cannot run (schema violation, unknown method without a bound, ...)."""
-
-
-# ---------------------------------------------------------------- sweep files
-def load_sweep(path: str | Path) -> dict[str, Any]:
-    """Read a sweep YAML file into a dict (raises SweepError naming the file if it is not a mapping)."""
-    data = yaml.safe_load(Path(path).read_text())
-    if not isinstance(data, dict):
-        raise SweepError(f"{path}: a sweep file must be a YAML mapping")
-    data.setdefault("name", Path(path).stem)
-    for key, spec in (data.get("parameters") or {}).items():
-        spec = spec if isinstance(spec, dict) else {}
-        given = [spec["value"]] if "value" in spec else spec.get("values") or []
-        if None in given:
-            raise SweepError(f"{path}: parameter {key} has the value null, which the agent passes as the string "
-                             "'None'; remove it (leave the parameter out to keep the config's default)")
-    return data
-
-
-def schema_violations(sweep: Mapping[str, Any]) -> list[str]:
-    """W&B's own validation of a sweep config (``sweeps.schema_violations_from_proposed_config``)."""
-    from sweeps import schema_violations_from_proposed_config
-
-    return list(schema_violations_from_proposed_config(dict(sweep)))
-
-
-def varied_keys(sweep: Mapping[str, Any]) -> list[str]:
-    """Parameters that take more than one value (everything but ``value:`` constants), sorted."""
-    return sorted(k for k, spec in sweep.get("parameters", {}).items() if "value" not in spec)
-
-
-def to_python(value: Any) -> Any:
-    """numpy scalars (what the engine proposes for distributions) -> plain Python, as JSON would give."""
-    return value.item() if hasattr(value, "item") and not isinstance(value, (list, dict, str)) else value
-
-
-def proposable_values(name: str, spec: Mapping[str, Any]) -> list[Any]:
-    """Every value the engine can propose for a categorical/constant parameter; for a distribution,
-    its minimum, median and (almost) maximum as the engine would render them."""
-    if "values" in spec:
-        return list(spec["values"])
-    if "value" in spec:
-        return [spec["value"]]
-    import numpy as np
-    from sweeps.params import HyperParameter
-
-    quantiles = np.array([0.0, 0.5, 1.0 - 1e-9])
-    return [to_python(v) for v in np.atleast_1d(HyperParameter(name, dict(spec)).ppf(quantiles))]
-
-
-# -------------------------------------------------------------- command rendering
-def render_args(params: Mapping[str, Any]) -> list[str]:
-    """``${args}``: ``--key=value`` with ``str(value)``, in the given order (as the agent does)."""
-    return [f"--{key}={value}" for key, value in params.items()]
-
-
-def render_command(
-    sweep: Mapping[str, Any], params: Mapping[str, Any], *, interpreter: str = "python", env: str = "/usr/bin/env"
-) -> list[str]:
-    """The argument list ``wandb agent`` runs for a trial with ``params`` (its ``_command_run``).
-
-    ``${envvar:NAME}`` becomes the variable's value (or ``NAME`` when unset, like the agent);
-    ``${args_no_hyphens}`` and the other agent macros are supported, but ``${args}`` is the one
-    LightningCLI accepts.
-    """
-    macros: dict[str, list[str]] = {
-        "env": [env], "interpreter": [interpreter], "program": [str(sweep.get("program", ""))],
-        "args": render_args(params), "args_no_hyphens": [f"{k}={v}" for k, v in params.items()],
-        "args_no_equals": [s for k, v in params.items() for s in (f"--{k}", str(v))],
-        "args_json": [json.dumps(dict(params))],
-        "args_no_boolean_flags": [f"--{k}" if v is True else f"--{k}={v}" for k, v in params.items() if v is not False],
-        "args_append_hydra": [f"+{k}={v}" for k, v in params.items()],
-        "args_override_hydra": [f"++{k}={v}" for k, v in params.items()],
-    }
-    out: list[str] = []
-    for chunk in list(sweep.get("command") or DEFAULT_COMMAND):
-        chunk = ENVVAR_MACRO.sub(lambda m: os.environ.get(m.group(1), m.group(1)), str(chunk))
-        if chunk.startswith("${") and chunk.endswith("}"):
-            out += macros.get(chunk[2:-1]) or []
-        else:
-            out.append(chunk)
-    return out
-
-
-def trial_name(params: Mapping[str, Any], varied: list[str]) -> str:
-    """Deterministic, readable name from the varied parameters: ``attn_scale=none,seed=1``."""
-    shorts = [k.split(".")[-1] for k in varied]
-    parts = []
-    for key, short in zip(varied, shorts, strict=True):
-        label = "seed" if key == SEED_KEY else (short if shorts.count(short) == 1 else key)
-        parts.append(f"{label}={params.get(key)}")
-    name = re.sub(r"[^A-Za-z0-9_.,=+-]", "_", ",".join(parts)) or "default"
-    return name if len(name) <= 120 else name[:100] + "-" + hashlib.sha1(name.encode()).hexdigest()[:8]
+DONE_STATUSES = tuple(s.value for s in DONE)
 
 
 # ---------------------------------------------------------------- trials
@@ -148,7 +60,6 @@ class Trial:
     params: dict[str, Any]
     run_dir: Path
     command: list[str]
-    follow_up: list[str] | None = None  # `attnlab test` on the best checkpoint, when the question needs it
 
 
 @dataclass
@@ -174,7 +85,6 @@ class SweepPlan:
     scale_args: list[str]
     interpreter: str
     cwd: Path
-    test_after_fit: bool
     env: dict[str, str]
 
     @property
@@ -184,12 +94,12 @@ class SweepPlan:
     def trial(self, params: dict[str, Any]) -> Trial:
         name = trial_name(params, varied_keys(self.sweep))
         run_dir = self.root / self.name / name
-        run_args = [f"--run.root={self.root}", f"--run.experiment={self.name}", f"--run.name={name}"]
-        command = render_command(self.sweep, params, interpreter=self.interpreter) + self.scale_args + run_args
-        follow_up = None
-        if self.test_after_fit and "fit" in command:
-            follow_up = [("test" if c == "fit" else c) for c in command] + ["--ckpt_path=best"]
-        return Trial(name=name, params=params, run_dir=run_dir, command=command, follow_up=follow_up)
+        command = render_command(self.sweep, params, interpreter=self.interpreter) + self.scale_args
+        command.append(f"--run.root={self.root}")
+        if not any(c.startswith("--run.experiment=") for c in command):  # an ad-hoc sweep: its name
+            command.append(f"--run.experiment={self.name}")
+        command.append(f"--run.name={name}")
+        return Trial(name=name, params=params, run_dir=run_dir, command=command)
 
 
 def make_plan(
@@ -204,14 +114,14 @@ def make_plan(
     scale_args = [] if scale == "full" else list(question.quick if question else QUICK_DATA)
     from lit_models.run import RUN_DIR_ENV
 
-    env = {k: v for k, v in os.environ.items() if k != RUN_DIR_ENV}  # each trial names its own run directory
+    # each trial names its own run directory and W&B run (a stale agent id would merge them all)
+    env = {k: v for k, v in os.environ.items() if k not in (RUN_DIR_ENV, "WANDB_RUN_ID")}
     if threads:
         env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     program = Path(str(sweep.get("program", "")))
     cwd = Path.cwd() if program.is_absolute() or (Path.cwd() / program).exists() else REPO
     return SweepPlan(sweep=sweep, name=name, root=Path(root).resolve(), scale_args=scale_args,
-                     interpreter=interpreter or sys.executable, cwd=cwd,
-                     test_after_fit=bool(question and question.test_after_fit), env=env)
+                     interpreter=interpreter or sys.executable, cwd=cwd, env=env)
 
 
 def read_json(path: Path) -> dict[str, Any]:
@@ -225,29 +135,29 @@ def read_json(path: Path) -> dict[str, Any]:
 def trial_status(run_dir: Path, returncode: int | None) -> str:
     """finished / diverged / interrupted / preempted from summary.json; anything else (no summary) is failed.
 
+    A non-zero exit fails a trial whose summary says finished (e.g. its test after the fit failed).
     A preempted trial saved ``last.ckpt`` and is resumed the next time the sweep runs."""
-    status = read_json(run_dir / "summary.json").get("status")
+    status = read_summary(run_dir).status
+    stopped = (Status.DIVERGED, Status.INTERRUPTED, Status.PREEMPTED)
     if returncode not in (0, None):
-        return status if status in ("diverged", "interrupted", "preempted") else "failed"
-    return status if status in ("finished", "diverged", "interrupted", "preempted") else "failed"
+        return status.value if status in stopped else Status.FAILED.value
+    return status.value if status in (Status.FINISHED, *stopped) else Status.FAILED.value
 
 
 # ---------------------------------------------------------------- execution
 @dataclass
 class _Running:
-    """A trial whose subprocess is alive (``phase`` fit, then test when a follow-up is due)."""
+    """A trial whose subprocess is alive."""
 
     trial: Trial
     proc: subprocess.Popen
     log_file: Any
     started: float
-    phase: str = "fit"
 
 
 def _write_trial_json(trial: Trial, plan: SweepPlan, **fields: Any) -> None:
-    record = {"name": trial.name, "sweep": plan.name, "params": trial.params, "command": trial.command,
-              "follow_up": trial.follow_up, **fields}
-    (trial.run_dir / "trial.json").write_text(json.dumps(record, indent=2, default=str))
+    record = {"name": trial.name, "sweep": plan.name, "params": trial.params, "command": trial.command, **fields}
+    RunPaths(trial.run_dir).trial.write_text(json.dumps(record, indent=2, default=str))
 
 
 def _launch(trial: Trial, plan: SweepPlan, command: list[str], log_file: Any) -> subprocess.Popen:
@@ -284,18 +194,12 @@ def stop_process(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
             continue
 
 
-def finish_phase(running: _Running, plan: SweepPlan) -> Outcome | None:
-    """A subprocess ended: start the follow-up test if due (None), else the trial's Outcome."""
+def finish_trial(running: _Running, plan: SweepPlan) -> Outcome:
+    """The trial's subprocess ended: record and return its Outcome."""
     trial, rc = running.trial, running.proc.returncode
     status = trial_status(trial.run_dir, rc)
-    if running.phase == "fit" and status == "finished" and trial.follow_up:
-        running.phase = "test"
-        running.proc = _launch(trial, plan, trial.follow_up, running.log_file)
-        return None
     running.log_file.close()
-    if running.phase == "test":  # the fit finished; a failed test makes the trial failed
-        status = "finished" if rc == 0 else "failed"
-    metrics = read_json(trial.run_dir / "summary.json").get("metrics", {})
+    metrics = read_summary(trial.run_dir).metrics
     value = metrics.get(plan.metric) if plan.metric else None
     wall = time.time() - running.started
     _write_trial_json(trial, plan, status=status, returncode=rc, wall_s=round(wall, 1), metric=value)
@@ -315,12 +219,22 @@ def wait_any(active: list[_Running], timeout_s: float | None) -> _Running:
         time.sleep(0.2)
 
 
-def progress_line(index: int, total: int | None, outcome: Outcome, metric: str | None) -> str:
-    """``[3/12] attn_scale=none,seed=1  finished  val/exact_match=0.412  38s``"""
+def progress_line(index: int, total: int | None, outcome: Outcome, metric: str | None,
+                  eta_s: float | None = None) -> str:
+    """``[3/12] attn_scale=none,seed=1  finished  val/exact_match=0.412  38s  ETA 6 min``"""
     value = "" if outcome.metric is None or metric is None else f"  {metric}={outcome.metric:.4g}"
     rc = f" (exit {outcome.returncode})" if outcome.returncode not in (0, None) else ""
     wall = f"  {outcome.wall_s:.0f}s" if not outcome.skipped else ""
-    return f"[{index}/{total or '?'}] {outcome.trial.name}  {outcome.status}{rc}{value}{wall}"
+    eta = "" if eta_s is None else f"  ETA {eta_s / 60:.0f} min" if eta_s >= 90 else f"  ETA {eta_s:.0f}s"
+    return f"[{index}/{total or '?'}] {outcome.trial.name}  {outcome.status}{rc}{value}{wall}{eta}"
+
+
+def eta_seconds(outcomes: list[Outcome], total: int | None, jobs: int) -> float | None:
+    """Time left: the mean wall time of the trials run so far times the trials left, over ``jobs``."""
+    ran = [o.wall_s for o in outcomes if not o.skipped]
+    if total is None or not ran:
+        return None
+    return sum(ran) / len(ran) * max(0, total - len(outcomes)) / max(1, jobs)
 
 
 def grid_size(sweep: Mapping[str, Any]) -> int | None:
@@ -342,12 +256,12 @@ def _engine_record(trial: Trial, state: str, metrics: Mapping[str, float] | None
 def _done_outcome(trial: Trial, metric: str | None) -> Outcome | None:
     """An Outcome marking the trial skipped when its summary says finished or diverged (and the runner's
     own record, if any, agrees: a fit whose follow-up test failed is run again)."""
-    summary = read_json(trial.run_dir / "summary.json")
-    record = read_json(trial.run_dir / "trial.json")
-    if summary.get("status") not in DONE_STATUSES or (record and record.get("status") not in DONE_STATUSES):
+    summary = read_summary(trial.run_dir)
+    record = read_json(RunPaths(trial.run_dir).trial)
+    if not summary.done or (record and Status.parse(record.get("status")) not in DONE):
         return None
-    metrics = {k: v for k, v in summary.get("metrics", {}).items() if isinstance(v, (int, float))}
-    return Outcome(trial=trial, status=f"skipped ({summary['status']})", metric=metrics.get(metric or ""),
+    metrics = summary.metrics
+    return Outcome(trial=trial, status=f"skipped ({summary.status.value})", metric=metrics.get(metric or ""),
                    skipped=True, summary_metrics=metrics)
 
 
@@ -357,6 +271,7 @@ class _Session:
     def __init__(self, plan: SweepPlan, *, limit: int | None, dry_run: bool, jobs: int,
                  echo: Callable[[str], None]) -> None:
         self.plan, self.limit, self.dry_run, self.jobs, self.echo = plan, limit, dry_run, max(1, jobs), echo
+        self.show_eta = echo is print and sys.stdout.isatty()  # an estimate is for a person watching
         sizes = [x for x in (limit, grid_size(plan.sweep)) if x is not None]
         self.total = min(sizes) if sizes else None
         self.runs: list[Any] = []
@@ -390,7 +305,7 @@ class _Session:
                 self.started += 1
                 self._record(Outcome(trial=trial, status="planned", skipped=True), "finished")
                 self.echo(f"[{len(self.outcomes)}/{self.total or '?'}] {trial.name}\n    {' '.join(trial.command)}"
-                          + (f"\n  then {' '.join(trial.follow_up)}" if trial.follow_up else ""))
+                          )
             else:
                 self.skipped_in_a_row = 0
                 self.started += 1
@@ -398,14 +313,13 @@ class _Session:
                 self.active.append(start_trial(trial, self.plan))
 
     def collect(self, timeout_s: float | None) -> None:
-        """Wait for one live trial to end a phase; record and print it when the trial is over."""
+        """Wait for one live trial to end; record and print it."""
         running = wait_any(self.active, timeout_s)
-        outcome = finish_phase(running, self.plan)
-        if outcome is None:
-            return
+        outcome = finish_trial(running, self.plan)
         self.active.remove(running)
         self._record(outcome, "finished" if outcome.status in DONE_STATUSES else "failed")
-        self.echo(progress_line(len(self.outcomes), self.total, outcome, self.plan.metric))
+        eta = eta_seconds(self.outcomes, self.total, self.jobs) if self.show_eta else None
+        self.echo(progress_line(len(self.outcomes), self.total, outcome, self.plan.metric, eta))
 
     def interrupt(self) -> None:
         for running in self.active:

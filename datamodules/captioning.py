@@ -27,7 +27,8 @@ it is loaded.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, NamedTuple
 
@@ -159,6 +160,66 @@ def image_transform(image_size: int) -> v2.Transform:
                        v2.ToDtype(torch.float32, scale=True), v2.Normalize(IMAGE_MEAN, IMAGE_STD)])
 
 
+SourceSplits = tuple[dict[str, list[CaptionExample]], dict[str, list[np.ndarray]]]
+"""Examples per split, and the in-memory images their integer ``image`` fields index (drawn sources)."""
+
+
+def _shapes(dm: CaptionData) -> SourceSplits:
+    return read_shapes({s: dm.sizes[s] or SHAPES_SIZES[s] for s in SPLITS}, seed=dm.hparams.seed)
+
+
+def _folder(dm: CaptionData) -> SourceSplits:
+    hp = dm.hparams
+    paths = {s: Path(p) for s, p in zip(SPLITS, (hp.train_path, hp.val_path, hp.test_path), strict=True)}
+    return read_folder(paths, image_dir=Path(hp.image_dir or "."), image_column=hp.image_column,
+                       caption_column=hp.caption_column), {}
+
+
+def _karpathy(dm: CaptionData) -> SourceSplits:
+    hp = dm.hparams
+    return read_karpathy(Path(hp.karpathy_json), image_dir=Path(hp.image_dir or "."), use_restval=hp.use_restval), {}
+
+
+def _preset(name: str) -> Callable[[CaptionData], SourceSplits]:
+    """A Karpathy-split corpus: its JSON downloaded into ``data_dir``, images under ``DEFAULT_IMAGE_DIRS``."""
+
+    def read(dm: CaptionData) -> SourceSplits:
+        hp = dm.hparams
+        image_dir = Path(hp.image_dir) if hp.image_dir else dm.data_dir / DEFAULT_IMAGE_DIRS[name]
+        return read_karpathy(karpathy_json(name, data_dir=dm.data_dir), image_dir=image_dir,
+                             use_restval=hp.use_restval), {}
+
+    return read
+
+
+@dataclass(frozen=True)
+class CaptionCorpus:
+    """How one captioning ``source`` is obtained.
+
+    Args:
+        read: datamodule -> examples per split (and in-memory images for drawn sources).
+        lexicon: a closed vocabulary (drawn sources); else it is built from the training captions.
+        fetch_images: download the images into ``data_dir`` in ``prepare_data`` (unless ``image_dir`` is given).
+        requires: init arguments the source cannot do without.
+    """
+
+    read: Callable[[CaptionData], SourceSplits]
+    lexicon: Callable[[], list[str]] | None = None
+    fetch_images: Callable[[Path], None] | None = None
+    requires: tuple[str, ...] = ()
+
+
+CAPTION_SOURCES: dict[str, CaptionCorpus] = {
+    "shapes": CaptionCorpus(read=_shapes, lexicon=shapes_lexicon),
+    "flickr8k": CaptionCorpus(read=_preset("flickr8k"), fetch_images=fetch_flickr8k_images),
+    "flickr30k": CaptionCorpus(read=_preset("flickr30k")),
+    "coco": CaptionCorpus(read=_preset("coco")),
+    "karpathy": CaptionCorpus(read=_karpathy, requires=("karpathy_json",)),
+    "folder": CaptionCorpus(read=_folder, requires=("train_path", "val_path", "test_path")),
+}
+"""Every :data:`CaptionSource`, resolved once in ``CaptionData.__init__``."""
+
+
 class CaptionData(SplitDataModule):
     """Images + captions -> :class:`CaptionBatch`.
 
@@ -206,12 +267,12 @@ class CaptionData(SplitDataModule):
         super().__init__()
         self.save_hyperparameters()
         self.source: CaptionSource = source
+        self.corpus = CAPTION_SOURCES[source]
         self.data_dir = Path(data_dir)
         self.sizes: dict[str, int | None] = {"train": train_size, "val": val_size, "test": test_size}
-        if source == "folder" and not (train_path and val_path and test_path):
-            raise UsageError("source=folder needs --data.init_args.train_path, val_path and test_path")
-        if source == "karpathy" and not karpathy_json:
-            raise UsageError("source=karpathy needs --data.init_args.karpathy_json (and image_dir)")
+        missing = [name for name in self.corpus.requires if not self.hparams[name]]
+        if missing:
+            raise UsageError(f"source={source} needs --data.init_args.{', '.join(missing)}")
         for split, size in self.sizes.items():
             if size is not None and size < 1:
                 raise UsageError(f"{split}_size must be >= 1 (or null for all), got {size}")
@@ -225,19 +286,7 @@ class CaptionData(SplitDataModule):
         """Examples of every split, capped (reads caption files; shapes are drawn here)."""
         if self.examples:
             return self.examples
-        hp = self.hparams
-        if self.source == "shapes":
-            sizes = {s: self.sizes[s] or SHAPES_SIZES[s] for s in SPLITS}
-            examples, self.images = read_shapes(sizes, seed=hp.seed)
-        elif self.source == "folder":
-            paths = {s: Path(p) for s, p in zip(SPLITS, (hp.train_path, hp.val_path, hp.test_path), strict=True)}
-            examples = read_folder(paths, image_dir=Path(hp.image_dir or "."), image_column=hp.image_column,
-                                   caption_column=hp.caption_column)
-        else:
-            path = Path(hp.karpathy_json) if self.source == "karpathy" else karpathy_json(self.source,
-                                                                                         data_dir=self.data_dir)
-            image_dir = Path(hp.image_dir) if hp.image_dir else self.data_dir / DEFAULT_IMAGE_DIRS[self.source]
-            examples = read_karpathy(path, image_dir=image_dir, use_restval=hp.use_restval)
+        examples, self.images = self.corpus.read(self)
         for split in SPLITS:
             if not examples[split]:
                 raise UsageError(f"captioning data ({self.source}): the {split} split is empty")
@@ -248,8 +297,8 @@ class CaptionData(SplitDataModule):
     def vocab(self) -> WordVocab:
         """The word vocabulary (built from the training captions on first use)."""
         if self._vocab is None:
-            if self.source == "shapes":
-                self._vocab = WordVocab(words=shapes_lexicon())
+            if self.corpus.lexicon is not None:
+                self._vocab = WordVocab(words=self.corpus.lexicon())
             else:
                 train = self.raw_splits()["train"]
                 self._vocab = build_vocab([c for ex in train for c in ex.captions], min_freq=self.hparams.min_freq)
@@ -263,8 +312,8 @@ class CaptionData(SplitDataModule):
     # ----------------------------------------------------------------- Lightning hooks
     def prepare_data(self) -> None:
         """Download what the preset needs (Karpathy JSON, Flickr8k images); nothing for shapes."""
-        if self.source == "flickr8k" and not self.hparams.image_dir:
-            fetch_flickr8k_images(self.data_dir)
+        if self.corpus.fetch_images is not None and not self.hparams.image_dir:
+            self.corpus.fetch_images(self.data_dir)
         self.raw_splits()
 
     def setup(self, stage: str) -> None:
@@ -274,7 +323,7 @@ class CaptionData(SplitDataModule):
         examples = self.raw_splits()
         check_images(examples, source=self.source)
         transform = image_transform(self.hparams.image_size)
-        if self.source == "shapes":
+        if self.images:  # drawn in memory at the model's size: no resize
             transform = v2.Compose([v2.ToDtype(torch.float32, scale=True), v2.Normalize(IMAGE_MEAN, IMAGE_STD)])
         for split in SPLITS:
             self.datasets[split] = CaptionDataset(

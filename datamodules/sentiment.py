@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, NamedTuple
 
@@ -152,6 +153,52 @@ def _shuffled(items: list[Example], seed: int) -> list[Example]:
     return items
 
 
+RawSplits = tuple[list[Example], list[Example] | None, list[Example]]
+"""(train, val or None when the corpus publishes no validation split, test) as read from disk."""
+
+
+def _read_imdb(dm: SentimentData) -> RawSplits:
+    root = dm.corpus_root(IMDB, "imdb", "aclImdb")
+    return read_imdb(root, "train"), None, read_imdb(root, "test")
+
+
+def _read_sst2(dm: SentimentData) -> RawSplits:
+    sst = dm.corpus_root(SST2, "sst2", "SST-2") / "SST-2"
+    kw = {"text_column": "sentence", "label_column": "label", "labels": ["0", "1"]}
+    return read_labelled(sst / "train.tsv", **kw), None, read_labelled(sst / "dev.tsv", **kw)
+
+
+def _read_files(dm: SentimentData) -> RawSplits:
+    hp = dm.hparams
+    kw = {"text_column": hp.text_column, "label_column": hp.label_column, "labels": dm.labels}
+    val = read_labelled(Path(hp.val_path), **kw) if hp.val_path else None
+    return read_labelled(Path(hp.train_path), **kw), val, read_labelled(Path(hp.test_path), **kw)
+
+
+@dataclass(frozen=True)
+class SentimentCorpus:
+    """How one sentiment ``source`` is obtained.
+
+    Args:
+        read: datamodule -> (train, val | None, test) from disk (fetching first); None: the generated language.
+        requires: init arguments the source cannot do without.
+        declared_labels: class names are the ``labels`` argument (else negative / positive).
+    """
+
+    read: Callable[[SentimentData], RawSplits] | None = None
+    requires: tuple[str, ...] = ()
+    declared_labels: bool = False
+
+
+SENTIMENT_SOURCES: dict[str, SentimentCorpus] = {
+    "synthetic": SentimentCorpus(),
+    "imdb": SentimentCorpus(read=_read_imdb),
+    "sst2": SentimentCorpus(read=_read_sst2),
+    "files": SentimentCorpus(read=_read_files, requires=("train_path", "test_path"), declared_labels=True),
+}
+"""Every :data:`SentimentSource`, resolved once in ``SentimentData.__init__``."""
+
+
 def _cap(items: list[Example], size: int | None) -> list[Example]:
     return items if size is None else items[:size]
 
@@ -208,19 +255,20 @@ class SentimentData(SplitDataModule):
         super().__init__()
         self.save_hyperparameters()
         self.source: SentimentSource = source
+        self.corpus = SENTIMENT_SOURCES[source]
         self.data_dir = Path(data_dir)
         self.tokenizer_kind: Tokenization = tokenizer
         self.sizes: dict[str, int | None] = {"train": train_size, "val": val_size, "test": test_size}
         self.labels = list(labels) if labels is not None else ["0", "1"]
         self._validate()
-        self.tokenizer: Tokenizer | None = synthetic_vocab(vocab_size) if source == "synthetic" else None
+        self.tokenizer: Tokenizer | None = synthetic_vocab(vocab_size) if self.corpus.read is None else None
         self.datasets: dict[str, list[tuple[list[int], int]]] = {}
         self.texts: dict[str, list[Example]] = {}
 
     def _validate(self) -> None:
         hp = self.hparams
         minimum = N_SPECIAL + len(NEGATORS) + len(POSITIVE) + len(NEGATIVE) + 1
-        if self.source == "synthetic" and hp.vocab_size < minimum:
+        if self.corpus.read is None and hp.vocab_size < minimum:
             raise UsageError(f"vocab_size must be >= {minimum} for the synthetic language, got {hp.vocab_size}")
         if hp.vocab_size <= N_SPECIAL:
             raise UsageError(f"vocab_size must be > {N_SPECIAL}, got {hp.vocab_size}")
@@ -230,8 +278,9 @@ class SentimentData(SplitDataModule):
         for split, size in self.sizes.items():
             if size is not None and size < 1:
                 raise UsageError(f"{split}_size must be >= 1 (or null for all), got {size}")
-        if self.source == "files" and (hp.train_path is None or hp.test_path is None):
-            raise UsageError("source=files needs --data.init_args.train_path and --data.init_args.test_path")
+        missing = [name for name in self.corpus.requires if hp[name] is None]
+        if missing:
+            raise UsageError(f"source={self.source} needs " + " and ".join(f"--data.init_args.{m}" for m in missing))
         if len(set(self.labels)) != len(self.labels) or len(self.labels) < 2:
             raise UsageError(f"labels must be at least two distinct values, got {self.labels}")
         if hp.batch_size < 1 or hp.max_len < 1:
@@ -246,7 +295,7 @@ class SentimentData(SplitDataModule):
     @property
     def class_names(self) -> list[str]:
         """Class index -> name (figure labels)."""
-        return self.labels if self.source == "files" else BINARY_NAMES
+        return self.labels if self.corpus.declared_labels else BINARY_NAMES
 
     @property
     def num_classes(self) -> int:
@@ -256,7 +305,7 @@ class SentimentData(SplitDataModule):
     def raw_splits(self) -> dict[str, list[Example]]:
         """(text, label) examples of every split, deterministic in (source, files, sizes, seed)."""
         if not self.texts:
-            self.texts = self._synthetic() if self.source == "synthetic" else self._real()
+            self.texts = self._synthetic() if self.corpus.read is None else self._real()
             for split, items in self.texts.items():
                 if not items:
                     raise UsageError(f"sentiment data ({self.source}): the {split} split is empty")
@@ -274,7 +323,7 @@ class SentimentData(SplitDataModule):
         }
 
     def _real(self) -> dict[str, list[Example]]:
-        train, val, test = self._read_source()
+        train, val, test = self.corpus.read(self)
         train = _shuffled(train, self.hparams.seed)
         if val is None:
             held = self.sizes["val"] or min(1000, len(train) // 10)
@@ -285,21 +334,7 @@ class SentimentData(SplitDataModule):
             "test": _cap(_shuffled(test, self.hparams.seed + 2), self.sizes["test"]),
         }
 
-    def _read_source(self) -> tuple[list[Example], list[Example] | None, list[Example]]:
-        hp = self.hparams
-        if self.source == "imdb":
-            root = self._corpus_root(IMDB, "imdb", "aclImdb")
-            return read_imdb(root, "train"), None, read_imdb(root, "test")
-        if self.source == "sst2":
-            root = self._corpus_root(SST2, "sst2", "SST-2")
-            kw = {"text_column": "sentence", "label_column": "label", "labels": ["0", "1"]}
-            sst = root / "SST-2"
-            return read_labelled(sst / "train.tsv", **kw), None, read_labelled(sst / "dev.tsv", **kw)
-        kw = {"text_column": hp.text_column, "label_column": hp.label_column, "labels": self.labels}
-        val = read_labelled(Path(hp.val_path), **kw) if hp.val_path else None
-        return read_labelled(Path(hp.train_path), **kw), val, read_labelled(Path(hp.test_path), **kw)
-
-    def _corpus_root(self, resource: Resource, name: str, inner: str) -> Path:
+    def corpus_root(self, resource: Resource, name: str, inner: str) -> Path:
         """``data_dir/<name>`` holding ``inner``: a local copy if present, else the verified download."""
         root = self.data_dir / name
         if not (root / inner).is_dir():
@@ -309,7 +344,7 @@ class SentimentData(SplitDataModule):
     # ----------------------------------------------------------------- Lightning hooks
     def prepare_data(self) -> None:
         """Download/extract the corpus and train SentencePiece once (no state is kept here)."""
-        if self.source != "synthetic":
+        if self.corpus.read is not None:
             train = [t for t, _ in self.raw_splits()["train"]]
             prepare_tokenizer(self.tokenizer_kind, train, cache_dir=self.data_dir / "tokenizers",
                               name=f"sentiment-{self.source}", vocab_size=self.hparams.vocab_size)
@@ -332,7 +367,6 @@ class SentimentData(SplitDataModule):
         hp = self.hparams
         return build_dataloader(self.datasets[split], train=split == "train", batch_size=hp.batch_size,  # type: ignore[arg-type]
                                 seed=hp.seed, num_workers=hp.num_workers, collate_fn=collate_classification)
-
 
     def decode_tokens(self, ids: Sequence[int] | Tensor) -> str:
         """Ids -> text (words joined by spaces, or detokenized SentencePiece); stops at EOS."""

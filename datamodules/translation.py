@@ -1,5 +1,10 @@
-"""Machine-translation corpora: Multi30k (downloaded, checksummed), IWSLT14 / WMT14 (prepared locally),
-and local parallel files, tokenized with SentencePiece (or words) into :class:`Seq2SeqBatch`\\ es.
+"""Machine-translation corpora, one :data:`TRANSLATION_SOURCES` entry per ``source``, tokenized with
+SentencePiece (or words) into :class:`Seq2SeqBatch`\\ es:
+
+- ``synthetic`` (the offline default of the translation configs): the generated pair of
+  :mod:`datamodules.toy_language`, seeded, with gold word alignments (:meth:`TranslationData.alignments`);
+  word-level over its closed lexicons (one per side, or their union with ``shared_vocab``), so
+  ``tokenizer``, ``vocab_size`` and the language codes do not apply; sizes default to ``SPLIT_SIZES`` there.
 
 - ``multi30k``: the WMT16 multimodal task-1 release (Elliott et al. 2016), 29,000 / 1,014 / 1,000
   sentence pairs; the three published archives are downloaded once into ``data_dir/downloads``,
@@ -26,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Iterable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -47,18 +53,21 @@ from datamodules.batching import (
 from datamodules.bucketing import TokenBudgetBatchSampler, token_budget_loader  # noqa: F401
 from datamodules.download import Resource, extract, fetch
 from datamodules.iwslt import prepare_iwslt14
+from datamodules.parallel_files import Corpus, SplitFiles, find_file, pair_lengths, read_parallel
 from datamodules.token_store import ParallelText, TokenStore, build_token_store
 from datamodules.tokenization import (
     Tokenization,
     Tokenizer,
+    WordVocab,
     load_tokenizer,
     prepare_tokenizer,
-    read_lines,
     read_records,
 )
+from datamodules.toy_language import Alignment, generate_splits, source_lexicon, target_lexicon
 
-TranslationSource = Literal["multi30k", "iwslt14", "wmt14", "files"]
-"""Parallel corpus: Multi30k (downloaded), IWSLT14 / WMT14 (fairseq-prepared), or local files."""
+TranslationSource = Literal["synthetic", "multi30k", "iwslt14", "wmt14", "files"]
+"""Parallel corpus: the generated pair (offline), Multi30k (downloaded), IWSLT14 / WMT14
+(fairseq-prepared), or local files."""
 
 Split = Literal["train", "val", "test"]
 TextPair = tuple[str, str]
@@ -78,30 +87,52 @@ MULTI30K_PREFIX = {"train": "train", "val": "val", "test": "test"}
 PREPARED_PREFIX = {"train": "train", "val": "valid", "test": "test"}  # fairseq's prepare-*.sh names
 
 
-def read_parallel(src_path: Path, tgt_path: Path) -> list[TextPair]:
-    """Line-aligned pairs of two plain-text files; blank-on-both-sides lines are skipped."""
-    src, tgt = read_lines(src_path), read_lines(tgt_path)
-    if len(src) != len(tgt):
-        raise UsageError(f"parallel files differ in length: {src_path} has {len(src)} lines, "
-                         f"{tgt_path} has {len(tgt)}")
-    return [(s, t) for s, t in zip(src, tgt, strict=True) if s.strip() or t.strip()]
+def _multi30k(dm: TranslationData, split: Split) -> SplitFiles:
+    """Download (once, checksummed) and extract the split's archive; its ``<split>.<lang>`` files."""
+    src, tgt = dm.hparams.src_lang, dm.hparams.tgt_lang
+    root = extract(fetch(MULTI30K[split], cache_dir=dm.data_dir / "downloads"), dm.data_dir / "multi30k" / split)
+    name = MULTI30K_PREFIX[split]
+    return find_file(root, f"{name}.{src}"), find_file(root, f"{name}.{tgt}")
 
 
-def _lengths(data: Sequence[tuple[list[int], list[int]]]) -> list[int]:
-    """Padded cost max(|src|, |tgt| + 2) per pair; a token store reads it from its offsets."""
-    if isinstance(data, TokenStore):
-        return data.lengths().tolist()
-    if isinstance(data, Subset) and isinstance(data.dataset, TokenStore):
-        return data.dataset.lengths()[np.asarray(data.indices)].tolist()
-    return [max(len(s), len(t) + 2) for s, t in data]
+def _prepared(dm: TranslationData, split: Split, *, script: str) -> SplitFiles:
+    """``data_dir/<source>/<train|valid|test>.<lang>`` as fairseq's ``prepare-<script>.sh`` writes them."""
+    hp = dm.hparams
+    prefix = dm.data_dir / dm.source / PREPARED_PREFIX[split]
+    if not prefix.with_name(f"{prefix.name}.{hp.src_lang}").is_file():
+        raise UsageError(
+            f"{dm.source} is not downloaded automatically: run fairseq's examples/translation/"
+            f"prepare-{script}.sh without its BPE step "
+            f"and put train|valid|test.{{{hp.src_lang},{hp.tgt_lang}}} in {prefix.parent} (or use source=files)"
+        )
+    return prefix.with_name(f"{prefix.name}.{hp.src_lang}"), prefix.with_name(f"{prefix.name}.{hp.tgt_lang}")
 
 
-def _find(root: Path, name: str) -> Path:
-    """The file called ``name`` anywhere under an extracted archive."""
-    hits = sorted(root.rglob(name))
-    if not hits:
-        raise UsageError(f"{root}: the archive has no {name} (unexpected layout)")
-    return hits[0]
+def _iwslt14(dm: TranslationData, split: Split) -> SplitFiles:
+    """Split a local copy of the WIT3 archive as fairseq does (once), then read it as prepared."""
+    langs = (dm.hparams.src_lang, dm.hparams.tgt_lang)
+    if not (dm.data_dir / "iwslt14" / f"train.{langs[0]}").is_file():
+        prepare_iwslt14(dm.data_dir, langs=langs)
+    return _prepared(dm, split, script="iwslt14")
+
+
+def _files(dm: TranslationData, split: Split) -> SplitFiles:
+    """``train_path`` / ``val_path`` / ``test_path``: a table file or the prefix of two plain-text files."""
+    hp = dm.hparams
+    path = Path({"train": hp.train_path, "val": hp.val_path, "test": hp.test_path}[split])
+    if path.suffix.lower() in (".tsv", ".csv", ".jsonl"):
+        return path
+    return path.with_name(f"{path.name}.{hp.src_lang}"), path.with_name(f"{path.name}.{hp.tgt_lang}")
+
+
+TRANSLATION_SOURCES: dict[str, Corpus] = {
+    "synthetic": Corpus(generate=generate_splits, lexicons=lambda: (source_lexicon(), target_lexicon())),
+    "multi30k": Corpus(locate=_multi30k),
+    "iwslt14": Corpus(locate=_iwslt14),
+    "wmt14": Corpus(locate=partial(_prepared, script="wmt14en2de"), memory_map=True),
+    "files": Corpus(locate=_files, requires=("train_path", "val_path", "test_path")),
+}
+"""Every :data:`TranslationSource`, resolved once in ``TranslationData.__init__``."""
 
 
 class TranslationData(SplitDataModule):
@@ -111,7 +142,7 @@ class TranslationData(SplitDataModule):
     train, an exactly-once ``UnpaddedShardSampler`` for val/test.
 
     Args:
-        source: multi30k | iwslt14 | wmt14 | files.
+        source: synthetic | multi30k | iwslt14 | wmt14 | files.
         src_lang / tgt_lang: language codes (file suffixes; Multi30k has de, en, fr, cs).
         data_dir: downloads, extracted corpora and SentencePiece models.
         train_path / val_path / test_path: ``files`` source: a table file or a plain-text prefix.
@@ -161,10 +192,12 @@ class TranslationData(SplitDataModule):
         super().__init__()
         self.save_hyperparameters()
         self.source: TranslationSource = source
+        self.corpus = TRANSLATION_SOURCES[source]
         self.data_dir = Path(data_dir)
         self.sizes: dict[str, int | None] = {"train": train_size, "val": val_size, "test": test_size}
-        if source == "files" and not (train_path and val_path and test_path):
-            raise UsageError("source=files needs --data.init_args.train_path, val_path and test_path")
+        missing = [name for name in self.corpus.requires if not self.hparams[name]]
+        if missing:
+            raise UsageError(f"source={source} needs --data.init_args.{', '.join(missing)}")
         if vocab_size <= N_SPECIAL or src_lang == tgt_lang:
             raise UsageError(f"need vocab_size > {N_SPECIAL} and two languages, got {vocab_size}, "
                              f"{src_lang}-{tgt_lang}")
@@ -173,25 +206,49 @@ class TranslationData(SplitDataModule):
                 raise UsageError(f"{split}_size must be >= 1 (or null for all), got {size}")
         if max_tokens is not None and max_tokens < 1:
             raise UsageError(f"max_tokens must be >= 1 (or null for batch_size batches), got {max_tokens}")
-        self.memory_map = source == "wmt14" if memory_map is None else memory_map
+        self.memory_map = self.corpus.memory_map if memory_map is None else memory_map
+        if self.memory_map and self.corpus.locate is None:
+            raise UsageError(f"memory_map needs a corpus on disk; source={source} is generated in memory")
+        self.gold: dict[str, list[Alignment]] = {}
         self.texts: dict[str, list[TextPair]] = {}
         self.tokenizers: tuple[Tokenizer, Tokenizer] | None = None
         self.datasets: dict[str, Sequence[tuple[list[int], list[int]]]] = {}
 
     @property
     def src_vocab_size(self) -> int:
-        """Source vocabulary size (an init argument; the CLI links it to the model)."""
-        return self.hparams.vocab_size
+        """Source vocabulary size (known at init; the CLI links it to the model)."""
+        return self._closed_vocabs()[0].size if self.corpus.lexicons else self.hparams.vocab_size
 
     @property
     def tgt_vocab_size(self) -> int:
-        """Target vocabulary size (an init argument; the CLI links it to the model)."""
-        return self.hparams.vocab_size
+        """Target vocabulary size (known at init; the CLI links it to the model)."""
+        return self._closed_vocabs()[1].size if self.corpus.lexicons else self.hparams.vocab_size
+
+    def _closed_vocabs(self) -> tuple[WordVocab, WordVocab]:
+        """A generated corpus's closed word vocabularies: one per side, or their union for both."""
+        src, tgt = self.corpus.lexicons()
+        if self.hparams.shared_vocab:
+            both = WordVocab(words=sorted(set(src) | set(tgt)))
+            return both, both
+        return WordVocab(words=src), WordVocab(words=tgt)
+
+    def alignments(self, split: Split) -> list[Alignment]:
+        """Gold word alignments of ``raw_splits()[split]`` (generated sources only): sorted
+        (source word, target word) index links; the indices are token positions (word vocabulary).
+        Val/test are never filtered, so they also index ``datasets[split]`` one to one."""
+        if self.corpus.generate is None:
+            raise UsageError(f"gold alignments exist for generated sources only, not {self.source}")
+        self.raw_splits()
+        return self.gold[split]
 
     # ----------------------------------------------------------------- raw text
     def raw_splits(self) -> dict[str, list[TextPair]]:
         """Text pairs of every split (downloading Multi30k first if needed); with ``memory_map`` the
         training split is streamed from disk instead and is empty here."""
+        if not self.texts and self.corpus.generate is not None:
+            generated = self.corpus.generate(self.hparams.seed, self.sizes)
+            self.texts = {split: [(p.src, p.tgt) for p in pairs] for split, pairs in generated.items()}
+            self.gold = {split: [p.alignment for p in pairs] for split, pairs in generated.items()}
         if not self.texts:
             texts = {split: [] if split == "train" and self.memory_map else self._read(split)
                      for split in ("train", "val", "test")}
@@ -212,31 +269,11 @@ class TranslationData(SplitDataModule):
             return [(s, t) for _, (s, t) in read_records(paths, fields=(hp.src_column, hp.tgt_column))]
         return read_parallel(*paths)
 
-    def _split_paths(self, split: Split) -> tuple[Path, Path] | Path:
-        """The two plain-text files of ``split`` (downloading Multi30k first), or its table file."""
-        hp = self.hparams
-        langs = (hp.src_lang, hp.tgt_lang)
-        if self.source == "multi30k":
-            root = extract(fetch(MULTI30K[split], cache_dir=self.data_dir / "downloads"),
-                           self.data_dir / "multi30k" / split)
-            name = MULTI30K_PREFIX[split]
-            return _find(root, f"{name}.{langs[0]}"), _find(root, f"{name}.{langs[1]}")
-        if self.source == "iwslt14" and not (self.data_dir / "iwslt14" / f"train.{langs[0]}").is_file():
-            prepare_iwslt14(self.data_dir, langs=langs)
-        if self.source in ("iwslt14", "wmt14"):
-            prefix = self.data_dir / self.source / PREPARED_PREFIX[split]
-            if not prefix.with_name(f"{prefix.name}.{hp.src_lang}").is_file():
-                raise UsageError(
-                    f"{self.source} is not downloaded automatically: run fairseq's examples/translation/"
-                    f"prepare-{'iwslt14' if self.source == 'iwslt14' else 'wmt14en2de'}.sh without its BPE step "
-                    f"and put train|valid|test.{{{hp.src_lang},{hp.tgt_lang}}} in {prefix.parent} "
-                    "(or use source=files)"
-                )
-            return prefix.with_name(f"{prefix.name}.{langs[0]}"), prefix.with_name(f"{prefix.name}.{langs[1]}")
-        path = Path({"train": hp.train_path, "val": hp.val_path, "test": hp.test_path}[split])
-        if path.suffix.lower() in (".tsv", ".csv", ".jsonl"):
-            return path
-        return path.with_name(f"{path.name}.{langs[0]}"), path.with_name(f"{path.name}.{langs[1]}")
+    def _split_paths(self, split: Split) -> SplitFiles:
+        """The two plain-text files of ``split`` (fetching or preparing them first), or its table file."""
+        if self.corpus.locate is None:
+            raise UsageError(f"source={self.source} is generated in memory: it has no files")
+        return self.corpus.locate(self, split)
 
     def _train_stream(self) -> ParallelText:
         """The training split as a re-iterable stream (``memory_map`` mode)."""
@@ -263,6 +300,8 @@ class TranslationData(SplitDataModule):
     def prepare_data(self) -> None:
         """Download/extract (Multi30k), train SentencePiece and (``memory_map``) encode the training
         split into its token store, once; keeps no state for other ranks."""
+        if self.corpus.locate is None:
+            return
         for name, texts in self._vocab_jobs():
             prepare_tokenizer(self.hparams.tokenizer, texts, cache_dir=self.data_dir / "tokenizers", name=name,
                               vocab_size=self.hparams.vocab_size)
@@ -273,6 +312,8 @@ class TranslationData(SplitDataModule):
 
     def _load_tokenizers(self) -> tuple[Tokenizer, Tokenizer]:
         hp = self.hparams
+        if self.corpus.lexicons:
+            return self._closed_vocabs()
         toks = [load_tokenizer(hp.tokenizer, texts, cache_dir=self.data_dir / "tokenizers", name=name,
                                vocab_size=hp.vocab_size) for name, texts in self._vocab_jobs()]
         return toks[0], toks[-1]
@@ -312,12 +353,11 @@ class TranslationData(SplitDataModule):
     def _loader(self, split: Split) -> DataLoader:
         hp, data = self.hparams, self.datasets[split]
         if hp.max_tokens is not None:
-            lengths = _lengths(data)
+            lengths = pair_lengths(data)
             return token_budget_loader(data, lengths=lengths, max_tokens=hp.max_tokens, train=split == "train",
                                        seed=hp.seed, num_workers=hp.num_workers, collate_fn=collate_pairs)
         return build_dataloader(self.datasets[split], train=split == "train", batch_size=hp.batch_size,  # type: ignore[arg-type]
                                 seed=hp.seed, num_workers=hp.num_workers, collate_fn=collate_pairs)
-
 
     def _decode(self, side: int, ids: Sequence[int] | Tensor) -> str:
         if self.tokenizers is None:

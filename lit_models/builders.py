@@ -8,7 +8,17 @@ from torch import nn
 
 from attnlab_core.errors import UsageError
 from attnlab_core.tokens import PAD
-from lit_models.axes import Attention, AttnScale, Cell, EncoderFamily, Norm, Pooling, Positions, Tying
+from lit_models.axes import (
+    Attention,
+    AttnScale,
+    Cell,
+    EncoderFamily,
+    Norm,
+    Pooling,
+    Positions,
+    Tying,
+    VisionBackbone,
+)
 from lit_models.blocks.alignment import HardEval
 from lit_models.blocks.causal import CausalLayer, CausalTransformer
 from lit_models.blocks.classifier_net import RecurrentStates, TextClassifierNet, TransformerStates
@@ -19,6 +29,7 @@ from lit_models.blocks.recurrent import RecurrentEncoder
 from lit_models.blocks.recurrent_decoder import AttentionalDecoder
 from lit_models.blocks.recurrent_net import RecurrentEncoderDecoder
 from lit_models.blocks.transformer import FINAL_NORM, DecoderLayer, EncoderLayer
+from lit_models.blocks.vision import CaptionNet, build_vision_encoder
 
 
 def _tie_none(src: TokenEmbedding, tgt: TokenEmbedding, out: nn.Linear) -> TokenEmbedding:
@@ -164,6 +175,20 @@ def build_classifier(
         pooling=POOLINGS[pooling](d_in=width, attn_size=attn_size, directions=directions),
         cls_dim=cls_dim if PREPENDS_CLS[pooling] else None, dropout=dropout,
     )
+
+
+def build_captioner(
+    *, tgt_vocab_size: int, encoder: VisionBackbone, weights: str | None, fine_tune: bool, grid_size: int,
+    cnn_width: int, attention: Attention, cell: Cell, embed_dim: int, hidden_size: int, dropout: float, gate: bool,
+    hard_eval: HardEval, hard_soft_mix: float,
+) -> CaptionNet:
+    """Xu et al. 2015, Fig. 1: a CNN feature grid (the annotation vectors a_i) -> an attentional LSTM
+    decoder whose context ẑ_t is soft (additive), hard (sampled) or absent, with the β gate (§4.2.1)."""
+    grid = build_vision_encoder(encoder, grid_size=grid_size, fine_tune=fine_tune, weights=weights, width=cnn_width)
+    decoder = AttentionalDecoder(cell=cell, vocab_size=tgt_vocab_size, embed_dim=embed_dim, hidden_size=hidden_size,
+                                 memory_size=grid.feature_size, attention=attention, dropout=dropout,
+                                 hard_eval=hard_eval, gate=gate, soft_mix=hard_soft_mix)
+    return CaptionNet(encoder=grid, decoder=decoder)
 
 
 def build_causal_lm(

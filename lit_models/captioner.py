@@ -36,9 +36,9 @@ from torch import Tensor, nn
 from datamodules.batching import BOS, PAD
 from lit_models.axes import Attention, Baseline, Cell, Forcing, LRSchedule, ScheduledDecay, VisionBackbone
 from lit_models.blocks.alignment import HardEval
-from lit_models.blocks.recurrent_decoder import AttentionalDecoder
-from lit_models.blocks.vision import CaptionNet, build_vision_encoder
+from lit_models.builders import build_captioner
 from lit_models.caption_metrics import box_cell_overlap, build_caption_metrics, localisation
+from lit_models.evaluation import drop_nan
 from lit_models.forcing import ScheduledMode
 from lit_models.metrics import Ratio, label_smoothed_loss
 from lit_models.reinforce import ReinforceTerm
@@ -131,13 +131,13 @@ class ShowAttendTell(Seq2SeqModule):
             lr=lr, lr_schedule=lr_schedule, warmup_steps=warmup_steps, weight_decay=weight_decay,
         )
         self.save_hyperparameters()
-        grid = build_vision_encoder(encoder, grid_size=grid_size, fine_tune=fine_tune, weights=weights,
-                                    width=cnn_width)
-        decoder = AttentionalDecoder(cell=cell, vocab_size=tgt_vocab_size, embed_dim=embed_dim,
-                                     hidden_size=hidden_size, memory_size=grid.feature_size, attention=attention,
-                                     dropout=dropout, hard_eval=hard_eval, gate=gate, soft_mix=hard_soft_mix)
-        self.net = CaptionNet(encoder=grid, decoder=decoder)
-        self.reinforce = ReinforceTerm(baseline=baseline, value_size=grid.feature_size, momentum=baseline_momentum,
+        self.net = build_captioner(
+            tgt_vocab_size=tgt_vocab_size, encoder=encoder, weights=weights, fine_tune=fine_tune, grid_size=grid_size,
+            cnn_width=cnn_width, attention=attention, cell=cell, embed_dim=embed_dim, hidden_size=hidden_size,
+            dropout=dropout, gate=gate, hard_eval=hard_eval, hard_soft_mix=hard_soft_mix,
+        )
+        self.reinforce = ReinforceTerm(baseline=baseline, value_size=self.net.encoder.feature_size,
+                                       momentum=baseline_momentum,
                                        reinforce_weight=reinforce_weight, entropy_weight=entropy_weight)
         self.metrics = nn.ModuleDict({s: self._split_metrics() for s in ("val", "test")})
 
@@ -180,15 +180,12 @@ class ShowAttendTell(Seq2SeqModule):
         for name in ("bleu1", "bleu2", "bleu3", "bleu4", "cider_d"):
             m[name].update(texts, batch.refs)
 
-    def _log_metrics(self, split: str) -> None:
+    def _split_values(self, split: str) -> dict[str, Tensor]:
         """Every metric, except the localisation pair when no word named a boxed object (NaN)."""
-        flat = {}
-        for name, metric in self.metrics[split].items():
-            value = metric.compute()
-            metric.reset()
-            if not torch.isnan(value):
-                flat[f"{split}/{name}"] = value
-        self.log_dict(flat)
+        return drop_nan(super()._split_values(split))
+
+    def _after_split(self, split: str, values: dict[str, Tensor]) -> None:
+        """Caption BLEU/CIDEr-D are coco-caption's (no SacreBLEU signature to record)."""
 
     # ------------------------------------------------------------------ figures
     @torch.no_grad()

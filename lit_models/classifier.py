@@ -35,13 +35,11 @@ from lit_models.axes import AttnScale, Cell, EncoderFamily, LRSchedule, Norm, Po
 from lit_models.blocks.classifier_net import ClassifierOut  # noqa: E402
 from lit_models.blocks.pooling import Pooling  # noqa: E402
 from lit_models.builders import build_classifier  # noqa: E402
+from lit_models.evaluation import EvaluationModule
 from lit_models.schedules import LR_SCHEDULES  # noqa: E402
-from lit_models.stochastic import StochasticModule
-
-FIGURE_EXAMPLES = 2
 
 
-class SentimentClassifier(StochasticModule):
+class SentimentClassifier(EvaluationModule):
     """Sequence classifier with the encoder and the pooling as ablation axes.
 
     Arguments of the encoder not chosen by ``encoder`` are unused (kept flat for sweeps).
@@ -57,6 +55,8 @@ class SentimentClassifier(StochasticModule):
         dropout: on embeddings, between layers, before the head.
         lr, weight_decay: AdamW. lr_schedule, warmup_steps: see ``lit_models.schedules``.
     """
+
+    figure_examples = 2  # token-importance figures of the first validation examples
 
     def __init__(
         self, *, src_vocab_size: int, num_classes: int = 2, encoder: EncoderFamily = "recurrent",
@@ -81,8 +81,6 @@ class SentimentClassifier(StochasticModule):
             "loss": MeanMetric(),
             "confusion": MulticlassConfusionMatrix(num_classes=hp.num_classes),
         }) for split in ("val", "test")})
-        self.importance_batch: Tensor | None = None  # (N, S) fixed validation examples, with their labels
-        self.importance_labels: Tensor | None = None
         self.tokens_seen = 0
 
     def setup(self, stage: str) -> None:
@@ -115,34 +113,10 @@ class SentimentClassifier(StochasticModule):
         for name in ("acc", "f1", "confusion"):
             m[name].update(preds, labels)
 
-    def _log_split(self, split: str) -> Tensor:
-        """Compute (a collective on every rank), log scalars, reset; returns the confusion matrix."""
-        m = self.metrics[split]
-        values = {f"{split}/{k}": m[k].compute() for k in ("acc", "f1", "loss")}
-        confusion = m["confusion"].compute()
-        for metric in m.values():
-            metric.reset()
-        self.log_dict(values, prog_bar=True)
-        return confusion
-
-    def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
-        if self.importance_batch is None and batch_idx == 0:
-            self.importance_batch = batch[0][:FIGURE_EXAMPLES].cpu()
-            self.importance_labels = batch[1][:FIGURE_EXAMPLES].cpu()
-        self._evaluate(batch, "val")
-
-    def on_validation_epoch_end(self) -> None:
-        confusion = self._log_split("val")
+    def _after_split(self, split: str, values: dict[str, Tensor]) -> None:
+        """Rank 0 draws the split's confusion matrix (and, for val, the token-importance figures)."""
         if self.trainer.is_global_zero and not self.trainer.sanity_checking:
-            self._figures("val", confusion)
-
-    def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
-        self._evaluate(batch, "test")
-
-    def on_test_epoch_end(self) -> None:
-        confusion = self._log_split("test")
-        if self.trainer.is_global_zero:
-            self._figures("test", confusion)
+            self._figures(split, values[f"{split}/confusion"])
 
     def predict_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> list[str]:
         """Predicted class names (the datamodule's ``class_names``, else indices as text)."""
@@ -166,7 +140,7 @@ class SentimentClassifier(StochasticModule):
         fig_dir.mkdir(parents=True, exist_ok=True)
         fig = plot_confusion(confusion.cpu(), names, title=f"{split} confusion · epoch {self.current_epoch}")
         paths = {f"{split}/confusion": _save(fig, fig_dir / f"confusion_{split}.png")}
-        if split == "val" and self.importance_batch is not None and hasattr(dm, "decode_tokens"):
+        if split == "val" and self.figure_batch is not None and hasattr(dm, "decode_tokens"):
             paths.update(self._importance_figures(fig_dir, names, dm))
         for logger in self.trainer.loggers:
             if isinstance(logger, WandbLogger):
@@ -177,16 +151,17 @@ class SentimentClassifier(StochasticModule):
     def _importance_figures(self, fig_dir: Path, names: list[str], dm: L.LightningDataModule) -> dict[str, Path]:
         was_training = self.training
         self.eval()
-        out = self.net(self.importance_batch.to(self.device))
+        tokens, labels = self.figure_batch
+        out = self.net(tokens.to(self.device))
         self.train(was_training)
         if out.weights is None:  # last / cls pooling: no per-token reading
             return {}
         paths = {}
-        for i, ids in enumerate(self.importance_batch.tolist()):
+        for i, ids in enumerate(tokens.tolist()):
             n = sum(t != PAD for t in ids)
             words = [dm.decode_tokens([t]) or "<unk>" for t in ids[:n]]
             pred = int(out.logits[i].argmax())
-            title = (f"{self.hparams.pooling} pooling · gold {names[int(self.importance_labels[i])]} · "
+            title = (f"{self.hparams.pooling} pooling · gold {names[int(labels[i])]} · "
                      f"pred {names[pred]} · epoch {self.current_epoch}")
             fig = plot_token_importance(out.weights[i, :n].float().cpu(), words, title=title)
             paths[f"importance/ex{i}"] = _save(fig, fig_dir / f"importance_ex{i}.png")

@@ -12,6 +12,7 @@ import inspect
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,15 @@ from lightning.pytorch.loggers import WandbLogger
 
 from attnlab_core.errors import UsageError, check_config_files, user_error_line
 from lit_models.blocks.decoding import DecodeConfig
+from lit_models.conventions import (
+    arm_values,
+    import_named_classes,
+    misspelt_option,
+    quiet_console,
+    refuse_disabled_logger,
+    run_root,
+    user_loggers,
+)
 from lit_models.faults import (
     AtomicCheckpointIO,
     LastCheckpoint,
@@ -32,6 +42,8 @@ from lit_models.faults import (
     preemption_exit_code,
 )
 from lit_models.figures import AttentionFigures
+from lit_models.inputs import CKPT_KEYWORDS, check_data_paths, load_checkpoint
+from lit_models.predictions import PredictionWriter
 from lit_models.probes import default_probes
 from lit_models.run import (
     RUN_DIR_ENV,
@@ -45,7 +57,9 @@ from lit_models.run import (
     resume_preempted,
     set_aside_stale_log,
     stable_run_name,
+    wandb_identity,
 )
+from lit_models.rundir import RunPaths, Status, read_summary
 
 os.environ.setdefault("JSONARGPARSE_DEPRECATION_WARNINGS", "off")
 log = logging.getLogger(__name__)
@@ -80,7 +94,15 @@ def _flatten(dumped: str) -> dict[str, Any]:
 
 
 class AttnlabCLI(LightningCLI):
-    """LightningCLI with decode options, run-directory options and vocabulary links."""
+    """LightningCLI with decode options, run-directory options and vocabulary links.
+
+    ``arm_axes(experiment)`` names the CLI paths that define an arm of that experiment (the W&B tags
+    and display name); the command layer above, which knows the ablation questions, overrides it.
+    """
+
+    @staticmethod
+    def arm_axes(experiment: str) -> tuple[str, ...]:
+        return ()
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.add_class_arguments(DecodeConfig, "decode", help="Decode-time options (never saved in checkpoints).")
@@ -94,9 +116,9 @@ class AttnlabCLI(LightningCLI):
         if not self.config.get("subcommand"):
             return
         ckpt_path = self.config[self.config.subcommand].get("ckpt_path")
-        if not (ckpt_path and Path(ckpt_path).is_file()):
+        if not ckpt_path or ckpt_path in CKPT_KEYWORDS:
             return
-        hparams = torch.load(ckpt_path, weights_only=True, map_location="cpu").get("hyper_parameters", {})
+        hparams = dict(load_checkpoint(ckpt_path).get("hyper_parameters") or {})
         hparams.pop("_instantiator", None)
         class_path = hparams.pop("_class_path", None)
         if not hparams or class_path is None:
@@ -114,9 +136,13 @@ class AttnlabCLI(LightningCLI):
 
     def before_instantiate_classes(self) -> None:
         cfg = self.config[self.subcommand]
+        data = cfg.get("data")
+        check_data_paths(data.get("init_args") if data is not None else None)
         configs = cfg.get("config") or []
         default_experiment = Path(str(configs[0])).stem if configs else "default"
         self.run_opts = RunOptions(**vars(cfg.run)) if not isinstance(cfg.run, dict) else RunOptions(**cfg.run)
+        self.run_opts.root = run_root(self.run_opts.root, cfg.trainer.get("default_root_dir"))
+        refuse_disabled_logger(cfg.trainer.get("logger"))
         self.run_dir = resolve_run_dir(self.run_opts, default_experiment=default_experiment,
                                        ckpt_path=cfg.get("ckpt_path"))
         check_writable(self.run_dir)
@@ -145,10 +171,17 @@ class AttnlabCLI(LightningCLI):
             *default_probes(),
             *_fault_callbacks(self.run_dir, self.run_opts),
         ]
+        if self.subcommand == "predict":
+            callbacks.append(PredictionWriter(path=RunPaths(self.run_dir).predictions))
         trainer_cfg = dict(self.config_init[self.subcommand]["trainer"])
         trainer_cfg["callbacks"] = list(trainer_cfg.get("callbacks") or []) + callbacks
         trainer_cfg["plugins"] = _with_atomic_io(trainer_cfg.get("plugins"))
-        trainer_cfg["logger"] = build_loggers(self.run_dir, self.run_opts, subcommand=self.subcommand)
+        experiment = self.run_dir.parent.name
+        arm = arm_values(self.config[self.subcommand], self.arm_axes(experiment))
+        identity = wandb_identity(self.run_dir, subcommand=self.subcommand, arm=arm,
+                                  seed=seed if isinstance(seed, int) else None)
+        trainer_cfg["logger"] = [*user_loggers(trainer_cfg.get("logger")),
+                                 *build_loggers(self.run_dir, self.run_opts, identity=identity)]
         trainer_cfg["default_root_dir"] = str(self.run_dir)
         warn_slow_bf16(trainer_cfg)
         extra = [self._get(self.config_init, c) for c in self._parser(self.subcommand).callback_keys]
@@ -157,12 +190,29 @@ class AttnlabCLI(LightningCLI):
     def after_instantiate_classes(self) -> None:
         decode_cfg = self.config_init[self.subcommand]["decode"]
         self.model.decoding = decode_cfg if isinstance(decode_cfg, DecodeConfig) else DecodeConfig(**vars(decode_cfg))
+        # RunConfigSaver logs every setting once, under its CLI path; Lightning would add the model's
+        # and datamodule's hyper-parameters again under bare names (norm next to model.norm).
+        for module in (self.model, self.datamodule):
+            if module is not None:
+                module._log_hyperparams = False
 
     def after_fit(self) -> None:
+        if self.run_opts.test_after_fit and read_summary(self.run_dir).status is Status.FINISHED:
+            self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=_best_or_last(self.trainer))
         _report(self.run_dir, self.trainer)
 
     def after_test(self) -> None:
         _report(self.run_dir, self.trainer)
+
+    def after_predict(self) -> None:
+        if self.trainer.is_global_zero:
+            print(f"predictions: {RunPaths(self.run_dir).predictions}")
+
+
+def _best_or_last(trainer: L.Trainer) -> str:
+    """The fit's best checkpoint; ``last`` when nothing was monitored (no best was saved)."""
+    ckpt = trainer.checkpoint_callback
+    return "best" if ckpt is not None and getattr(ckpt, "best_model_path", "") else "last"
 
 
 def _fault_callbacks(run_dir: Path, opts: RunOptions) -> list[L.Callback]:
@@ -218,17 +268,22 @@ def _report(run_dir: Path, trainer: L.Trainer) -> None:
         print(f"  best ckpt:   {ckpt.best_model_path}")
 
 
-def main(args: list[str] | None = None) -> None:
-    """Entry point of the ``attnlab`` console script: fit/validate/test/predict, or sweep/report/demo."""
-    from ablations.commands import dispatch
+def run_cli(args: list[str] | None = None, *, arm_axes: Callable[[str], tuple[str, ...]] | None = None) -> None:
+    """fit / validate / test / predict through :class:`AttnlabCLI`; bad input is one line and exit 2.
 
+    Args:
+        args: the arguments after the program name (None: ``sys.argv[1:]``).
+        arm_axes: experiment name -> the CLI paths that define its arms (W&B tags, display name).
+    """
     argv = sys.argv[1:] if args is None else list(args)
-    code = dispatch(argv)
-    if code is not None:
-        raise SystemExit(code)
+    cli_class = AttnlabCLI
+    if arm_axes is not None:
+        cli_class = type("QuestionCLI", (AttnlabCLI,), {"arm_axes": staticmethod(arm_axes)})
+    quiet_console()
     try:
         check_config_files(argv)
-        AttnlabCLI(
+        import_named_classes(argv)
+        cli_class(
             L.LightningModule,
             L.LightningDataModule,
             subclass_mode_model=True,
@@ -240,6 +295,7 @@ def main(args: list[str] | None = None) -> None:
             parser_kwargs={"exit_on_error": False},
             args=args,
         )
+        finish_wandb()
     except SystemExit as exc:
         if not is_preemption(exc):
             raise
@@ -251,8 +307,20 @@ def main(args: list[str] | None = None) -> None:
         line = user_error_line(err)
         if line is None or os.environ.get("ATTNLAB_DEBUG"):
             raise
-        print(f"attnlab: error: {line}", file=sys.stderr)
+        print(f"attnlab: error: {misspelt_option(line, argv) or line}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def finish_wandb() -> None:
+    """Close this command's W&B run (if any), so the next command in the same process opens its own."""
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and getattr(wandb, "run", None) is not None:
+        wandb.finish()
+
+
+def main(args: list[str] | None = None) -> None:
+    """``python lit_models/cli.py fit|validate|test|predict ...`` (the ``attnlab`` command adds the rest)."""
+    run_cli(args)
 
 
 if __name__ == "__main__":

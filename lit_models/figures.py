@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 import lightning as L
 import matplotlib
@@ -90,6 +91,28 @@ def _fit(labels: list[str], n: int) -> list[str]:
     return (labels + ["<pad>"] * n)[:n]
 
 
+@runtime_checkable
+class PlotsFigures(Protocol):
+    """A module that draws its own figures of its fixed validation examples (captioner, RAM)."""
+
+    figure_batch: Any
+
+    def figure_plots(self, epoch: int) -> dict[str, plt.Figure]:
+        """name -> figure (saved as ``figures/<name>.png``)."""
+        ...
+
+
+@runtime_checkable
+class HasAttentionMaps(Protocol):
+    """A module whose attention maps of its fixed validation examples are drawn as heatmaps (seq2seq)."""
+
+    figure_batch: Any
+
+    def figure_maps(self) -> tuple[dict[str, Tensor], list[list[str]], list[list[str]]]:
+        """name -> (N, H, T, S) weights, source token labels, output token labels."""
+        ...
+
+
 class AttentionFigures(L.Callback):
     """After each validation epoch, plot every attention map of the module's fixed figure examples."""
 
@@ -102,8 +125,12 @@ class AttentionFigures(L.Callback):
             return
         if getattr(pl_module, "figure_batch", None) is None or trainer.current_epoch % self.every_n_epochs:
             return
-        own = getattr(pl_module, "figure_plots", None)
-        figures = own(trainer.current_epoch) if callable(own) else _heatmaps(pl_module, trainer.current_epoch)
+        if isinstance(pl_module, PlotsFigures):
+            figures = pl_module.figure_plots(trainer.current_epoch)
+        elif isinstance(pl_module, HasAttentionMaps):
+            figures = _heatmaps(pl_module, trainer.current_epoch)
+        else:
+            return
         self.fig_dir.mkdir(parents=True, exist_ok=True)
         paths = {}
         for name, fig in figures.items():

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Literal, Protocol
 
 import torch
@@ -110,3 +111,41 @@ def build_forcing(forcing: Forcing, *, scheduled_mode: ScheduledMode) -> PolicyF
         "scheduled": SCHEDULED_MODES[scheduled_mode],
     }
     return policies[forcing]
+
+
+GOLD_PROBABILITY: dict[Forcing, Callable[..., float]] = {
+    "teacher": lambda *, step, decay, steps, floor: 1.0,
+    "student": lambda *, step, decay, steps, floor: 0.0,
+    "scheduled": lambda *, step, decay, steps, floor: gold_probability(decay, step=step, steps=steps, floor=floor),
+}
+"""Forcing arm -> p(gold) at a training step (what ``train/p_gold`` logs)."""
+
+
+@dataclass(frozen=True)
+class ForcingPolicy:
+    """One forcing arm, resolved once: what is fed back (``feed``) and p(gold) at each training step.
+
+    Args:
+        forcing: the arm (teacher | student | scheduled).
+        scheduled_mode: how scheduled sampling runs (two_pass | per_step).
+        decay, steps, floor: the p(gold) schedule of ``scheduled`` (``gold_probability``).
+    """
+
+    forcing: Forcing
+    scheduled_mode: ScheduledMode
+    decay: ScheduledDecay
+    steps: int
+    floor: float
+
+    @property
+    def feed(self) -> PolicyFn:
+        return build_forcing(self.forcing, scheduled_mode=self.scheduled_mode)
+
+    def p_gold(self, step: int) -> float:
+        return GOLD_PROBABILITY[self.forcing](step=step, decay=self.decay, steps=self.steps, floor=self.floor)
+
+    def __call__(self, net: ForcedDecoder, state: object, tgt_in: Tensor, *, step: int) -> tuple[Tensor, object, float]:
+        """Training-time logits (B, T, V), the final state and the p(gold) used at this step."""
+        p = self.p_gold(step)
+        logits, state = self.feed(net, state, tgt_in, p_gold=p)
+        return logits, state, p

@@ -34,9 +34,7 @@ from attnlab_core.errors import UsageError  # noqa: E402
 from datamodules.digits import DigitBatch  # noqa: E402
 from lit_models.axes import Cell  # noqa: E402
 from lit_models.blocks.glimpse_net import RamOutput, RecurrentAttention  # noqa: E402
-from lit_models.stochastic import StochasticModule  # noqa: E402
-
-FIGURE_EXAMPLES = 4
+from lit_models.evaluation import EvaluationModule  # noqa: E402
 
 
 class HybridLoss(NamedTuple):
@@ -66,7 +64,7 @@ def hybrid_loss(out: RamOutput, labels: Tensor, *, reinforce_weight: float) -> H
     return HybridLoss(ce + reinforce_weight * policy + baseline, ce, policy, baseline, reward)
 
 
-class RecurrentAttentionModel(StochasticModule):
+class RecurrentAttentionModel(EvaluationModule):
     """RAM classifier: T glimpses chosen by a Gaussian policy, trained with CE + REINFORCE.
 
     Args:
@@ -84,6 +82,8 @@ class RecurrentAttentionModel(StochasticModule):
         lr: Adam learning rate (paper: SGD with momentum; Adam as in most reimplementations).
         weight_decay: AdamW decoupled weight decay.
     """
+
+    figure_examples = 4  # glimpse-path figures of the first validation canvases
 
     def __init__(
         self,
@@ -116,7 +116,6 @@ class RecurrentAttentionModel(StochasticModule):
             "loss": MeanMetric(),
             "glimpses_on_digit": MeanMetric(),
         }) for split in ("val", "test")})
-        self.figure_batch: DigitBatch | None = None
         self.tokens_seen = 0  # images seen (the run summary's throughput counter)
 
     def setup(self, stage: str) -> None:
@@ -149,28 +148,6 @@ class RecurrentAttentionModel(StochasticModule):
         m["acc"].update(out.logits.argmax(-1), batch.labels)
         m["glimpses_on_digit"].update(on_digit(out.locations, batch.boxes, height=batch.images.size(-2),
                                                width=batch.images.size(-1)).float())
-
-    def _log_split(self, split: str) -> None:
-        """Compute (a collective on every rank), log, reset."""
-        m = self.metrics[split]
-        values = {f"{split}/{name}": metric.compute() for name, metric in m.items()}
-        for metric in m.values():
-            metric.reset()
-        self.log_dict(values, prog_bar=True)
-
-    def validation_step(self, batch: DigitBatch, batch_idx: int) -> None:
-        if self.figure_batch is None and batch_idx == 0:
-            self.figure_batch = DigitBatch(*(t[:FIGURE_EXAMPLES].cpu() for t in batch))
-        self._evaluate(batch, "val")
-
-    def on_validation_epoch_end(self) -> None:
-        self._log_split("val")
-
-    def test_step(self, batch: DigitBatch, batch_idx: int) -> None:
-        self._evaluate(batch, "test")
-
-    def on_test_epoch_end(self) -> None:
-        self._log_split("test")
 
     def predict_step(self, batch: DigitBatch, batch_idx: int) -> list[int]:
         return self.net(batch.images, sample=False).logits.argmax(-1).tolist()

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
+from torchmetrics import MeanMetric
 
 from datamodules.batching import RegressionBatch
 from lit_models.axes import Cell
 from lit_models.blocks.recurrent import SequenceRegressor
-from lit_models.stochastic import StochasticModule
+from lit_models.evaluation import EvaluationModule
 
 
-class AddingRegressor(StochasticModule):
+class AddingRegressor(EvaluationModule):
     """A recurrent encoder with a linear read-out of its last hidden state, trained with MSE.
 
     Args:
@@ -34,6 +35,8 @@ class AddingRegressor(StochasticModule):
         super().__init__()
         self.save_hyperparameters()
         self.net = SequenceRegressor(cell=cell, input_size=input_size, hidden_size=hidden_size, num_layers=num_layers)
+        self.metrics = nn.ModuleDict({split: nn.ModuleDict({"mse": MeanMetric(), "loss": MeanMetric()})
+                                      for split in ("val", "test")})
         self.tokens_seen = 0
 
     def training_step(self, batch: RegressionBatch, batch_idx: int) -> Tensor | None:
@@ -45,15 +48,10 @@ class AddingRegressor(StochasticModule):
         return loss
 
     def _evaluate(self, batch: RegressionBatch, split: str) -> None:
+        """Example-weighted mean squared error; summed over ranks at compute(), so each example counts once."""
         mse = F.mse_loss(self.net(batch.x), batch.y)
-        self.log(f"{split}/mse", mse, prog_bar=True, batch_size=batch.y.numel(), sync_dist=True)
-        self.log(f"{split}/loss", mse, batch_size=batch.y.numel(), sync_dist=True)
-
-    def validation_step(self, batch: RegressionBatch, batch_idx: int) -> None:
-        self._evaluate(batch, "val")
-
-    def test_step(self, batch: RegressionBatch, batch_idx: int) -> None:
-        self._evaluate(batch, "test")
+        for name in ("mse", "loss"):
+            self.metrics[split][name].update(mse.detach(), weight=batch.y.numel())
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)

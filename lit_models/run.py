@@ -6,7 +6,6 @@ summary callback. The report, the sweep runner and every check read only this la
 from __future__ import annotations
 
 import csv
-import json
 import logging
 import os
 import secrets
@@ -21,14 +20,16 @@ import torch
 from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.loggers.logger import rank_zero_experiment
+from lightning.pytorch.utilities import rank_zero_only
 
 from attnlab_core.errors import UsageError
 from lit_models.faults import is_preemption, preemption_exit_code
+from lit_models.rundir import DONE, Status, read_summary, write_summary
+from lit_models.wandb_mode import wandb_mode
 
 log = logging.getLogger(__name__)
 RUN_DIR_ENV = "ATTNLAB_RUN_DIR"
 RESUME_ENV = "ATTNLAB_RESUME_CKPT"
-Status = Literal["running", "finished", "diverged", "failed", "interrupted", "preempted"]
 
 
 @dataclass
@@ -41,9 +42,12 @@ class RunOptions:
         name: run name; default: a fresh timestamped name (two runs never collide).
         monitor: metric that selects the best checkpoint.
         mode: min or max for ``monitor``.
-        wandb_project: W&B project of the run (offline unless credentials are configured).
+        wandb_project: W&B project of the run; default: ``$WANDB_PROJECT`` (a sweep agent sets it to
+            the sweep's project), else ``attnlab``.
         checkpoint_every_n_steps: also refresh ``last.ckpt`` every N optimizer steps (0: only after
             each validation); bounds the work a crash or SIGKILL can cost.
+        test_after_fit: after a finished ``fit``, test the best checkpoint in the same process and
+            the same W&B run (for questions answered by a ``test/`` metric).
     """
 
     root: str = "runs"
@@ -51,8 +55,9 @@ class RunOptions:
     name: str | None = None
     monitor: str = "val/loss"
     mode: Literal["min", "max"] = "min"
-    wandb_project: str = "attnlab"
+    wandb_project: str | None = None
     checkpoint_every_n_steps: int = 0
+    test_after_fit: bool = False
 
 
 def fresh_run_name() -> str:
@@ -81,7 +86,7 @@ def resume_preempted(run_dir: Path, *, subcommand: str, ckpt_path: str | None) -
     if _inherited_run_dir() is not None:
         return os.environ.get(RESUME_ENV) or ckpt_path
     last = run_dir / "checkpoints" / "last.ckpt"
-    if subcommand == "fit" and not ckpt_path and read_summary(run_dir).get("status") == "preempted" and last.is_file():
+    if subcommand == "fit" and not ckpt_path and read_summary(run_dir).status is Status.PREEMPTED and last.is_file():
         log.warning("%s was preempted: continuing from %s", run_dir, last)
         ckpt_path = "last"
     os.environ[RESUME_ENV] = ckpt_path or ""
@@ -133,10 +138,10 @@ def check_writable(run_dir: Path) -> None:
 
 def refuse_finished_run(run_dir: Path, *, subcommand: str, ckpt_path: str | None) -> None:
     """A new ``fit`` must not overwrite a finished run; resuming it (``--ckpt_path``) is fine."""
-    status = read_summary(run_dir).get("status")
-    if subcommand == "fit" and not ckpt_path and status in ("finished", "diverged"):
+    status = read_summary(run_dir).status
+    if subcommand == "fit" and not ckpt_path and status in DONE:
         raise UsageError(
-            f"{run_dir} already holds a {status} run; choose another --run.name "
+            f"{run_dir} already holds a {status.value} run; choose another --run.name "
             "or continue it with --ckpt_path last"
         )
 
@@ -147,16 +152,6 @@ def named_checkpoint(run_dir: Path, which: str) -> Path:
     if not path.is_file():
         raise UsageError(f"--ckpt_path={which}: no checkpoint at {path} (give --run.name of a finished run)")
     return path
-
-
-def wandb_mode() -> Literal["online", "offline", "disabled"]:
-    """W&B online only with credentials (WANDB_API_KEY or a netrc entry), else offline."""
-    mode = os.environ.get("WANDB_MODE", "").lower()
-    if mode in ("disabled", "offline", "dryrun"):
-        return "disabled" if mode == "disabled" else "offline"
-    netrc = Path.home() / ".netrc"
-    has_key = bool(os.environ.get("WANDB_API_KEY")) or (netrc.is_file() and "api.wandb.ai" in netrc.read_text())
-    return "online" if has_key else "offline"
 
 
 class _AppendingWriter(ExperimentWriter):
@@ -199,21 +194,74 @@ class ResumableCSVLogger(CSVLogger):
         return self._experiment
 
 
-def build_loggers(run_dir: Path, opts: RunOptions, *, subcommand: str) -> list[Logger]:
-    """CSV always; W&B unless WANDB_MODE=disabled.
+@dataclass(frozen=True)
+class WandbIdentity:
+    """How a run shows on W&B dashboards: grouped by question, typed by subcommand, tagged by arm.
+
+    Args:
+        group: the experiment (= question) name.
+        job_type: fit | validate | test | predict.
+        name: display name (the arm and seed, e.g. ``positions=rope,seed=2``).
+        tags: the arm's ``axis=value`` and ``seed=N``.
+        run_id: the W&B run to continue (a requeued trial, or the fit an evaluation belongs to).
+    """
+
+    group: str
+    job_type: str
+    name: str
+    tags: tuple[str, ...] = ()
+    run_id: str | None = None
+
+
+def wandb_identity(run_dir: Path, *, subcommand: str, arm: dict[str, Any], seed: int | None) -> WandbIdentity:
+    """The identity of the run in ``run_dir``; an evaluation or a resumed fit continues the W&B run
+    recorded in its summary, a sweep trial takes the id the agent exported (``WANDB_RUN_ID``)."""
+    tags = tuple(f"{key}={value}" for key, value in arm.items()) + ((f"seed={seed}",) if seed is not None else ())
+    run_id = read_summary(run_dir).wandb_run_id or os.environ.get("WANDB_RUN_ID") or None
+    return WandbIdentity(group=run_dir.parent.name, job_type=subcommand, name=",".join(tags) if arm else run_dir.name,
+                         tags=tags, run_id=run_id)
+
+
+class QuietWandbLogger(WandbLogger):
+    """Lightning's WandbLogger minus the ``anonymous`` init argument that wandb now warns about, and
+    with the run directory created before ``wandb.init`` looks for its git root there."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._wandb_init.pop("anonymous", None)
+
+    @property
+    def experiment(self) -> Any:
+        """As Lightning's, but the run directory exists first: wandb looks for the git root from it
+        (and warns "git root ... does not exist" otherwise)."""
+        if self._experiment is None and self._save_dir and rank_zero_only.rank == 0:
+            Path(self._save_dir).mkdir(parents=True, exist_ok=True)
+        return super().experiment
+
+
+def wandb_run_id(trainer: L.Trainer) -> str | None:
+    """The id of the trainer's W&B run, if it has one."""
+    return next((str(lg.version) for lg in trainer.loggers if isinstance(lg, WandbLogger) and lg.version), None)
+
+
+def build_loggers(run_dir: Path, opts: RunOptions, *, identity: WandbIdentity) -> list[Logger]:
+    """CSV always; W&B unless WANDB_MODE=disabled (online or offline as :func:`wandb_mode` decides).
 
     ``fit`` logs to ``<run>/metrics.csv``; evaluating an existing run (test / validate / predict)
-    logs to ``<run>/<subcommand>/metrics.csv`` so the training log is never overwritten.
+    logs to ``<run>/<subcommand>/metrics.csv`` so the training log is never overwritten, and adds
+    its metrics to the fit's W&B run (resumed by id).
     """
+    subcommand = identity.job_type
     version = "" if subcommand == "fit" else subcommand
     csv_logger = ResumableCSVLogger if subcommand == "fit" else CSVLogger  # an evaluation's log is its own
     loggers: list[Logger] = [csv_logger(save_dir=str(run_dir), name="", version=version)]
     mode = wandb_mode()
     if mode != "disabled":
-        loggers.append(
-            WandbLogger(save_dir=str(run_dir), project=opts.wandb_project, group=run_dir.parent.name,
-                        name=run_dir.name, offline=mode == "offline")
-        )
+        loggers.append(QuietWandbLogger(
+            save_dir=str(run_dir), project=opts.wandb_project or os.environ.get("WANDB_PROJECT") or "attnlab",
+            group=identity.group, job_type=identity.job_type,
+            name=identity.name, tags=list(identity.tags), id=identity.run_id, resume="allow",
+            offline=mode == "offline"))
     return loggers
 
 
@@ -236,19 +284,6 @@ def _scalars(metrics: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def read_summary(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / "summary.json"
-    return json.loads(path.read_text()) if path.is_file() else {}
-
-
-def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
-    """Atomically (write + rename) replace summary.json."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    tmp = run_dir / "summary.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=2, sort_keys=True))
-    os.replace(tmp, run_dir / "summary.json")
-
-
 class RunSummary(L.Callback):
     """Writes summary.json: status, final and best metrics, parameters, wall time, tokens/s, seed, commit."""
 
@@ -261,25 +296,25 @@ class RunSummary(L.Callback):
         if not trainer.is_global_zero:
             return
         summary = read_summary(self.run_dir)
-        if fields.get("status") == "running":  # a resumed run: the previous stop is history
-            for stale in ("error", "exit_code", "resume_hint"):
-                summary.pop(stale, None)
-        metrics = {**summary.get("metrics", {}), **_scalars(trainer.callback_metrics)}
-        summary.update(
-            run_dir=str(self.run_dir), seed=self.seed, git_commit=git_commit(), metrics=metrics,
-            parameters=sum(p.numel() for p in pl_module.parameters() if p.requires_grad),
-            model=type(pl_module).__name__, global_step=max(int(trainer.global_step), summary.get("global_step", 0)),
-            **fields,
-        )
+        if fields.get("status") is Status.RUNNING:  # a resumed run: the previous stop is history
+            summary.error = summary.exit_code = summary.resume_hint = None
+        summary.metrics = {**summary.metrics, **_scalars(trainer.callback_metrics)}
+        summary.run_dir, summary.seed, summary.git_commit = str(self.run_dir), self.seed, git_commit()
+        summary.parameters = sum(p.numel() for p in pl_module.parameters() if p.requires_grad)
+        summary.model = type(pl_module).__name__
+        summary.global_step = max(int(trainer.global_step), summary.global_step)
+        summary.wandb_run_id = wandb_run_id(trainer) or summary.wandb_run_id
+        for key, value in fields.items():
+            setattr(summary, key, value)
         ckpt = trainer.checkpoint_callback
         if ckpt is not None and getattr(ckpt, "best_model_score", None) is not None:
-            summary["best"] = {"monitor": ckpt.monitor, "score": float(ckpt.best_model_score),
-                               "checkpoint": ckpt.best_model_path}
+            summary.best = {"monitor": ckpt.monitor, "score": float(ckpt.best_model_score),
+                            "checkpoint": ckpt.best_model_path}
         write_summary(self.run_dir, summary)
 
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.t0 = time.time()
-        self._update(trainer, pl_module, status="running")
+        self._update(trainer, pl_module, status=Status.RUNNING)
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.train_time = time.time() - self.t0
@@ -289,22 +324,22 @@ class RunSummary(L.Callback):
         tokens = getattr(pl_module, "tokens_seen", 0)
         diverged = getattr(pl_module, "diverged_at", None)
         self._update(
-            trainer, pl_module, status="diverged" if diverged is not None else "finished", diverged_at=diverged,
+            trainer, pl_module, status=Status.DIVERGED if diverged is not None else Status.FINISHED,
+            diverged_at=diverged,
             wall_time_s=wall, tokens_seen=tokens, tokens_per_s=tokens / max(wall, 1e-9),
         )
 
     def on_test_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        summary = read_summary(self.run_dir)
-        self._update(trainer, pl_module, status=summary.get("status", "finished"))
+        self._update(trainer, pl_module, status=read_summary(self.run_dir).status or Status.FINISHED)
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.subcommand == "validate":
-            self._update(trainer, pl_module, status=read_summary(self.run_dir).get("status", "finished"))
+            self._update(trainer, pl_module, status=read_summary(self.run_dir).status or Status.FINISHED)
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
         if is_preemption(exception):
-            self._update(trainer, pl_module, status="preempted", exit_code=preemption_exit_code(exception),
+            self._update(trainer, pl_module, status=Status.PREEMPTED, exit_code=preemption_exit_code(exception),
                          resume_hint="--ckpt_path last")
             return
-        status: Status = "interrupted" if isinstance(exception, KeyboardInterrupt) else "failed"
+        status = Status.INTERRUPTED if isinstance(exception, KeyboardInterrupt) else Status.FAILED
         self._update(trainer, pl_module, status=status, error=f"{type(exception).__name__}: {exception}")

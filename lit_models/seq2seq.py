@@ -12,9 +12,11 @@ from torch import Tensor
 
 from datamodules.batching import BOS, EOS, PAD, Seq2SeqBatch, ids_to_text
 from lit_models.axes import AttnScale, Forcing, LRSchedule, Norm, Positions, ScheduledDecay, Tying
+from lit_models.bleu_by_length import BLEUByLength
 from lit_models.blocks.decoding import DecodeConfig, decode
 from lit_models.builders import build_transformer
-from lit_models.forcing import ScheduledMode, build_forcing, gold_probability
+from lit_models.evaluation import EvaluationModule
+from lit_models.forcing import ForcingPolicy, ScheduledMode
 from lit_models.metrics import (
     build_seq2seq_metrics,
     label_smoothed_loss,
@@ -23,12 +25,11 @@ from lit_models.metrics import (
     sequences_equal,
 )
 from lit_models.schedules import LR_SCHEDULES
-from lit_models.stochastic import StochasticModule
 
 FIGURE_EXAMPLES = 1
 
 
-class Seq2SeqModule(StochasticModule):
+class Seq2SeqModule(EvaluationModule):
     """Shared training/evaluation logic of every seq2seq family (subclasses set ``self.net``).
 
     ``self.net`` implements ``encode(src) -> state``, ``step(prev, state) -> (logits, state)``,
@@ -54,27 +55,23 @@ class Seq2SeqModule(StochasticModule):
         weight_decay: float,
     ) -> None:
         super().__init__()
-        self.forcing = build_forcing(forcing, scheduled_mode=scheduled_mode)
+        self.forcing = ForcingPolicy(forcing=forcing, scheduled_mode=scheduled_mode, decay=scheduled_decay,
+                                     steps=scheduled_steps, floor=scheduled_floor)
         self.decoding = DecodeConfig()
         self.metrics = torch.nn.ModuleDict({s: build_seq2seq_metrics() for s in ("val", "test")})
-        self.figure_batch: Seq2SeqBatch | None = None
+        self.metrics["test"]["bleu_by_len"] = BLEUByLength()  # test/bleu_by_len/len_006_010: BLEU by source length
         self.tokens_seen = 0
         self.signatures_logged = False
 
     # ----------------------------------------------------------------- training
     def p_gold(self) -> float:
-        """Probability of feeding gold tokens at this step (1 for teacher, 0 for student)."""
-        hp = self.hparams
-        if hp.forcing != "scheduled":
-            return float(hp.forcing == "teacher")
-        return gold_probability(hp.scheduled_decay, step=self.global_step, steps=hp.scheduled_steps,
-                                floor=hp.scheduled_floor)
+        """Probability of feeding gold tokens at this step (the forcing policy's schedule)."""
+        return self.forcing.p_gold(self.global_step)
 
     def training_step(self, batch: Seq2SeqBatch, batch_idx: int) -> Tensor | None:
         src, tgt = batch.src, batch.tgt
         tgt_in, labels = tgt[:, :-1], tgt[:, 1:]
-        p = self.p_gold()
-        logits, state = self.forcing(self.net, self.net.encode(src), tgt_in, p_gold=p)
+        logits, state, p = self.forcing(self.net, self.net.encode(src), tgt_in, step=self.global_step)
         loss = label_smoothed_loss(logits, labels, eps=self.hparams.label_smoothing)
         total = loss + self.auxiliary_loss(logits, labels, state)
         if not torch.isfinite(total):
@@ -129,37 +126,18 @@ class Seq2SeqModule(StochasticModule):
         hyps, refs = [detok(p) for p in pred.tolist()], [[detok(g)] for g in labels.tolist()]
         m["bleu"].update(hyps, refs)
         m["chrf"].update(hyps, refs)
+        if "bleu_by_len" in m:
+            m["bleu_by_len"].update(hyps, refs, self.source_lengths(src))
 
     def _detokenizer(self):
         dm = self.trainer.datamodule if self._trainer is not None else None
         return dm.decode_tokens if dm is not None else ids_to_text
 
-    def _log_metrics(self, split: str) -> None:
-        flat = {}
-        for name, metric in self.metrics[split].items():
-            value = metric.compute()
-            items = value.items() if isinstance(value, dict) else [("", value)]
-            flat.update({f"{split}/{name}" + (f"/{k}" if k else ""): v for k, v in items})
-            metric.reset()
-        self.log_dict(flat)
+    def _after_split(self, split: str, values: dict[str, Tensor]) -> None:
         if not self.signatures_logged:  # how BLEU / chrF were computed, next to the hyper-parameters
             for logger in self.loggers:
                 logger.log_hyperparams(metric_signatures())
             self.signatures_logged = True
-
-    def validation_step(self, batch: Seq2SeqBatch, batch_idx: int) -> None:
-        if self.figure_batch is None and batch_idx == 0:
-            self.figure_batch = type(batch)(*(_head(t, self.figure_examples) for t in batch))
-        self._evaluate(batch, "val")
-
-    def on_validation_epoch_end(self) -> None:
-        self._log_metrics("val")
-
-    def test_step(self, batch: Seq2SeqBatch, batch_idx: int) -> None:
-        self._evaluate(batch, "test")
-
-    def on_test_epoch_end(self) -> None:
-        self._log_metrics("test")
 
     def predict_step(self, batch: Seq2SeqBatch, batch_idx: int) -> list[str]:
         detok = self._detokenizer()
@@ -258,11 +236,6 @@ class TransformerSeq2Seq(Seq2SeqModule):
             attn_dropout=attn_dropout, norm=norm, positions=positions, attn_scale=attn_scale,
             max_len=max_positions, tying=tying,
         )
-
-
-def _head(field: Tensor | list, n: int) -> Tensor | list:
-    """The first n examples of one batch field (a tensor, moved to CPU, or a list)."""
-    return field[:n].cpu() if isinstance(field, Tensor) else field[:n]
 
 
 def count_parameters(module: torch.nn.Module) -> int:

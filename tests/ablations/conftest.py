@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 FAKE_CLI = textwrap.dedent('''
-    """Stand-in for `attnlab fit|test`: honours --run.*, fails for x=bad, diverges for x=nan, sleeps for x=slow."""
+    """Stand-in for `attnlab fit|test`: honours --run.* (test_after_fit too); x=bad fails, nan diverges, slow sleeps."""
     import json, sys, time
     from pathlib import Path
     sub, args = sys.argv[1], dict(a[2:].split("=", 1) for a in sys.argv[2:] if a.startswith("--"))
@@ -22,15 +22,17 @@ FAKE_CLI = textwrap.dedent('''
     run.mkdir(parents=True, exist_ok=True)
     summary = json.loads((run / "summary.json").read_text()) if (run / "summary.json").exists() else {}
     metrics = summary.get("metrics", {})
-    if sub == "test":
-        if Path(args["run.root"], "fail-tests").exists():
-            sys.exit(1)
-        metrics["test/score"] = 1.0
-    else:
+    if sub == "fit":
         metrics["val/score"] = float("nan") if x == "nan" else float(x) + int(args.get("seed_everything", 0))
     status = "diverged" if x == "nan" else "finished"
     (run / "summary.json").write_text(json.dumps({"status": status, "metrics": metrics, "argv": sys.argv}))
     (run / "calls").open("a").write(sub + "\\n")
+    if sub == "test" or (status == "finished" and args.get("run.test_after_fit") == "true"):
+        if Path(args["run.root"], "fail-tests").exists():
+            sys.exit(1)
+        metrics["test/score"] = 1.0
+        (run / "summary.json").write_text(json.dumps({"status": status, "metrics": metrics, "argv": sys.argv}))
+        (run / "calls").open("a").write("test\\n")
 ''')
 
 

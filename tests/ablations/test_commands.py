@@ -27,7 +27,8 @@ def test_missing_sweep_is_a_usage_error(capsys):
 def test_dry_run_by_question_name_prints_quick_commands(capsys, tmp_path):
     assert sweep_main(["norm", "--dry-run", "--count", "2", "--scale", "quick", "--root", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert out.count("lit_models/cli.py fit --config ablations/configs/transformer_reverse.yaml") == 2
+    trial = "attnlab/cli.py fit --config ablations/configs/transformer_reverse.yaml --run.experiment=norm"
+    assert out.count(trial) == 2
     assert "--trainer.max_epochs=3" in out and "--run.experiment=norm" in out and "2 planned" in out
     assert not any(tmp_path.iterdir())
 
@@ -68,3 +69,27 @@ def test_dispatch_leaves_lightning_subcommands_alone(capsys):
 
     assert dispatch(["fit", "--config", "x.yaml"]) is None and dispatch([]) is None
     assert dispatch(["sweep", "no_such_sweep"]) == 2
+
+
+@pytest.mark.parametrize("name", sorted(__import__("ablations.questions", fromlist=["QUESTIONS"]).QUESTIONS))
+def test_dashboard_view_builds_offline(name):
+    """The workspace view of each question serializes without a server (nothing is saved)."""
+    pytest.importorskip("wandb_workspaces")
+    from ablations.dashboard import build_workspace
+    from ablations.questions import QUESTIONS
+
+    question = QUESTIONS[name]
+    view = build_workspace(question, entity="someone", project="attnlab")
+    spec = view._to_model().model_dump_json()
+    assert question.metric in spec and all(axis in spec for axis in question.axes)
+    assert name in spec, "runs filtered to the question's W&B group"
+    kinds = {type(p).__name__ for s in view.sections for p in s.panels}
+    assert {"LinePlot", "BarPlot", "ParallelCoordinatesPlot"} <= kinds
+
+
+def test_dashboard_without_entity_is_a_usage_error(capsys):
+    from ablations.commands import dashboard_main
+
+    with pytest.raises(SystemExit) as exit_info:
+        dashboard_main(["positions"])
+    assert exit_info.value.code == 2 and "--entity" in capsys.readouterr().err

@@ -77,22 +77,27 @@ def test_random_search_needs_count_and_repeats_its_proposals(fake_sweep, tmp_pat
     assert [o.skipped for o in second] == [True, True, False]
 
 
-def test_follow_up_test_runs_after_a_finished_fit(fake_sweep, tmp_path):
+def _with_test_after_fit(sweep: dict) -> dict:
+    command = ["${env}", "${interpreter}", "${program}", "fit", "--run.test_after_fit=true", "${args}"]
+    return {**sweep, "command": command}
+
+
+def test_test_after_fit_comes_from_the_trial_command(fake_sweep, tmp_path):
     fake_sweep["parameters"] = {"x": {"values": [1, "nan"]}, "seed_everything": {"value": 1}}
-    plan = _plan(fake_sweep, tmp_path / "runs")
-    plan.test_after_fit = True
-    outcomes = {o.trial.name: o for o in run_sweep(plan)}
+    outcomes = {o.trial.name: o for o in run_sweep(_plan(_with_test_after_fit(fake_sweep), tmp_path / "runs"))}
     ran = (tmp_path / "runs" / "fake" / "x=1" / "calls").read_text().split()
     assert ran == ["fit", "test"] and outcomes["x=1"].summary_metrics["test/score"] == 1.0
     assert (tmp_path / "runs" / "fake" / "x=nan" / "calls").read_text().split() == ["fit"], "no test after divergence"
+    assert "--run.test_after_fit=true" in outcomes["x=1"].trial.command
+    plain = run_sweep(_plan(fake_sweep, tmp_path / "plain"))
+    assert all("test/score" not in o.summary_metrics for o in plain), "the runner adds no test of its own"
 
 
-def test_failed_follow_up_fails_the_trial_and_is_retried(fake_sweep, tmp_path):
+def test_failed_test_after_fit_fails_the_trial_and_is_retried(fake_sweep, tmp_path):
     fake_sweep["parameters"] = {"x": {"values": [1]}}
     (tmp_path / "runs").mkdir()
     (tmp_path / "runs" / "fail-tests").touch()
-    plan = _plan(fake_sweep, tmp_path / "runs")
-    plan.test_after_fit = True
+    plan = _plan(_with_test_after_fit(fake_sweep), tmp_path / "runs")
     assert [o.status for o in run_sweep(plan)] == ["failed"]
     (tmp_path / "runs" / "fail-tests").unlink()
     again = run_sweep(plan)
@@ -114,3 +119,26 @@ def test_load_sweep_defaults_name_to_file_stem(tmp_path):
     path = tmp_path / "my_question.yaml"
     path.write_text("method: grid\nparameters: {x: {values: [1]}}\n")
     assert load_sweep(path)["name"] == "my_question"
+
+
+def test_eta_from_the_trials_run_so_far():
+    from ablations.runner import Outcome, Trial, eta_seconds, progress_line
+
+    trial = Trial(name="x=1", params={}, run_dir=Path("r"), command=[])
+    done = [Outcome(trial=trial, status="finished", wall_s=30.0), Outcome(trial=trial, status="finished", wall_s=50.0),
+            Outcome(trial=trial, status="skipped (finished)", skipped=True)]
+    assert eta_seconds(done, total=7, jobs=2) == 40.0 * 4 / 2
+    assert eta_seconds(done, total=None, jobs=1) is None
+    assert progress_line(3, 7, done[0], None, eta_s=600).endswith("30s  ETA 10 min")
+
+
+def test_quiet_sweep_prints_only_the_totals(fake_sweep, tmp_path, capsys):
+    import yaml
+
+    from ablations.commands import sweep_main
+
+    path = tmp_path / "fake.yaml"
+    path.write_text(yaml.safe_dump({**fake_sweep, "parameters": {"x": {"values": [1, 2]}}}))
+    assert sweep_main([str(path), "--root", str(tmp_path / "runs"), "--quiet"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert not any(line.startswith("[") for line in out) and "2 finished" in out[0]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lit_models.cli import main
+from attnlab.cli import main  # the `attnlab` command: Lightning subcommands and sweep alike
 
 REPO = Path(__file__).parents[2]
 CONFIGS = REPO / "ablations" / "configs"

@@ -79,6 +79,17 @@ def test_bleu_multi_reference_known_values() -> None:
     assert float(m2["bleu4"].compute()) == pytest.approx(1.0)
 
 
+@pytest.mark.parametrize("references", [["a b c d e", "a b c"], ["a b c", "a b c d e"]],
+                         ids=["longer_first", "shorter_first"])
+def test_bleu_brevity_tie_takes_the_shorter_reference(references: list[str]) -> None:
+    """A 4-word candidate is as close to a 5-word as to a 3-word reference: the effective reference
+    length is the shorter (coco-caption, NLTK, sacrebleu), so BP = 1 whatever the order, and
+    'a b c d' has every unigram in a reference: BLEU-1 = 1 (the longer reference would give e^(1-5/4))."""
+    m = build_caption_metrics()
+    m["bleu1"].update(["a b c d"], [references])
+    assert float(m["bleu1"].compute()) == pytest.approx(1.0)
+
+
 def test_box_cell_overlap_exact() -> None:
     """Grid 2: the box [0.25, 0.75]² covers a quarter of each of the four cells; [0, 0.5]² is cell 0."""
     boxes = torch.tensor([[[0.25, 0.25, 0.75, 0.75], [0.0, 0.0, 0.5, 0.5], [0.5, 0.0, 1.0, 0.5]]])

@@ -130,12 +130,14 @@ def test_figures_overlay_each_word(batch) -> None:
 
 @pytest.mark.parametrize("attention", ARMS)
 def test_overfits_one_batch(batch, attention: str) -> None:
+    """Loss below 0.1 from ~2.9. The hard arm learns through sampled cells: at 120 steps its loss was
+    0.06-0.21 over four sampling seeds (edge-sitting), at 240 steps 0.002-0.017, so it gets 240."""
     b, vocab = batch
     model = _model(attention, vocab, lr=1e-2, doubly_stochastic=0.1).train()
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     tgt_in, labels = b.tgt[:, :-1], b.tgt[:, 1:]
     first = None
-    for _ in range(120):
+    for _ in range(240 if attention == "hard" else 120):
         logits, state = model.net.teacher_forward(model.net.encode(b.src), tgt_in)
         loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=PAD)
         aux = doubly_stochastic_penalty(state["attn_total"]).mean() * 0.01 + model.reinforce(logits, labels, state).loss
@@ -143,7 +145,7 @@ def test_overfits_one_batch(batch, attention: str) -> None:
         (loss + aux).backward()
         opt.step()
         first = float(loss.detach()) if first is None else first
-    assert float(loss.detach()) < 0.1 < first
+    assert float(loss.detach()) < 0.1 < first, (attention, float(loss), first)
 
 
 def test_gate_scales_the_context() -> None:

@@ -141,7 +141,7 @@ def test_forcing_arms_change_training_step_logits():
         m = tiny(forcing=arm)
         p = 0.5 if arm == "scheduled" else m.p_gold()
         torch.manual_seed(1)  # the scheduled coin
-        logits[arm], _ = m.forcing(m.net, m.net.encode(src), tgt_in, p_gold=p)
+        logits[arm], _ = m.forcing.feed(m.net, m.net.encode(src), tgt_in, p_gold=p)
     for a, b in itertools.combinations(ARMS["forcing"], 2):
         torch.testing.assert_close(logits[a][:, 0], logits[b][:, 0])  # BOS is always fed first
         assert not torch.allclose(logits[a], logits[b], atol=1e-4), (a, b)
@@ -336,9 +336,21 @@ def test_gold_probability_endpoints(decay):
         assert gold_probability(decay, step=steps, steps=steps, floor=0.0) == pytest.approx(end, abs=1e-12)
 
 
-def test_scheduled_module_p_gold_follows_the_decay():
-    m = tiny(forcing="scheduled", scheduled_decay="linear", scheduled_steps=100, scheduled_floor=0.2)
-    assert m.p_gold() == gold_probability("linear", step=0, steps=100, floor=0.2) == 1.0
+@pytest.mark.parametrize("decay", get_args(ScheduledDecay))
+def test_scheduled_module_p_gold_follows_the_decay(decay):
+    """The module reads its own hyper-parameters and the trainer's global step, at every step."""
+    from types import SimpleNamespace
+
+    m = tiny(forcing="scheduled", scheduled_decay=decay, scheduled_steps=100, scheduled_floor=0.2)
+    steps = [0, 10, 25, 50, 79, 80, 100, 500]
+    got = []
+    for step in steps:
+        m._trainer = SimpleNamespace(global_step=step)
+        got.append(m.p_gold())
+    assert got == [gold_probability(decay, step=s, steps=100, floor=0.2) for s in steps], got
+    assert len(set(got)) >= 4 and got[-1] == pytest.approx(0.2), got  # it moves, down to the floor
+    if decay == "linear":  # Bengio et al. 2015 eq. (linear): max(floor, 1 - step / steps)
+        assert got == pytest.approx([1.0, 0.9, 0.75, 0.5, 0.21, 0.2, 0.2, 0.2]), got
 
 
 # ------------------------------------------------------------------------------------------ sizes

@@ -1,0 +1,117 @@
+"""Sweep files and trial commands as W&B renders them: reading and validating a sweep YAML with
+W&B's own schema, the values the engine can propose, ``wandb agent``'s command rendering
+(``${env} ${interpreter} ${program} ... ${args}``, values rendered ``--key=value`` with ``str()``)
+and readable trial names.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+DEFAULT_COMMAND = ["${env}", "${interpreter}", "${program}", "${args}"]  # wandb's DEFAULT_SWEEP_COMMAND
+ENVVAR_MACRO = re.compile(r"\$\{envvar:([A-Z0-9_]*)\}")  # wandb's SWEEP_COMMAND_ENV_VAR_REGEX
+SEED_KEY = "seed_everything"
+
+
+class SweepError(ValueError):
+    """A sweep file that cannot run (schema violation, unknown method without a bound, ...)."""
+
+
+# ---------------------------------------------------------------- sweep files
+def load_sweep(path: str | Path) -> dict[str, Any]:
+    """Read a sweep YAML file into a dict (raises SweepError naming the file if it is not a mapping)."""
+    data = yaml.safe_load(Path(path).read_text())
+    if not isinstance(data, dict):
+        raise SweepError(f"{path}: a sweep file must be a YAML mapping")
+    data.setdefault("name", Path(path).stem)
+    for key, spec in (data.get("parameters") or {}).items():
+        spec = spec if isinstance(spec, dict) else {}
+        given = [spec["value"]] if "value" in spec else spec.get("values") or []
+        if None in given:
+            raise SweepError(f"{path}: parameter {key} has the value null, which the agent passes as the string "
+                             "'None'; remove it (leave the parameter out to keep the config's default)")
+    return data
+
+
+def schema_violations(sweep: Mapping[str, Any]) -> list[str]:
+    """W&B's own validation of a sweep config (``sweeps.schema_violations_from_proposed_config``)."""
+    from sweeps import schema_violations_from_proposed_config
+
+    return list(schema_violations_from_proposed_config(dict(sweep)))
+
+
+def varied_keys(sweep: Mapping[str, Any]) -> list[str]:
+    """Parameters that take more than one value (everything but ``value:`` constants), sorted."""
+    return sorted(k for k, spec in sweep.get("parameters", {}).items() if "value" not in spec)
+
+
+def to_python(value: Any) -> Any:
+    """numpy scalars (what the engine proposes for distributions) -> plain Python, as JSON would give."""
+    return value.item() if hasattr(value, "item") and not isinstance(value, (list, dict, str)) else value
+
+
+def proposable_values(name: str, spec: Mapping[str, Any]) -> list[Any]:
+    """Every value the engine can propose for a categorical/constant parameter; for a distribution,
+    its minimum, median and (almost) maximum as the engine would render them."""
+    if "values" in spec:
+        return list(spec["values"])
+    if "value" in spec:
+        return [spec["value"]]
+    import numpy as np
+    from sweeps.params import HyperParameter
+
+    quantiles = np.array([0.0, 0.5, 1.0 - 1e-9])
+    return [to_python(v) for v in np.atleast_1d(HyperParameter(name, dict(spec)).ppf(quantiles))]
+
+
+# -------------------------------------------------------------- command rendering
+def render_args(params: Mapping[str, Any]) -> list[str]:
+    """``${args}``: ``--key=value`` with ``str(value)``, in the given order (as the agent does)."""
+    return [f"--{key}={value}" for key, value in params.items()]
+
+
+def render_command(
+    sweep: Mapping[str, Any], params: Mapping[str, Any], *, interpreter: str = "python", env: str = "/usr/bin/env"
+) -> list[str]:
+    """The argument list ``wandb agent`` runs for a trial with ``params`` (its ``_command_run``).
+
+    ``${envvar:NAME}`` becomes the variable's value (or ``NAME`` when unset, like the agent);
+    ``${args_no_hyphens}`` and the other agent macros are supported, but ``${args}`` is the one
+    LightningCLI accepts.
+    """
+    macros: dict[str, list[str]] = {
+        "env": [env], "interpreter": [interpreter], "program": [str(sweep.get("program", ""))],
+        "args": render_args(params), "args_no_hyphens": [f"{k}={v}" for k, v in params.items()],
+        "args_no_equals": [s for k, v in params.items() for s in (f"--{k}", str(v))],
+        "args_json": [json.dumps(dict(params))],
+        "args_no_boolean_flags": [f"--{k}" if v is True else f"--{k}={v}" for k, v in params.items() if v is not False],
+        "args_append_hydra": [f"+{k}={v}" for k, v in params.items()],
+        "args_override_hydra": [f"++{k}={v}" for k, v in params.items()],
+    }
+    out: list[str] = []
+    for chunk in list(sweep.get("command") or DEFAULT_COMMAND):
+        chunk = ENVVAR_MACRO.sub(lambda m: os.environ.get(m.group(1), m.group(1)), str(chunk))
+        if chunk.startswith("${") and chunk.endswith("}"):
+            out += macros.get(chunk[2:-1]) or []
+        else:
+            out.append(chunk)
+    return out
+
+
+def trial_name(params: Mapping[str, Any], varied: list[str]) -> str:
+    """Deterministic, readable name from the varied parameters: ``attn_scale=none,seed=1``."""
+    shorts = [k.split(".")[-1] for k in varied]
+    parts = []
+    for key, short in zip(varied, shorts, strict=True):
+        label = "seed" if key == SEED_KEY else (short if shorts.count(short) == 1 else key)
+        parts.append(f"{label}={params.get(key)}")
+    name = re.sub(r"[^A-Za-z0-9_.,=+-]", "_", ",".join(parts)) or "default"
+    return name if len(name) <= 120 else name[:100] + "-" + hashlib.sha1(name.encode()).hexdigest()[:8]

@@ -1,0 +1,76 @@
+"""Paths named on the command line, checked before anything is created: the checkpoint, the data
+files and folders. A problem is a :class:`UsageError` naming the path (one line, exit 2); no run
+directory, no W&B run and no cache folder exists yet when these checks run.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from attnlab_core.errors import UsageError
+
+CKPT_KEYWORDS = ("best", "last", "hpc", "registry")
+"""``--ckpt_path`` values that name a checkpoint by role, resolved later (not files)."""
+CACHE_DIRS = ("data_dir",)
+"""Data options that name a folder the datamodule creates (downloads, prepared corpora, tokenizers)."""
+
+
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
+    """The checkpoint at ``path`` (loaded with ``weights_only=True``), or a UsageError saying why not.
+
+    Missing, a directory, unreadable, not a torch file, or a torch file without ``state_dict``
+    (e.g. a bare tensor dict) are each told apart in the message.
+    """
+    import torch
+
+    path = Path(path)
+    if not path.exists():
+        raise UsageError(f"{path}: no such checkpoint file")
+    if path.is_dir():
+        raise UsageError(f"{path}: is a directory, not a checkpoint file")
+    if not os.access(path, os.R_OK):
+        raise UsageError(f"{path}: not readable (check its permissions)")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - pickle/zip/EOF/unsafe-type errors all mean "not ours"
+        reason = str(err).strip().splitlines()[0][:120] if str(err).strip() else type(err).__name__
+        raise UsageError(f"{path}: not a checkpoint that loads safely ({reason})") from None
+    if not isinstance(ckpt, dict) or "state_dict" not in ckpt:
+        raise UsageError(f"{path}: not a checkpoint (a Lightning checkpoint holds a state_dict)")
+    return ckpt
+
+
+def check_data_paths(init_args: Any) -> None:
+    """Every ``*_path`` data option names an existing file, folder or file prefix (``prefix.de`` /
+    ``prefix.en``); every other ``*_dir`` is an existing folder; cache folders (``data_dir``) can be
+    created. Options left unset (None) are the datamodule's business."""
+    items = vars(init_args).items() if hasattr(init_args, "__dict__") else dict(init_args or {}).items()
+    for key, value in items:
+        if not isinstance(value, (str, Path)) or not str(value):
+            continue
+        path = Path(value)
+        if key in CACHE_DIRS:
+            check_creatable(path, option=f"--data.{key}={value}")
+        elif key.endswith("_path") and not (path.exists() or any(path.parent.glob(path.name + ".*"))):
+            raise UsageError(f"--data.{key}={value}: no such file")
+        elif key.endswith("_dir") and not path.is_dir():
+            raise UsageError(f"--data.{key}={value}: no such folder")
+        elif path.exists() and not os.access(path, os.R_OK):
+            raise UsageError(f"--data.{key}={value}: not readable (check its permissions)")
+
+
+def check_creatable(path: Path, *, option: str) -> None:
+    """``path`` is a folder or can be made one: its nearest existing ancestor is a writable folder."""
+    if path.exists():
+        if not path.is_dir():
+            raise UsageError(f"{option}: not a directory")
+        return
+    ancestor = path
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise UsageError(f"{option}: cannot create it, {ancestor} is not a directory")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise UsageError(f"{option}: cannot create it, {ancestor} is not writable")

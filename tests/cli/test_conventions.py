@@ -1,0 +1,138 @@
+"""The ``attnlab`` command as a Lightning user expects it: every subcommand in ``--help``, ``--version``,
+a misspelt option named with its closest valid one, short class names, ``--trainer.default_root_dir``
+as the run root, a user's own logger kept, accelerator ``auto`` in every config, and ``predict``
+writing ``<run>/predict/predictions.jsonl``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from attnlab.cli import LIGHTNING, main
+
+REPO = Path(__file__).parents[2]
+CONFIG = str(REPO / "ablations" / "configs" / "transformer_reverse.yaml")
+TINY = ["--model.d_model=16", "--model.d_ff=32", "--model.encoder_layers=1", "--model.decoder_layers=1",
+        "--data.train_size=48", "--data.val_size=8", "--data.test_size=8", "--data.batch_size=16",
+        "--trainer.max_epochs=1", "--trainer.enable_progress_bar=false"]
+
+
+def _exit(argv: list[str]) -> int:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    return exit_info.value.code
+
+
+def test_help_lists_every_subcommand_with_one_line(capsys):
+    from ablations.commands import COMMANDS
+
+    assert _exit(["--help"]) == 0
+    out = capsys.readouterr().out
+    for name in [*LIGHTNING, *COMMANDS, "dashboard"]:
+        lines = [ln for ln in out.splitlines() if ln.split()[:1] == [name]]
+        assert len(lines) == 1 and len(lines[0].split()) > 3, (name, out)
+
+
+def test_help_and_version_answer_without_importing_lightning():
+    code = ("import sys, time; t = time.time(); from attnlab.cli import main\n"
+            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print('lightning' in sys.modules, 'torch' in sys.modules, time.time() - t)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(REPO), "PATH": ""})
+    lightning, torch, seconds = proc.stdout.strip().splitlines()[-1].split()
+    assert (lightning, torch) == ("False", "False"), proc.stdout
+    t0 = time.time()
+    version = subprocess.run([sys.executable, "-m", "attnlab", "--version"], cwd=REPO, capture_output=True, text=True,
+                             timeout=120, env={"PYTHONPATH": str(REPO), "PATH": ""})
+    assert version.returncode == 0 and version.stdout.startswith("attnlab "), version.stderr
+    assert time.time() - t0 < 10  # generous: the point is that nothing heavy is imported (asserted above)
+
+
+def test_unknown_command_suggests_the_closest(capsys):
+    assert _exit(["fir"]) == 2
+    assert capsys.readouterr().err.strip() == "attnlab: error: no command 'fir'; did you mean fit?"
+
+
+@pytest.mark.parametrize("option, message", [
+    ("--model.nrom=pre", "no option model.nrom; did you mean model.norm?"),
+    ("--trainer.max_epohcs=2", "no option trainer.max_epohcs; did you mean trainer.max_epochs?"),
+    ("--data.trian_size=3", "no option data.trian_size; did you mean data.train_size?"),
+])
+def test_misspelt_option_names_the_closest_valid_one(option, message, capsys, tmp_path):
+    assert _exit(["fit", "--config", CONFIG, option, f"--run.root={tmp_path}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"attnlab: error: {message}"]
+    assert not any(tmp_path.iterdir())
+
+
+def _printed_config(capsys, *argv: str) -> dict:
+    assert _exit(["fit", *argv, "--print_config"]) == 0
+    return yaml.safe_load(capsys.readouterr().out)
+
+
+def test_short_class_names(capsys):
+    cfg = _printed_config(capsys, "--model", "TransformerSeq2Seq", "--data", "SyntheticSeq2Seq")
+    assert cfg["model"]["class_path"] == "lit_models.seq2seq.TransformerSeq2Seq"
+    assert cfg["data"]["class_path"] == "datamodules.synthetic.SyntheticSeq2Seq"
+
+
+def test_every_config_runs_on_whatever_the_node_has(capsys):
+    cfg = _printed_config(capsys, "--config", CONFIG, "--trainer.devices=2")
+    assert cfg["trainer"]["accelerator"] == "auto" and str(cfg["trainer"]["devices"]) == "2"
+    for path in sorted((REPO / "ablations" / "configs").glob("*.yaml")):
+        trainer = yaml.safe_load(path.read_text()).get("trainer", {})
+        assert trainer.get("accelerator", "auto") == "auto", path.name
+
+
+def test_default_root_dir_is_the_run_root(tmp_path, capsys):
+    main(["fit", "--config", CONFIG, f"--trainer.default_root_dir={tmp_path / 'lightning_root'}", "--run.name=r",
+          *TINY])
+    assert (tmp_path / "lightning_root" / "transformer_reverse" / "r" / "summary.json").is_file()
+    assert _exit(["fit", "--config", CONFIG, f"--trainer.default_root_dir={tmp_path / 'a'}",
+                  f"--run.root={tmp_path / 'b'}", *TINY]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("attnlab: error:")]
+    assert len(err) == 1 and "--trainer.default_root_dir" in err[0] and "disagree" in err[0]
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_user_logger_is_kept_beside_ours(tmp_path):
+    main(["fit", "--config", CONFIG, f"--run.root={tmp_path / 'runs'}", "--run.name=r", *TINY,
+          "--trainer.logger=lightning.pytorch.loggers.CSVLogger", f"--trainer.logger.save_dir={tmp_path / 'mine'}"])
+    assert list((tmp_path / "mine").rglob("metrics.csv")), "the user's logger wrote its log"
+    assert (tmp_path / "runs" / "transformer_reverse" / "r" / "metrics.csv").is_file()
+
+
+def test_predict_writes_predictions_jsonl(tmp_path, capsys):
+    main(["fit", "--config", CONFIG, f"--run.root={tmp_path}", "--run.name=r", *TINY])
+    main(["predict", "--config", CONFIG, f"--run.root={tmp_path}", "--run.name=r", "--ckpt_path=best", *TINY])
+    path = tmp_path / "transformer_reverse" / "r" / "predict" / "predictions.jsonl"
+    assert f"predictions: {path}" in capsys.readouterr().out
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(rows) == 8, "one row per test example"
+    for row in rows:
+        assert set(row) == {"source", "hypothesis", "reference", "score"}
+        assert row["source"] and row["reference"] and 0.0 <= row["score"] <= 1.0
+        assert row["reference"] == " ".join(reversed(row["source"].split())), "the reverse task's reference"
+
+
+def test_command_layer_on_top_no_import_cycle():
+    """attnlab (commands) -> ablations -> lit_models / datamodules -> attnlab_core; never upwards."""
+    import ast
+
+    above = {"attnlab_core": {"lit_models", "datamodules", "ablations", "attnlab"},
+             "lit_models": {"ablations", "attnlab"}, "datamodules": {"ablations", "attnlab"},
+             "ablations": {"attnlab"}}
+    offenders = []
+    for package, forbidden in above.items():
+        for path in (REPO / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                    [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else [])
+                offenders += [f"{path.relative_to(REPO)} imports {n}" for n in names if n.split(".")[0] in forbidden]
+    assert not offenders, offenders

@@ -1,0 +1,37 @@
+"""The run directory's owner: typed summary with a status enum, unknown keys kept, atomic write."""
+
+from __future__ import annotations
+
+import json
+
+from lit_models.rundir import DONE, RunPaths, Status, Summary, read_summary, write_summary
+
+
+def test_summary_round_trip_keeps_unknown_keys(tmp_path):
+    (tmp_path / "summary.json").write_text(json.dumps(
+        {"status": "diverged", "metrics": {"val/loss": 1.5, "note": "x"}, "global_step": 7, "argv": ["fit"]}))
+    summary = read_summary(tmp_path)
+    assert summary.status is Status.DIVERGED and summary.done and summary.global_step == 7
+    assert summary.metrics == {"val/loss": 1.5}, "only scalar metrics"
+    assert summary.extra == {"argv": ["fit"]}
+    summary.status = Status.FINISHED
+    write_summary(tmp_path, summary)
+    data = json.loads((tmp_path / "summary.json").read_text())
+    assert data["status"] == "finished" and data["argv"] == ["fit"] and "error" not in data
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_missing_or_torn_summary_reads_as_empty(tmp_path):
+    assert read_summary(tmp_path) == Summary()
+    (tmp_path / "summary.json").write_text('{"status": "fini')
+    assert read_summary(tmp_path).status is None
+    (tmp_path / "summary.json").write_text('{"status": "sideways"}')
+    assert read_summary(tmp_path).status is None and not read_summary(tmp_path).done
+
+
+def test_paths_and_done_states(tmp_path):
+    paths = RunPaths(tmp_path)
+    assert paths.checkpoint("best") == tmp_path / "checkpoints" / "best.ckpt"
+    assert paths.predictions == tmp_path / "predict" / "predictions.jsonl"
+    assert DONE == {Status.FINISHED, Status.DIVERGED}
+    assert {s.value for s in Status} == {"running", "finished", "diverged", "failed", "interrupted", "preempted"}

@@ -1,0 +1,72 @@
+"""W&B's mode is decided by wandb itself, one rule per test, with a fake home and no network:
+an explicit WANDB_MODE wins; otherwise online exactly when wandb finds credentials for its
+configured base URL (API key, netrc entry for that host -- also at a NETRC path); else offline."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).parents[2]
+KEY = "a" * 40  # wandb's API key format (40 characters)
+
+
+def _mode(home: Path, **env: str) -> str:
+    """``wandb_mode()`` in a fresh process (wandb caches its settings per process) with only ``env`` set."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_") and k != "NETRC"}
+    base.update(HOME=str(home), PYTHONPATH=str(REPO), XDG_CONFIG_HOME=str(home / ".config"), **env)
+    proc = subprocess.run([sys.executable, "-c", "from lit_models.wandb_mode import wandb_mode; print(wandb_mode())"],
+                          cwd=home, env=base, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture()
+def home(tmp_path: Path) -> Path:
+    path = tmp_path / "home"
+    path.mkdir()
+    return path
+
+
+def _netrc(path: Path, host: str) -> Path:
+    path.write_text(f"machine {host}\n  login user\n  password {KEY}\n")
+    path.chmod(0o600)
+    return path
+
+
+@pytest.mark.parametrize("explicit, expected", [("offline", "offline"), ("dryrun", "offline"),
+                                                ("disabled", "disabled"), ("online", "online")])
+def test_explicit_mode_wins(home, explicit, expected):
+    _netrc(home / ".netrc", "api.wandb.ai")
+    assert _mode(home, WANDB_MODE=explicit, WANDB_API_KEY=KEY) == expected
+    assert _mode(home, WANDB_MODE=explicit) == expected
+
+
+def test_no_credentials_is_offline(home):
+    assert _mode(home) == "offline"
+
+
+def test_api_key_is_online(home):
+    assert _mode(home, WANDB_API_KEY=KEY) == "online"
+
+
+def test_netrc_entry_for_the_configured_base_url(home):
+    _netrc(home / ".netrc", "wandb.example.org")
+    assert _mode(home, WANDB_BASE_URL="https://wandb.example.org") == "online"
+    assert _mode(home, WANDB_BASE_URL="https://other.example.org") == "offline", "an entry for another host"
+
+
+def test_netrc_entry_for_the_cloud_does_not_cover_a_self_hosted_server(home):
+    _netrc(home / ".netrc", "api.wandb.ai")
+    assert _mode(home, WANDB_BASE_URL="https://wandb.example.org") == "offline"
+    assert _mode(home, WANDB_BASE_URL="https://api.wandb.ai") == "online"
+
+
+def test_netrc_path_from_the_environment(home, tmp_path):
+    elsewhere = _netrc(tmp_path / "custom-netrc", "wandb.example.org")
+    assert _mode(home, WANDB_BASE_URL="https://wandb.example.org") == "offline"
+    assert _mode(home, WANDB_BASE_URL="https://wandb.example.org", NETRC=str(elsewhere)) == "online"

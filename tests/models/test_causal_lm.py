@@ -91,7 +91,7 @@ def test_overfits_one_text_window():
     tokens = torch.randint(4, 16, (4, 25), generator=g)
     batch = TextBatch(tokens=tokens, score_from=torch.zeros(4, dtype=torch.long), context=24)
     logits = lambda: model.net.lm_logits(batch.tokens[:, :-1])  # noqa: E731
-    start = float(F.cross_entropy(logits().flatten(0, 1), batch.targets().flatten()))
+    start = float(F.cross_entropy(logits().flatten(0, 1), batch.targets().flatten()).detach())
     end = _fit(model, lambda: F.cross_entropy(logits().flatten(0, 1), batch.targets().flatten()), 400)
     assert start > 2.0 and end < 0.05  # random tokens memorised: only possible by reading the context
 

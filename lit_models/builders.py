@@ -20,6 +20,7 @@ from lit_models.axes import (
     VisionBackbone,
 )
 from lit_models.blocks.alignment import HardEval
+from lit_models.blocks.causal import CausalLayer, CausalTransformer
 from lit_models.blocks.classifier_net import RecurrentStates, TextClassifierNet, TransformerStates
 from lit_models.blocks.encoder_decoder import Decoder, Encoder, EncoderDecoder, TokenEmbedding
 from lit_models.blocks.pooling import POOLINGS, PREPENDS_CLS
@@ -188,3 +189,27 @@ def build_captioner(
                                  memory_size=grid.feature_size, attention=attention, dropout=dropout,
                                  hard_eval=hard_eval, gate=gate, soft_mix=hard_soft_mix)
     return CaptionNet(encoder=grid, decoder=decoder)
+
+
+def build_causal_lm(
+    *, vocab_size: int, d_model: int, heads: int, d_ff: int, layers: int, dropout: float, attn_dropout: float,
+    norm: Norm, positions: Positions, attn_scale: AttnScale, max_len: int, tying: Tying,
+) -> CausalTransformer:
+    """Radford et al. 2018 (GPT), §3.1: token embedding + positions -> N masked self-attention + FFN
+    layers (Vaswani sublayers, no cross-attention) -> linear -> (softmax in the loss).
+
+    One position scheme, built once and held by every layer's self-attention. With one vocabulary
+    the input embedding is the only one: ``tying`` "decoder" and "all" both tie it to the output
+    projection (Press & Wolf 2017), "none" keeps them apart.
+    """
+    if d_model % heads:
+        raise UsageError(f"d_model={d_model} is not divisible by heads={heads}")
+    pos = build_positions(positions, d_model=d_model, heads=heads, max_len=max_len)
+    embed = TokenEmbedding(vocab_size=vocab_size, d_model=d_model)
+    generator = nn.Linear(d_model, vocab_size)
+    TYING[tying](embed, embed, generator)
+    made = [CausalLayer(d_model=d_model, heads=heads, d_ff=d_ff, dropout=dropout, attn_dropout=attn_dropout,
+                        norm=norm, attn_scale=attn_scale, positions=pos) for _ in range(layers)]
+    return CausalTransformer(embed=embed, positions=pos, layers=made,
+                             final_norm=nn.LayerNorm(d_model) if FINAL_NORM[norm] else None,
+                             generator=generator, dropout=dropout)

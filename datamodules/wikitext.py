@@ -1,0 +1,241 @@
+"""Character-level language modelling on WikiText-2 / WikiText-103 (raw) or any local text file.
+
+WikiText (Merity et al. 2017) is downloaded once, checksummed (md5 of the published
+``wikitext-{2,103}-raw-v1.zip``), cached and extracted under ``data_dir``; its layout is
+``wikitext-2-raw/wiki.{train,valid,test}.raw``. A local file (``source=file``) is cut in order into
+train / validation / test (90 / 5 / 5 % of its characters; contiguous text, never shuffled).
+
+Tokens are characters: the ``vocab_size - 4`` most frequent characters of the training text (ties by
+code point), every other character is UNK; ids 0..3 are the special ids. Batches are :class:`TextBatch`.
+
+Windows (each is ``context + 1`` tokens: ``context`` inputs, targets shifted by one):
+
+- training: non-overlapping windows of the training text (shuffled each epoch);
+- evaluation, ``eval_stride=None``: **non-overlapping** windows; consecutive windows share one token
+  (the last target of a window is the first input of the next), so every token after the first is
+  predicted exactly once, with 0 .. context-1 tokens of context (Press et al. 2022, §4 main protocol);
+- evaluation, ``eval_stride=s`` (0 < s <= context): **sliding** windows every s tokens, scoring only
+  their last s targets (all targets of the first window), so every token is predicted once with at
+  least context - s tokens of context (Press et al. 2022, Appendix B "sliding window evaluation").
+
+Validation uses the training context; test uses every length in ``eval_contexts`` (default L, 2L, 4L),
+logged per context as ``test/ppl_by_ctx/ctx_NNNNN``. A tail shorter than a window is not scored.
+``train_size`` caps the training windows per epoch (a fixed seeded subset); ``val_size`` / ``test_size``
+keep the first windows of each context (the same text for every context's first windows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal, NamedTuple
+
+import numpy as np
+import torch
+from torch import Tensor
+from torch.utils.data import DataLoader
+
+from attnlab_core.errors import UsageError
+from datamodules.batching import N_SPECIAL, PAD, UNK, SplitDataModule, distributed_world
+from datamodules.download import Resource, extract, fetch
+
+TextSource = Literal["wikitext2", "wikitext103", "file"]
+"""Where the text comes from: WikiText-2 raw, WikiText-103 raw (downloaded), or a local UTF-8 file."""
+
+_S3 = "https://s3.amazonaws.com/research.metamind.io/wikitext/"
+WIKITEXT: dict[str, Resource] = {
+    "wikitext2": Resource(url=_S3 + "wikitext-2-raw-v1.zip", checksum="md5:f407a2d53283fc4a49bcff21bc5f3770",
+                          mirrors=("https://huggingface.co/datasets/ggml-org/ci/resolve/main/wikitext-2-raw-v1.zip",
+                                   "https://wikitext.smerity.com/wikitext-2-raw-v1.zip")),
+    "wikitext103": Resource(url=_S3 + "wikitext-103-raw-v1.zip", checksum="md5:0ca3512bd7a238be4a63ce7b434f8935",
+                            mirrors=("https://wikitext.smerity.com/wikitext-103-raw-v1.zip",)),
+}
+"""The published raw archives (md5 as listed by the WikiText release's users; the original S3 host first)."""
+WIKITEXT_DIR = {"wikitext2": "wikitext-2-raw", "wikitext103": "wikitext-103-raw"}
+SPLIT_FILES = {"train": "wiki.train.raw", "val": "wiki.valid.raw", "test": "wiki.test.raw"}
+FILE_SPLITS = {"train": (0.0, 0.9), "val": (0.9, 0.95), "test": (0.95, 1.0)}
+
+
+class TextBatch(NamedTuple):
+    """Windows of running text, all with the same context.
+
+    Attributes:
+        tokens: (B, C + 1) ids; inputs are ``tokens[:, :-1]``, targets ``tokens[:, 1:]``.
+        score_from: (B,) long; targets before this index are context only (not scored).
+        context: C, the window's context length (the metric key of ``ppl_by_ctx``).
+    """
+
+    tokens: Tensor
+    score_from: Tensor
+    context: int
+
+    def targets(self) -> Tensor:
+        """(B, C) next-token targets with PAD where not scored."""
+        labels = self.tokens[:, 1:]
+        index = torch.arange(labels.size(1), device=labels.device)[None, :]
+        return labels.masked_fill(index < self.score_from[:, None], PAD)
+
+
+def windows(length: int, *, context: int, stride: int | None) -> list[tuple[int, int]]:
+    """``(start, score_from)`` of every window of ``context + 1`` tokens over a stream of ``length`` tokens.
+
+    ``stride=None``: non-overlapping (start every ``context`` tokens, everything scored); else sliding
+    (start every ``stride`` tokens, the last ``stride`` targets scored, all of the first window's).
+    """
+    step = context if stride is None else stride
+    starts = range(0, length - context, step)
+    return [(s, 0 if stride is None or s == 0 else context - stride) for s in starts]
+
+
+def char_vocabulary(text: str, *, size: int) -> np.ndarray:
+    """Sorted code points of the ``size`` most frequent characters (ties: lower code point first)."""
+    codes, counts = np.unique(_code_points(text), return_counts=True)
+    order = np.lexsort((codes, -counts))[:size]
+    return np.sort(codes[order])
+
+
+def _code_points(text: str) -> np.ndarray:
+    return np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+
+
+def encode_chars(text: str, vocab: np.ndarray) -> Tensor:
+    """Characters -> (N,) long ids: ``N_SPECIAL + rank in vocab``, UNK for characters outside it."""
+    codes = _code_points(text)
+    idx = np.searchsorted(vocab, codes).clip(max=max(len(vocab) - 1, 0))
+    known = vocab[idx] == codes if len(vocab) else np.zeros_like(codes, dtype=bool)
+    return torch.from_numpy(np.where(known, idx + N_SPECIAL, UNK).astype(np.int64))
+
+
+class TextLM(SplitDataModule):
+    """Character-level LM data: WikiText-2/103 raw or a local text file (see the module docstring).
+
+    Args:
+        source: wikitext2 | wikitext103 | file.
+        path: the UTF-8 text file for source=file.
+        data_dir: download / extraction cache.
+        vocab_size: ids including the 4 special ones; the most frequent vocab_size - 4 characters.
+        context: training context length L (tokens per window, before the shifted target).
+        eval_contexts: test context lengths; default [L, 2L, 4L].
+        eval_stride: None for non-overlapping evaluation windows, else the sliding-window stride.
+        train_size: training windows per epoch (None: every window of the training text).
+        val_size: validation windows (None: all).
+        test_size: test windows per context (None: all).
+        batch_size: windows per batch (per DDP rank).
+        seed: training shuffle seed.
+        num_workers: DataLoader workers.
+    """
+
+    def __init__(
+        self, *, source: TextSource = "wikitext2", path: str | None = None, data_dir: str = "data",
+        vocab_size: int = 200, context: int = 128, eval_contexts: list[int] | None = None,
+        eval_stride: int | None = None, train_size: int | None = None, val_size: int | None = None,
+        test_size: int | None = None, batch_size: int = 32, seed: int = 1234, num_workers: int = 0,
+    ) -> None:
+        super().__init__()
+        self.source, self.path, self.data_dir = source, path, Path(data_dir)
+        self.vocab_size, self.context = vocab_size, context
+        self.eval_contexts = list(eval_contexts) if eval_contexts else [context, 2 * context, 4 * context]
+        self.eval_stride = eval_stride
+        self.sizes = {"train": train_size, "val": val_size, "test": test_size}
+        self.batch_size, self.seed, self.num_workers = batch_size, seed, num_workers
+        self._validate()
+        self.save_hyperparameters()
+        self.streams: dict[str, Tensor] = {}
+
+    def _validate(self) -> None:
+        checks = [
+            (self.source in ("wikitext2", "wikitext103", "file"), f"unknown source {self.source!r}"),
+            (self.source != "file" or bool(self.path), "source=file needs --data.path (a UTF-8 text file)"),
+            (self.vocab_size > N_SPECIAL, f"vocab_size must be > {N_SPECIAL}, got {self.vocab_size}"),
+            (self.context >= 1 and min(self.eval_contexts) >= 1, "context and eval_contexts must be >= 1"),
+            (self.eval_stride is None or 0 < self.eval_stride <= min(self.eval_contexts),
+             f"eval_stride must be in 1..min(eval_contexts), got {self.eval_stride}"),
+            (self.batch_size >= 1, f"batch_size must be >= 1, got {self.batch_size}"),
+            (all(n is None or n >= 1 for n in self.sizes.values()), f"split sizes must be >= 1, got {self.sizes}"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise UsageError(message)
+
+    @property
+    def tgt_vocab_size(self) -> int:
+        return self.vocab_size
+
+    @property
+    def src_vocab_size(self) -> int:
+        return self.vocab_size
+
+    # ------------------------------------------------------------------- text
+    def prepare_data(self) -> None:
+        """Download and extract WikiText once (nothing to do for a local file)."""
+        if self.source != "file":
+            archive = fetch(WIKITEXT[self.source], cache_dir=self.data_dir / "downloads")
+            extract(archive, self.data_dir / self.source)
+
+    def texts(self) -> dict[str, str]:
+        """Split name -> raw text."""
+        if self.source == "file":
+            file = Path(self.path)
+            if not file.is_file():
+                raise UsageError(f"--data.path {file}: no such file")
+            text = file.read_text(encoding="utf-8")
+            return {k: text[int(a * len(text)): int(b * len(text))] for k, (a, b) in FILE_SPLITS.items()}
+        root = self.data_dir / self.source / WIKITEXT_DIR[self.source]
+        missing = [f for f in SPLIT_FILES.values() if not (root / f).is_file()]
+        if missing:
+            raise UsageError(f"{root}: missing {', '.join(missing)} (unexpected WikiText layout)")
+        return {k: (root / f).read_text(encoding="utf-8") for k, f in SPLIT_FILES.items()}
+
+    def setup(self, stage: str) -> None:
+        if self.streams:
+            return
+        texts = self.texts()
+        vocab = char_vocabulary(texts["train"], size=self.vocab_size - N_SPECIAL)
+        for name, text in texts.items():
+            self.streams[name] = encode_chars(text, vocab)
+        self.itos = {N_SPECIAL + i: chr(c) for i, c in enumerate(vocab.tolist())}
+        for name, stream in self.streams.items():
+            if len(stream) <= max([self.context] if name != "test" else self.eval_contexts):
+                raise UsageError(f"the {name} text has {len(stream)} characters, fewer than one window needs")
+
+    def decode_tokens(self, ids: Sequence[int] | Tensor) -> str:
+        """Ids -> the characters they stand for (PAD dropped, unknown ids as U+FFFD)."""
+        return "".join(self.itos.get(int(i), "\ufffd") for i in ids if int(i) != PAD)
+
+    # ---------------------------------------------------------------- loaders
+    def _loader(self, split: str) -> DataLoader:
+        stream = self.streams["test" if split == "predict" else split]
+        if split == "train":
+            starts = torch.tensor([s for s, _ in windows(len(stream), context=self.context, stride=None)])
+            if self.sizes["train"] is not None and self.sizes["train"] < len(starts):
+                keep = torch.randperm(len(starts), generator=torch.Generator().manual_seed(self.seed))
+                starts = starts[keep[: self.sizes["train"]].sort().values]
+            world, rank = distributed_world()
+            sampler = torch.utils.data.DistributedSampler(range(len(starts)), num_replicas=world, rank=rank,
+                                                          shuffle=True, seed=self.seed)
+            return DataLoader(range(len(starts)), batch_size=self.batch_size, sampler=sampler,
+                              num_workers=self.num_workers,
+                              collate_fn=lambda idx: _collate(stream, [(int(starts[i]), 0) for i in idx],
+                                                              self.context))
+        contexts = [self.context] if split == "val" else self.eval_contexts
+        batches = eval_batches(len(stream), contexts=contexts, stride=self.eval_stride, batch_size=self.batch_size,
+                               limit=self.sizes["test" if split == "predict" else split])
+        return DataLoader(batches, batch_size=None, num_workers=self.num_workers,
+                          collate_fn=lambda b: _collate(stream, b[1], b[0]))
+
+
+def eval_batches(length: int, *, contexts: list[int], stride: int | None, batch_size: int,
+                 limit: int | None = None) -> list[tuple[int, list[tuple[int, int]]]]:
+    """This rank's evaluation batches ``(context, [(start, score_from), ...])``: every window (the first
+    ``limit``) of every context on exactly one DDP rank (window i goes to rank i mod W), never padded."""
+    world, rank = distributed_world()
+    out = []
+    for ctx in contexts:
+        mine = windows(length, context=ctx, stride=stride)[:limit][rank::world]
+        out += [(ctx, mine[i: i + batch_size]) for i in range(0, len(mine), batch_size)]
+    return out
+
+
+def _collate(stream: Tensor, items: list[tuple[int, int]], context: int) -> TextBatch:
+    tokens = torch.stack([stream[s: s + context + 1] for s, _ in items])  # (B, C + 1)
+    return TextBatch(tokens=tokens, score_from=torch.tensor([f for _, f in items]), context=context)

@@ -1,0 +1,193 @@
+"""Decoder-only Transformer LightningModule: prompt -> answer tasks and plain-text language modelling.
+
+One module, two kinds of batch (the batch's type decides, as data, which loss and metrics apply):
+
+- :class:`~datamodules.batching.Seq2SeqBatch` (``datamodules.lm_tasks``): the sequence is
+  ``prompt · BOS · answer · EOS``; the loss covers the answer and EOS only (the prompt is context,
+  never a target). Training follows ``forcing``; validation and test decode free-running through
+  ``blocks.decoding`` with the KV cache, exactly like the encoder-decoder families, so the metrics
+  are the same keys (``val/loss``, ``val/exact_match``, ``test/acc_by_len/...``, BLEU, chrF).
+- :class:`~datamodules.wikitext.TextBatch` (``datamodules.wikitext``): windows of running text;
+  next-token loss on every scored position. Evaluation logs ``{split}/loss`` (mean NLL per token,
+  no label smoothing), ``{split}/ppl`` and ``{split}/ppl_by_ctx/ctx_NNNNN``: perplexity with NNNNN
+  tokens of context per window (Press et al. 2022, §4: train at L, evaluate at L, 2L, 4L).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torchmetrics import Metric
+
+from datamodules.batching import BOS, EOS, PAD, Seq2SeqBatch
+from datamodules.wikitext import TextBatch
+from lit_models.axes import AttnScale, Forcing, LRSchedule, Norm, Positions, ScheduledDecay, Tying
+from lit_models.builders import build_causal_lm
+from lit_models.forcing import ScheduledMode
+from lit_models.metrics import Ratio, label_smoothed_loss
+from lit_models.seq2seq import Seq2SeqModule
+
+
+class ContextPerplexity(Metric):
+    """Summed NLL and token count per context length, summed over batches and DDP ranks.
+
+    The context lengths are not known in advance, so each update appends ``(context, nll, count)``
+    rows (a ``cat`` state); ``compute`` groups them. One row per batch keeps the state small.
+    """
+
+    full_state_update = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.add_state("rows", default=[], dist_reduce_fx="cat")
+
+    def update(self, context: int, nll_sum: Tensor, count: Tensor) -> None:
+        """context: the windows' context length; nll_sum, count: summed NLL and scored tokens of the batch."""
+        row = torch.stack([nll_sum.new_tensor(float(context)), nll_sum.detach().float(), count.float()])
+        self.rows.append(row[None])  # (1, 3)
+
+    def compute(self) -> dict[str, Tensor]:
+        rows = torch.cat(self.rows) if isinstance(self.rows, list) else self.rows  # (N, 3)
+        out = {}
+        for ctx in torch.unique(rows[:, 0]).tolist():
+            sel = rows[rows[:, 0] == ctx]
+            out[f"ctx_{int(ctx):05d}"] = torch.exp(sel[:, 1].sum() / sel[:, 2].sum().clamp_min(1.0))
+        return out
+
+
+class CausalLM(Seq2SeqModule):
+    """Decoder-only Transformer (Radford et al. 2018) with every Transformer axis as one argument.
+
+    Args:
+        tgt_vocab_size: vocabulary size (linked from the datamodule).
+        d_model: model width.
+        heads: attention heads h; d_k = d_model / h.
+        d_ff: feed-forward inner width.
+        layers: N causal layers.
+        dropout: dropout on sublayer outputs and embeddings.
+        attn_dropout: dropout on attention weights.
+        norm: residual LayerNorm placement (post | pre).
+        positions: position information (sinusoidal | learned | rope | alibi | none).
+        attn_scale: dot-product scaling (sqrt_dk | none | dk).
+        max_positions: rows of the learned position table (only used by positions=learned); a
+            longer sequence is an error, not a silent wrap.
+        tying: weight tying of input embedding and output projection (none | decoder | all; one vocabulary,
+            so decoder and all are the same).
+        forcing: training-time feed of the answer (teacher | student | scheduled); text windows are
+            always teacher-forced (there is no answer to free-run).
+        scheduled_decay, scheduled_steps, scheduled_floor, scheduled_mode: scheduled sampling (forcing=scheduled).
+        label_smoothing: ε_ls of the training loss (evaluation NLL of text is never smoothed).
+        lr: peak learning rate.
+        lr_schedule: noam | constant | cosine.
+        warmup_steps: linear warm-up steps.
+        weight_decay: AdamW decoupled weight decay.
+    """
+
+    def __init__(
+        self,
+        *,
+        tgt_vocab_size: int,
+        d_model: int = 128,
+        heads: int = 4,
+        d_ff: int = 512,
+        layers: int = 2,
+        dropout: float = 0.1,
+        attn_dropout: float = 0.0,
+        norm: Norm = "pre",
+        positions: Positions = "sinusoidal",
+        attn_scale: AttnScale = "sqrt_dk",
+        max_positions: int = 512,
+        tying: Tying = "decoder",
+        forcing: Forcing = "teacher",
+        scheduled_decay: ScheduledDecay = "inverse_sigmoid",
+        scheduled_steps: int = 2000,
+        scheduled_floor: float = 0.0,
+        scheduled_mode: ScheduledMode = "two_pass",
+        label_smoothing: float = 0.0,
+        lr: float = 1e-3,
+        lr_schedule: LRSchedule = "noam",
+        warmup_steps: int = 400,
+        weight_decay: float = 0.0,
+    ) -> None:
+        super().__init__(
+            forcing=forcing, scheduled_decay=scheduled_decay, scheduled_steps=scheduled_steps,
+            scheduled_floor=scheduled_floor, scheduled_mode=scheduled_mode, label_smoothing=label_smoothing,
+            lr=lr, lr_schedule=lr_schedule, warmup_steps=warmup_steps, weight_decay=weight_decay,
+        )
+        self.save_hyperparameters()
+        self.net = build_causal_lm(
+            vocab_size=tgt_vocab_size, d_model=d_model, heads=heads, d_ff=d_ff, layers=layers, dropout=dropout,
+            attn_dropout=attn_dropout, norm=norm, positions=positions, attn_scale=attn_scale,
+            max_len=max_positions, tying=tying,
+        )
+        self.text_metrics = torch.nn.ModuleDict(
+            {s: torch.nn.ModuleDict({"loss": Ratio(), "ppl_by_ctx": ContextPerplexity()}) for s in ("val", "test")}
+        )
+        self.evaluated: dict[str, str] = {}  # split -> "text" | "seq2seq", the kind of batch seen
+
+    # ------------------------------------------------------------------ text
+    def _text_nll(self, batch: TextBatch) -> tuple[Tensor, Tensor]:
+        """Summed next-token NLL (float32) over the scored targets, and their count."""
+        logits = self.net.lm_logits(batch.tokens[:, :-1])  # (B, T, V)
+        labels = batch.targets()  # (B, T), PAD where not scored
+        nll = F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=PAD, reduction="sum")
+        return nll, (labels != PAD).sum()
+
+    def training_step(self, batch: Seq2SeqBatch | TextBatch, batch_idx: int) -> Tensor | None:
+        if not isinstance(batch, TextBatch):
+            return super().training_step(batch, batch_idx)
+        logits = self.net.lm_logits(batch.tokens[:, :-1])
+        loss = label_smoothed_loss(logits, batch.targets(), eps=self.hparams.label_smoothing)
+        if not torch.isfinite(loss):
+            return self._diverge()
+        self.tokens_seen += int(batch.tokens[:, :-1].numel())
+        self.log("train/loss", loss, prog_bar=True, batch_size=batch.tokens.size(0))
+        return loss
+
+    def _evaluate(self, batch: Seq2SeqBatch | TextBatch, split: str) -> None:
+        if not isinstance(batch, TextBatch):
+            self.evaluated[split] = "seq2seq"
+            return super()._evaluate(batch, split)
+        self.evaluated[split] = "text"
+        nll, count = self._text_nll(batch)
+        m = self.text_metrics[split]
+        m["loss"].update(nll, count)
+        m["ppl_by_ctx"].update(batch.context, nll, count)
+
+    def _log_metrics(self, split: str) -> None:
+        if self.evaluated.get(split) != "text":
+            return super()._log_metrics(split)
+        m = self.text_metrics[split]
+        loss = m["loss"].compute()
+        flat = {f"{split}/loss": loss, f"{split}/ppl": torch.exp(loss), f"{split}/bits_per_token": loss / math.log(2)}
+        flat.update({f"{split}/ppl_by_ctx/{k}": v for k, v in m["ppl_by_ctx"].compute().items()})
+        for metric in m.values():
+            metric.reset()
+        self.log_dict(flat)
+
+    def validation_step(self, batch: Seq2SeqBatch | TextBatch, batch_idx: int) -> None:
+        if isinstance(batch, TextBatch):  # no free-running outputs to draw for running text
+            return self._evaluate(batch, "val")
+        return super().validation_step(batch, batch_idx)
+
+    # ---------------------------------------------------------------- figures
+    @torch.no_grad()
+    def figure_maps(self) -> tuple[dict[str, Tensor], list[list[str]], list[list[str]]]:
+        """Self-attention over the whole sequence ``prompt · <s> · output`` of each figure example.
+
+        Returns: ``self/layer{i}`` -> (N, H, L, L), and the L token labels (keys, then queries).
+        """
+        src = self.figure_batch.src[:1].to(self.device)
+        src = src[:, : int((src != PAD).sum())]  # one unpadded example: slots = positions
+        pred = self.generate(src)  # (1, T)
+        tgt_in = torch.cat([torch.full_like(pred[:, :1], BOS), pred[:, :-1]], dim=1)
+        maps = self.net.sequence_attention(src, tgt_in)
+        detok = self._detokenizer()
+        labels = [SPECIAL_LABELS.get(i) or detok([i]) for i in src[0].tolist() + tgt_in[0].tolist()]
+        return maps, [labels], [labels]
+
+
+SPECIAL_LABELS = {BOS: "<s>", EOS: "</s>", PAD: "<pad>"}

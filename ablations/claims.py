@@ -22,6 +22,7 @@ SHOWS_AT = {
     "forcing": "the full preset (4 epochs x 20k examples)",
     "heads": "the full preset (4 epochs x 20k examples); Vaswani's 0.9 BLEU needs WMT-scale data",
     "bottleneck_translation": "the config as written (multi30k_gru_attention.yaml on the generated pair, 12k pairs)",
+    "lm_positions": "the full preset (lm_reverse.yaml, 6 epochs; ~940 steps pass 0.95 in range)",
     "attention_bottleneck": "the full preset (rnn_reverse.yaml; lengths to 30 make the bottleneck sharper)",
     "cells": "the full preset (rnn_reverse.yaml)",
     "cells_adding": "the full preset (adding.yaml: lr 0.01, 10 epochs; LSTM reaches MSE 0.0003 there)",
@@ -189,14 +190,14 @@ def _worse_or_diverged(stats: ArmStats, good: tuple, bad: tuple, *, claim: str) 
     return better(stats, good, bad, metric=EXACT, goal="maximize", negligible=NEGLIGIBLE, claim=claim)
 
 
-POSITION_ARMS = [("sinusoidal",), ("rope",), ("learned",), ("none",)]
+POSITION_ARMS = [("sinusoidal",), ("rope",), ("learned",), ("alibi",), ("none",)]
 BEYOND = "test/beyond/token_acc_by_len"
 
 
 def positions(stats: ArmStats) -> str:
     """Vaswani et al. 2017 Table 3 (E): learned ≈ sinusoidal in range; without positions reversal fails;
     beyond the training lengths the ranking of schemes (Press et al. 2022), reported, not judged."""
-    with_pos = POSITION_ARMS[:3]
+    with_pos = [a for a in POSITION_ARMS if a != ("none",) and get(stats, a, EXACT) is not None]
     gate = learned(stats, with_pos, metric=EXACT, threshold=0.3, goal="maximize", shows_at=SHOWS_AT["positions"])
     checks = [
         better(
@@ -220,15 +221,33 @@ def positions(stats: ArmStats) -> str:
             claim="learned ≈ sinusoidal in range (±0.1 exact match)",
         )
     )
-    line = join(checks, gate)
-    ranked = sorted(
-        (a for a in POSITION_ARMS if get(stats, a, BEYOND) is not None), key=lambda a: -get(stats, a, BEYOND).mean
+    return join(checks, gate) + _ranking(stats, POSITION_ARMS)
+
+
+def _ranking(stats: ArmStats, arms: list[tuple]) -> str:
+    """'; beyond the training lengths ...: a x ± s, b ...' best first, for the arms that have the number."""
+    ranked = sorted((a for a in arms if get(stats, a, BEYOND) is not None), key=lambda a: -get(stats, a, BEYOND).mean)
+    if not ranked:
+        return ""
+    return "; beyond the training lengths (free-running token accuracy): " + ", ".join(
+        f"{name(a)} {get(stats, a, BEYOND).text()}" for a in ranked
     )
-    if ranked:
-        line += "; beyond the training lengths (free-running token accuracy): " + ", ".join(
-            f"{name(a)} {get(stats, a, BEYOND).text()}" for a in ranked
-        )
-    return line
+
+
+LM_ARMS = [("none",), ("alibi",), ("rope",), ("sinusoidal",), ("learned",)]
+
+
+def lm_positions(stats: ArmStats) -> str:
+    """Kazemnejad et al. 2023 (NoPE ≈ T5 bias > ALiBi > RoPE ≈ absolute) and Press et al. 2022: a causal
+    decoder infers position from its mask, so NoPE and ALiBi extrapolate past the training lengths better
+    than absolute positions. Read on free-running token accuracy in the test buckets beyond training."""
+    gate = learned(stats, LM_ARMS, metric=EXACT, threshold=0.5, goal="maximize", shows_at=SHOWS_AT["lm_positions"])
+    checks = [
+        better(stats, good, bad, metric=BEYOND, goal="maximize",
+               claim=f"{name(good)} extrapolates better than {name(bad)}")
+        for good in [("none",), ("alibi",)] for bad in [("sinusoidal",), ("learned",)]
+    ]
+    return join(checks, gate) + _ranking(stats, LM_ARMS)
 
 
 def forcing(stats: ArmStats) -> str:

@@ -230,6 +230,20 @@ QUESTIONS: dict[str, Question] = {
             full="attnlab sweep sweeps/bottleneck_translation.yaml (multi30k_gru_attention.yaml on the generated pair)",
         ),
         Question(
+            name="lm_positions", sweep="lm_positions.yaml", axes=("model.positions",),
+            metric="test/token_acc_by_len/len_016_020", goal="maximize",
+            probes=("val/exact_match", "test/beyond/token_acc_by_len", "test/acc_by_len/", "test/token_acc_by_len/"),
+            expected="A causal decoder can infer position from its mask alone, so without positions (NoPE) and "
+                     "with ALiBi it extrapolates past the training lengths better than with absolute positions "
+                     "(sinusoidal, learned); RoPE sits in between (Kazemnejad et al. 2023, §4; Press et al. 2022).",
+            verdict=claims.lm_positions,
+            quick=("--trainer.max_epochs=3", "--data.train_size=12000", "--data.val_size=200",
+                   "--data.test_size=400", "--trainer.log_every_n_steps=10", "--model.warmup_steps=150"),
+            claim="decoder-only: NoPE and ALiBi extrapolate past the training length better than absolute positions",
+            source="Kazemnejad et al. 2023; Press et al. 2022, Table 12",
+            full="attnlab sweep sweeps/lm_positions.yaml (lm_reverse.yaml as written)",
+        ),
+        Question(
             name="sentiment_pooling", sweep="sentiment_pooling.yaml", axes=("model.pooling",), metric="val/acc",
             goal="maximize", probes=("val/loss", "val/f1"),
             expected="When one phrase decides the label and later words distract, additive attention pooling "

@@ -75,14 +75,7 @@ def _evaluate(sub: str, args: list[str], root: Path, *, devices: int) -> dict[st
     return _metrics(root, "val/" if sub == "validate" else "test/")
 
 
-# BUG (lit_models/regressor.py): val/mse and val/loss are self.log(..., sync_dist=True) means, which are
-# not the mean over all examples when ranks hold different numbers: 0.1858 (1 process) vs 0.1951 (2).
-# A weighted MeanMetric (as the classifier uses) fixes it; strict, so the fix flips this test.
-REGRESSOR_BUG = pytest.mark.xfail(strict=True, reason="regressor MSE under DDP is a mean of rank means")
-
-
-@pytest.mark.parametrize("family", [pytest.param(f, marks=REGRESSOR_BUG) if f == "regressor" else f
-                                    for f in sorted(FAMILIES)])
+@pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_trained_checkpoint_evaluates_the_same_on_one_and_two_processes(family: str, tmp_path: Path) -> None:
     config, overrides, variants, counting = FAMILIES[family]
     base = ["--config", str(CONFIGS / f"{config}.yaml"), *SPLITS, *overrides]

@@ -197,7 +197,9 @@ class AttnlabCLI(LightningCLI):
                 module._log_hyperparams = False
 
     def after_fit(self) -> None:
-        if self.run_opts.test_after_fit and read_summary(self.run_dir).status is Status.FINISHED:
+        # Rank 0 owns summary.json; every rank must take the same decision, or the others' collectives hang.
+        finished = self.trainer.is_global_zero and read_summary(self.run_dir).status is Status.FINISHED
+        if self.run_opts.test_after_fit and self.trainer.strategy.broadcast(finished, src=0):
             self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=_best_or_last(self.trainer))
         _report(self.run_dir, self.trainer)
 

@@ -52,7 +52,7 @@ FLOAT_TOLERANCE = ("loss", "mse", "cider_d", "localisation", "glimpses_on_digit"
 # batch. The eval sampler deals examples round-robin, so under 2 processes that batch holds examples
 # 0, 2, 4, ... instead of 0, 1, 2, ...: these diagnostics depend on the world size by design and are
 # not per-example metrics. They are left out here (reported to the lead).
-FIXED_BATCH_PROBES = ("val/attn_entropy/", "val/free_running_loss", "val/exposure_gap")
+FIXED_BATCH_PROBES = ("val/attn_entropy/", "val/free_running_loss", "val/exposure_gap", "val/align_mass")
 
 
 def _metrics(root: Path, prefix: str) -> dict[str, float]:

@@ -262,7 +262,7 @@ def build_loggers(run_dir: Path, opts: RunOptions, *, identity: WandbIdentity) -
             save_dir=str(run_dir), project=opts.wandb_project or os.environ.get("WANDB_PROJECT") or "attnlab",
             group=identity.group, job_type=identity.job_type,
             name=identity.name, tags=list(identity.tags), id=identity.run_id, resume="allow",
-            offline=mode == "offline"))
+            offline=mode == "offline", mode=mode))  # explicit: wandb's settings may predate Lightning's env var
     return loggers
 
 

@@ -70,3 +70,18 @@ def test_netrc_path_from_the_environment(home, tmp_path):
     elsewhere = _netrc(tmp_path / "custom-netrc", "wandb.example.org")
     assert _mode(home, WANDB_BASE_URL="https://wandb.example.org") == "offline"
     assert _mode(home, WANDB_BASE_URL="https://wandb.example.org", NETRC=str(elsewhere)) == "online"
+
+
+def test_without_credentials_a_fit_logs_offline(home, tmp_path):
+    """The default a new user gets (no WANDB_MODE, no key): the fit runs and writes an offline W&B run;
+    wandb must not try to log in (its settings exist before Lightning's logger would set the mode)."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_") and k != "NETRC"}
+    base.update(HOME=str(home), PYTHONPATH=str(REPO), XDG_CONFIG_HOME=str(home / ".config"))
+    tiny = ["--model.d_model=16", "--model.d_ff=32", "--model.encoder_layers=1", "--model.decoder_layers=1",
+            "--data.train_size=32", "--data.val_size=8", "--data.test_size=8", "--data.batch_size=16",
+            "--trainer.max_epochs=1", "--trainer.enable_progress_bar=false"]
+    proc = subprocess.run([sys.executable, "-m", "attnlab", "fit", "--config",
+                           str(REPO / "ablations/configs/transformer_reverse.yaml"), f"--run.root={tmp_path}",
+                           "--run.name=r", *tiny], cwd=home, env=base, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert list((tmp_path / "transformer_reverse" / "r").glob("wandb/offline-run-*")), "an offline W&B run"

@@ -8,6 +8,7 @@ with ``curve/``, ``attn/`` and ``/len_drop/`` are per-run numbers from ``ablatio
 
 from __future__ import annotations
 
+from ablations import saturation
 from ablations.stats import Stat, stat
 from ablations.verdicts import ArmStats, Check, at_least, at_most, better, get, join, learned, name, similar
 
@@ -110,22 +111,10 @@ def scaling(stats: ArmStats) -> str:
     sq, none, dk = ("sqrt_dk",), ("none",), ("dk",)
     gate = learned(stats, [sq], metric=EXACT, threshold=0.3, goal="maximize", shows_at=SHOWS_AT["scaling"])
     checks = [
-        better(
-            stats,
-            sq,
-            none,
-            metric="attn/entropy_first",
-            goal="maximize",
-            claim="without scaling attention entropy collapses (first validation, mean over maps)",
-        ),
-        better(
-            stats,
-            sq,
-            none,
-            metric="train/grad_qk/total",
-            goal="maximize",
-            claim="without scaling early gradients through the softmax (W_q, W_k) shrink",
-        ),
+        better(stats, sq, none, metric="attn/entropy_first", goal="maximize",
+               claim="without scaling attention entropy collapses (first validation, mean over maps)"),
+        better(stats, sq, none, metric="train/grad_qk/total", goal="maximize",
+               claim="without scaling early gradients through the softmax (W_q, W_k) shrink"),
         better(stats, dk, sq, metric="attn/entropy_first", goal="maximize", claim="1/d_k over-flattens the weights"),
         better(
             stats,
@@ -138,6 +127,7 @@ def scaling(stats: ArmStats) -> str:
         better(
             stats, sq, dk, metric="curve/steps_to_target", goal="minimize", claim="sqrt_dk reaches the target before dk"
         ),
+        saturation.check(),
     ]
     return join(checks, gate)
 

@@ -161,10 +161,19 @@ def report_question(question: Question, *, root: Path, out: Path) -> QuestionRes
         verdict=report.verdict,
         key_numbers=f"`{question.metric}`: " + ", ".join(parts),
         report_path=report.path,
-        figures=report.figures,
+        figures=[*report.figures, *_computed_figures(question, out / question.name)],
         warning=report.warning,
         trial_wall_s=wall,
     )
+
+
+def _computed_figures(question: Question, folder: Path) -> list[Path]:
+    """Figures computed rather than trained: the scaling question's softmax at initialisation over d_k."""
+    if question.name != "scaling":
+        return []
+    from ablations import saturation
+
+    return [saturation.plot(folder / "saturation.png")]
 
 
 def _cell(text: str) -> str:

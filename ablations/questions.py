@@ -51,9 +51,10 @@ QUICK_POSITIONS = ("--trainer.max_epochs=3", "--data.train_size=12000", "--data.
 # Norm: 8 arms x 3 seeds, so shorter trials (~375 steps); its warm-up arm (NORM_WARMUP) fits well inside them.
 # At lr 0.002 (depth 6, seed 1) Post-Norm trained without warm-up (post cold 0.52, post warm-up 100 0.365, pre cold
 # 0.815 exact match): Xiong et al.'s failure needs a larger lr. At lr 0.005 (seed 1, under load): post cold 0.000 at
-# every validation, post warm-up 100 0.20, pre cold 0.565 -- the paper's pattern, so the quick preset uses 0.005.
+# every validation, post warm-up 100 0.20, pre cold 0.565 -- the paper's pattern, so sweeps/norm.yaml sets
+# lr 0.005 (both scales).
 QUICK_NORM = ("--trainer.max_epochs=3", "--data.train_size=8000", "--data.val_size=200", "--data.test_size=200",
-              "--trainer.log_every_n_steps=10", "--trainer.val_check_interval=0.5", "--model.lr=0.005")
+              "--trainer.log_every_n_steps=10", "--trainer.val_check_interval=0.5")
 # Adding problem at T = 100 as adding.yaml trains it (lr 0.01): 60k training sequences (Hochreiter &
 # Schmidhuber's LSTM needed 74k), ~940 steps; the old 8k-sequence preset left every cell at the mean predictor.
 QUICK_ADDING = ("--trainer.max_epochs=6", "--data.train_size=10000", "--data.val_size=256",

@@ -13,6 +13,7 @@ DDP ranks other than 0 (``RANK`` / ``LOCAL_RANK``), so N ranks never interleave 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -49,6 +50,24 @@ def amount(n: float, unit: str) -> str:
 
 def _rate(per_s: float, unit: str) -> str:
     return f"{per_s / 1e6:.1f} MB/s" if unit == "bytes" else f"{per_s:,.0f} {unit}/s"
+
+
+def fit(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters: the part before the first ": " is cut first."""
+    if len(text) <= width:
+        return text
+    head, sep, tail = text.partition(": ")
+    room = width - len(sep) - len(tail)
+    if not sep or room < 4:
+        return text[-width:] if width > 0 else ""
+    return head[: room - 3] + "..." + sep + tail
+
+
+def _columns(stream: TextIO) -> int:
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, OSError, ValueError):  # not a real terminal (e.g. a test's fake one)
+        return shutil.get_terminal_size().columns
 
 
 class Progress:
@@ -126,6 +145,8 @@ class Progress:
     def _draw(self, text: str, end: str = "") -> None:
         if not self.enabled:
             return
+        if not end:  # a line that wraps cannot be redrawn in place: shorten ``what``, keep the numbers
+            text = fit(text, _columns(self.stream) - 1)
         self.stream.write("\r" + text.ljust(self._width) + end)
         self.stream.flush()
         self._width = 0 if end else len(text)
@@ -155,12 +176,12 @@ def track(items: Iterable[T], *, what: str, unit: str = "items", total: int | No
 
 @contextmanager
 def stage(what: str, *, stream: TextIO | None = None, now: Callable[[], float] = time.monotonic) -> Iterator[None]:
-    """``what …`` at the start and ``what: done in 0:12`` at the end, for work that reports no progress
+    """``what ...`` at the start and ``what: done in 0:12`` at the end, for work that reports no progress
     (e.g. SentencePiece training in C++)."""
     out = sys.stderr if stream is None else stream
     enabled, t0 = console_enabled(out), now()
     if enabled:
-        out.write(f"{what} …\n")
+        out.write(f"{what} ...\n")
         out.flush()
     yield
     if enabled:

@@ -56,6 +56,13 @@ def test_redraws_are_throttled() -> None:
     assert out.getvalue().count("\r") == 3
 
 
+def test_a_narrow_terminal_shortens_what_and_keeps_the_eta(monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "50")  # a wrapped line could not be redrawn in place
+    drawn = _run(FakeTTY()).split("\r")[1:-1]
+    assert all(len(line.rstrip()) <= 49 for line in drawn)
+    assert drawn[-1].startswith("download...: 6.0/10.0 MB  60%") and drawn[-1].rstrip().endswith("ETA 0:04")
+
+
 @pytest.mark.parametrize("case", ["not a tty", "ATTNLAB_QUIET=1", "LOCAL_RANK=1", "quick step"])
 def test_silent(case: str, monkeypatch) -> None:
     stream = io.StringIO() if case == "not a tty" else FakeTTY()
@@ -85,6 +92,6 @@ def test_sentencepiece_training_has_a_start_and_an_end_line(tmp_path: Path, monk
     train_sentencepiece(corpus, cache_dir=tmp_path, name="t", model_type="bpe", vocab_size=40)
     lines = sys.stderr.getvalue().split("\n")
     start = "training SentencePiece bpe (40 pieces) for t on 100 sentences"
-    assert lines[0].startswith(start) and lines[0].endswith(" …")
+    assert lines[0].startswith(start) and lines[0].endswith(" ...")
     assert lines[1].startswith(start) and ": done in 0:0" in lines[1]  # (reading 100 sentences: too quick to show)
     assert lines[2:] == [""]

@@ -34,9 +34,11 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from attnlab_core.errors import UsageError
+from attnlab_core.progress import Progress, track
 
 log = logging.getLogger(__name__)
 CHUNK = 1 << 20
+NET_CHUNK = 1 << 16  # small enough for a live progress line on a slow link
 
 
 @dataclass(frozen=True)
@@ -63,9 +65,11 @@ class Resource:
 def file_checksum(path: Path, algorithm: str) -> str:
     """Hex digest of a file's bytes with ``hashlib.new(algorithm)``."""
     h = hashlib.new(algorithm)
-    with path.open("rb") as f:
+    with Progress(what=f"verifying {path.name}", total=path.stat().st_size, unit="bytes", delay_s=0.5) as bar, \
+            path.open("rb") as f:
         while chunk := f.read(CHUNK):
             h.update(chunk)
+            bar.update(len(chunk))
     return h.hexdigest()
 
 
@@ -137,8 +141,15 @@ def _download(url: str, part: Path, *, timeout: float) -> None:
         resumed = have > 0 and response.status == 206
         if have and not resumed:
             log.info("%s ignored the Range request; restarting the download", url)
-        with part.open("ab" if resumed else "wb") as f:
-            shutil.copyfileobj(response, f, CHUNK)
+        start = have if resumed else 0
+        length = response.headers.get("Content-Length")
+        total = start + int(length) if length and length.isdigit() else None
+        with part.open("ab" if resumed else "wb") as f, \
+                Progress(what=f"downloading {part.name.removesuffix('.part')}", total=total, unit="bytes",
+                         initial=start) as bar:
+            while chunk := response.read(NET_CHUNK):
+                f.write(chunk)
+                bar.update(len(chunk))
 
 
 # --------------------------------------------------------------------------- extraction
@@ -160,16 +171,18 @@ def _extract_tar(archive: Path, target: Path) -> None:
             _check_member(archive, target, m.name)
             if not (m.isfile() or m.isdir()):
                 raise UsageError(f"{archive}: member {m.name!r} is a link or device; refusing to extract")
-        tar.extractall(target, members=members, filter="data")
+        tar.extractall(target, members=track(members, what=f"extracting {archive.name}", unit="files"),
+                       filter="data")
 
 
 def _extract_zip(archive: Path, target: Path) -> None:
     with zipfile.ZipFile(archive) as zf:
-        for info in zf.infolist():
+        infos = zf.infolist()
+        for info in infos:
             _check_member(archive, target, info.filename)
             if (info.external_attr >> 16) & 0o170000 == 0o120000:
                 raise UsageError(f"{archive}: member {info.filename!r} is a symlink; refusing to extract")
-        zf.extractall(target)
+        zf.extractall(target, members=track(infos, what=f"extracting {archive.name}", unit="files"))
 
 
 def _extract_gzip(archive: Path, target: Path) -> None:

@@ -30,6 +30,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader
 
 from attnlab_core.errors import UsageError
+from attnlab_core.progress import track
 from datamodules.batching import N_SPECIAL, UNK, SplitDataModule, build_dataloader, pad_sequences
 from datamodules.download import Resource, extract, fetch
 from datamodules.tokenization import (
@@ -143,7 +144,9 @@ def read_imdb(root: Path, split: Literal["train", "test"]) -> list[Example]:
         folder = root / "aclImdb" / split / polarity
         if not folder.is_dir():
             raise UsageError(f"{folder}: no such directory (expected the aclImdb layout {split}/{polarity}/*.txt)")
-        out += [(_BREAK.sub(" ", read_text(p)), label) for p in sorted(folder.glob("*.txt"))]
+        files = sorted(folder.glob("*.txt"))
+        out += [(_BREAK.sub(" ", read_text(p)), label)
+                for p in track(files, what=f"reading IMDB {split}/{polarity}", unit="files")]
     return out
 
 
@@ -361,7 +364,8 @@ class SentimentData(SplitDataModule):
             )
         max_len = self.hparams.max_len
         for split, items in splits.items():
-            self.datasets[split] = [((self.tokenizer.encode(t) or [UNK])[:max_len], y) for t, y in items]
+            self.datasets[split] = [((self.tokenizer.encode(t) or [UNK])[:max_len], y)
+                                    for t, y in track(items, what=f"encoding the {split} split", unit="texts")]
 
     def _loader(self, split: Split) -> DataLoader:
         hp = self.hparams

@@ -21,6 +21,7 @@ import numpy as np
 from torch.utils.data import Dataset
 
 from attnlab_core.errors import UsageError
+from attnlab_core.progress import Progress
 from datamodules.batching import UNK
 
 Encoder = Callable[[str], list[int]]
@@ -74,6 +75,11 @@ class ParallelText:
         """Re-iterable source then target text of every pair (a shared vocabulary's corpus)."""
         return _Side(self, (0, 1))
 
+    def line_count(self) -> int:
+        """Lines of the source file (an upper bound on the pairs; counted in binary, fast)."""
+        with self.paths[0].open("rb") as f:
+            return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+
     def fingerprint(self) -> str:
         """Cheap identity of the two files (path, size, mtime): part of a token store's cache key."""
         parts = [f"{p.resolve()}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in self.paths]
@@ -123,8 +129,12 @@ def build_token_store(text: ParallelText, *, directory: Path, encoders: tuple[En
 def _write_tokens(text: ParallelText, out: Path, *, encoders: tuple[Encoder, Encoder],
                   max_len: int) -> tuple[list[int], list[int]]:
     offsets: tuple[list[int], list[int]] = ([0], [0])
-    with (out / "src.bin").open("wb") as fs, (out / "tgt.bin").open("wb") as ft:
+    bar = Progress(what=f"encoding {text.paths[0].name} into a token store", unit="pairs", delay_s=0.5)
+    if bar.enabled:  # only a person watching pays for the extra pass that gives the ETA
+        bar.total = text.line_count()
+    with (out / "src.bin").open("wb") as fs, (out / "tgt.bin").open("wb") as ft, bar:
         for s, t in text:
+            bar.update(1)
             ids = (encoders[0](s) or [UNK], encoders[1](t))
             if len(ids[0]) > max_len or len(ids[1]) > max_len:
                 continue

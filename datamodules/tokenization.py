@@ -27,6 +27,7 @@ import sentencepiece as spm
 
 from attnlab_core.atomic import atomic_write
 from attnlab_core.errors import UsageError
+from attnlab_core.progress import amount, stage, track
 from datamodules.batching import BOS, EOS, N_SPECIAL, PAD, UNK, ids_to_text
 
 Tokenization = Literal["word", "bpe", "unigram"]
@@ -191,11 +192,18 @@ class SentencePieceTokenizer:
 # --------------------------------------------------------------------------- SentencePiece training
 def corpus_digest(texts: Iterable[str]) -> str:
     """sha256 of the texts (each followed by a newline): the corpus part of the cache key."""
-    h = hashlib.sha256()
-    for t in texts:
-        h.update(t.encode("utf-8"))
+    return _corpus_stats(texts)[0]
+
+
+def _corpus_stats(texts: Iterable[str]) -> tuple[str, int, int]:
+    """(:func:`corpus_digest`, number of texts, UTF-8 bytes) in one pass, with a progress line."""
+    h, count, size = hashlib.sha256(), 0, 0
+    for t in track(texts, what="hashing the training corpus", unit="sentences"):
+        data = t.encode("utf-8")
+        h.update(data)
         h.update(b"\n")
-    return h.hexdigest()
+        count, size = count + 1, size + len(data) + 1
+    return h.hexdigest(), count, size
 
 
 def spm_settings(*, model_type: Literal["bpe", "unigram"], vocab_size: int, character_coverage: float) -> dict:
@@ -242,17 +250,21 @@ def train_sentencepiece(
         character_coverage: share of characters covered (1.0 for small alphabets; 0.9995 for CJK).
     """
     settings = spm_settings(model_type=model_type, vocab_size=vocab_size, character_coverage=character_coverage)
-    path = spm_model_path(cache_dir=cache_dir, name=name, digest=corpus_digest(texts), settings=settings)
+    digest, count, size = _corpus_stats(texts)
+    path = spm_model_path(cache_dir=cache_dir, name=name, digest=digest, settings=settings)
     if path.is_file():
         return path
     if not any(t.strip() for t in texts):
         raise UsageError(f"cannot train SentencePiece for {name}: the training split has no text")
     buffer = io.BytesIO()
+    what = (f"training SentencePiece {model_type} ({vocab_size} pieces) for {name} on "
+            f"{amount(count, 'sentences')} ({amount(size, 'bytes')})")
     try:
-        spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(texts), model_writer=buffer, minloglevel=2,
-            num_threads=min(4, os.cpu_count() or 1), **settings,
-        )
+        with stage(what):
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=track(texts, what="  reading sentences", unit="sentences", total=count),
+                model_writer=buffer, minloglevel=2, num_threads=min(4, os.cpu_count() or 1), **settings,
+            )
     except RuntimeError as err:
         most = re.search(r"value <= (\d+)", str(err))
         if most is None:

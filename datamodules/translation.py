@@ -40,6 +40,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Subset
 
 from attnlab_core.errors import UsageError
+from attnlab_core.progress import track
 from datamodules.batching import (
     BOS,
     EOS,
@@ -336,7 +337,8 @@ class TranslationData(SplitDataModule):
             if split == "train" and self.memory_map:
                 self.datasets[split] = self._train_store()
                 continue
-            encoded = [(src_tok.encode(s) or [UNK], tgt_tok.encode(t)) for s, t in pairs]
+            encoded = [(src_tok.encode(s) or [UNK], tgt_tok.encode(t))
+                       for s, t in track(pairs, what=f"encoding the {split} split", unit="pairs")]
             if split == "train":
                 encoded = [p for p in encoded if len(p[0]) <= hp.max_len and len(p[1]) <= hp.max_len]
             self.datasets[split] = encoded

@@ -127,6 +127,9 @@ class LastCheckpoint(L.Callback):
     it also saved a top-k checkpoint, so after an epoch that did not improve the monitored metric
     ``last.ckpt`` is stale and ``--ckpt_path last`` would silently rewind to the best epoch.
 
+    The every-N-steps save skips an epoch's last batch (see :func:`at_epoch_end_batch`); that step
+    is saved after its validation or at ``on_train_epoch_end``, states Lightning resumes correctly.
+
     Args:
         path: the ``last.ckpt`` file (a stable, run-specific path independent of the W&B run id).
         every_n_steps: also save every N optimizer steps (0: only at validation / epoch / train end).
@@ -145,7 +148,7 @@ class LastCheckpoint(L.Callback):
         self._saved_step = trainer.global_step
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
-        if self.every_n_steps > 0 and trainer.global_step % self.every_n_steps == 0:
+        if self.every_n_steps > 0 and trainer.global_step % self.every_n_steps == 0 and not at_epoch_end_batch(trainer):
             self._save(trainer)
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -156,6 +159,20 @@ class LastCheckpoint(L.Callback):
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._save(trainer)
+
+
+def at_epoch_end_batch(trainer: L.Trainer) -> bool:
+    """Whether the batch that just ran is its epoch's last: no checkpoint may be written at its
+    ``on_train_batch_end``.
+
+    Lightning 2.6.6 misreads such a checkpoint on resume (open upstream, Lightning-AI/pytorch-lightning
+    #19815): ``FitLoop.reset`` counts the saved epoch as done, but its restart stage stays "mid
+    epoch" for the next epoch, which then runs without ``increment_ready/started`` and without
+    ``on_train_epoch_start``. The resumed process's own checkpoints then say that epoch never began,
+    so a second resume replays it (the SIGKILL acceptance test took 128 steps instead of 96). A
+    checkpoint written after the epoch-end validation or at ``on_train_epoch_end`` resumes exactly.
+    """
+    return bool(trainer.fit_loop.epoch_loop.batch_progress.is_last_batch)
 
 
 class Preempted(SystemExit):
@@ -182,6 +199,8 @@ class PreemptionCheckpoint(L.Callback):
     The handlers are chained onto the ones installed when training starts (Lightning's SIGTERM
     notifier; under SLURM with auto-requeue its SIGUSR1 requeue handler), never replacing them.
     Under DDP the decision to stop is reduced over ranks so every rank stops at the same step.
+    A signal during an epoch's last batch stops at ``on_train_epoch_end`` (after that epoch's
+    validation), never at that batch's end: see :func:`at_epoch_end_batch`.
 
     Args:
         ckpt_path: where the preemption checkpoint goes (``<run>/checkpoints/last.ckpt``, so
@@ -208,6 +227,13 @@ class PreemptionCheckpoint(L.Callback):
             previous(signum, frame)
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
+        if not at_epoch_end_batch(trainer):  # an epoch's last batch: stop at on_train_epoch_end instead
+            self._stop_if_requested(trainer)
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._stop_if_requested(trainer)
+
+    def _stop_if_requested(self, trainer: L.Trainer) -> None:
         requested = self.signum is not None
         if trainer.world_size > 1:
             requested = trainer.strategy.reduce_boolean_decision(requested, all=False)

@@ -199,3 +199,39 @@ def test_a_fresh_fit_sets_an_old_log_aside_instead_of_appending(tmp_path):
     assert not (tmp_path / "metrics.csv").exists()
     assert (tmp_path / "metrics.prev2.csv").read_text() == "step,train/loss\n1,9.0\n"
     assert (tmp_path / "metrics.prev1.csv").read_text() == "older\n"
+
+
+def _three_epoch_weights(run: Path) -> dict[str, Any]:
+    ckpt = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    return {"step": ckpt["global_step"], "sched": ckpt["lr_schedulers"][0]["last_epoch"], "weights": ckpt["state_dict"]}
+
+
+def _with_signal_at(original: Any, step: int) -> Any:
+    return lambda run_dir, opts: [*original(run_dir, opts), _SignalAt(step, signal.SIGUSR1)]
+
+
+@pytest.mark.parametrize("stop", ["every_n_steps", "preempted"])
+def test_resuming_twice_from_epoch_end_checkpoints_never_replays_an_epoch(tmp_path, monkeypatch, stop):
+    """Regression (#14: the SIGKILL acceptance run took 128 steps instead of 96). A ``last.ckpt``
+    written at the end of an epoch's last batch (every-N-steps save with N dividing the epoch, or a
+    preemption signal during that batch) resumed the epoch count wrong, so the *second* resume replayed
+    an epoch. Epochs 1 | 2 | 3 in three processes must end where 3 epochs in one go end: 24 steps,
+    same scheduler step, and (when each process ends after its epoch's validation) the same weights.
+    Not bit-exact after a preemption at an epoch end: the resumed process creates its first loader
+    iterator before the RNG states are restored, so its dropout stream is one draw off."""
+    every = ["--run.checkpoint_every_n_steps=8"]  # 8 steps per epoch: every epoch end is an N-step save
+    whole = _three_epoch_weights(_fit(tmp_path, "whole", "--trainer.max_epochs=3", *every))
+    original = cli._fault_callbacks
+    for epoch in (1, 2):
+        resume = ["--ckpt_path=last"] if epoch > 1 else []
+        if stop == "every_n_steps":
+            _fit(tmp_path, "parts", f"--trainer.max_epochs={epoch}", *every, *resume)
+            continue
+        monkeypatch.setattr(cli, "_fault_callbacks", _with_signal_at(original, 8 * epoch))  # the epoch's last batch
+        with pytest.raises(SystemExit):
+            _fit(tmp_path, "parts", "--trainer.max_epochs=3", *every, *resume)
+        monkeypatch.setattr(cli, "_fault_callbacks", original)
+    parts = _three_epoch_weights(_fit(tmp_path, "parts", "--trainer.max_epochs=3", *every, "--ckpt_path=last"))
+    assert (parts["step"], parts["sched"]) == (whole["step"], whole["sched"]) == (24, 24)
+    for key, value in whole["weights"].items() if stop == "every_n_steps" else ():
+        assert torch.equal(value, parts["weights"][key]), key

@@ -23,9 +23,10 @@ from lit_models.blocks.alignment import HardEval
 from lit_models.blocks.causal import CausalLayer, CausalTransformer
 from lit_models.blocks.classifier_net import RecurrentStates, TextClassifierNet, TransformerStates
 from lit_models.blocks.encoder_decoder import Decoder, Encoder, EncoderDecoder, TokenEmbedding
+from lit_models.blocks.glimpse_net import GlimpseNetwork, GlimpseSensor, LocationPolicy, RecurrentAttention
 from lit_models.blocks.pooling import POOLINGS, PREPENDS_CLS
 from lit_models.blocks.positions import PositionScheme, build_positions
-from lit_models.blocks.recurrent import RecurrentEncoder
+from lit_models.blocks.recurrent import CELLS, RecurrentEncoder
 from lit_models.blocks.recurrent_decoder import AttentionalDecoder
 from lit_models.blocks.recurrent_net import RecurrentEncoderDecoder
 from lit_models.blocks.transformer import FINAL_NORM, DecoderLayer, EncoderLayer
@@ -190,6 +191,24 @@ def build_captioner(
                                  hard_eval=hard_eval, gate=gate, soft_mix=hard_soft_mix)
     return CaptionNet(encoder=grid, decoder=decoder)
 
+
+def build_ram(
+    *, in_channels: int, num_classes: int, glimpses: int, patch_size: int, scales: int, scale_factor: int,
+    glimpse_hidden: int, location_hidden: int, glimpse_size: int, hidden_size: int, cell: Cell, std: float,
+) -> RecurrentAttention:
+    """Mnih et al. 2014, Fig. 1: glimpse sensor ρ -> glimpse network f_g -> recurrent core f_h, whose
+    state feeds the location policy f_l, the baseline b_t and (after the last glimpse) the action network f_a.
+
+    The core is a ``cell`` step from ``recurrent.CELLS`` (the paper: a rectifier RNN; see ``glimpse_net``).
+    """
+    sensor = GlimpseSensor(patch_size=patch_size, scales=scales, scale_factor=scale_factor)
+    glimpse = GlimpseNetwork(input_size=scales * in_channels * patch_size**2, glimpse_hidden=glimpse_hidden,
+                             location_hidden=location_hidden, output_size=glimpse_size)
+    core = CELLS[cell].step(input_size=glimpse_size, hidden_size=hidden_size)
+    policy = LocationPolicy(hidden_size=hidden_size, std=std)
+    return RecurrentAttention(sensor=sensor, glimpse=glimpse, core=core, policy=policy,
+                              baseline=nn.Linear(hidden_size, 1), classifier=nn.Linear(hidden_size, num_classes),
+                              glimpses=glimpses)
 
 def build_causal_lm(
     *, vocab_size: int, d_model: int, heads: int, d_ff: int, layers: int, dropout: float, attn_dropout: float,

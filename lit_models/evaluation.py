@@ -29,10 +29,12 @@ def batch_head(batch: Any, n: int) -> Any:
 class EvaluationModule(StochasticModule):
     """Base of every family: ``validation_step``/``test_step`` and their epoch ends, once.
 
-    Subclasses implement ``_evaluate(batch, split)``; they may override ``_split_values`` (e.g. to
-    drop NaN entries) and ``_after_split(split, values)`` (e.g. a confusion-matrix figure).
+    Subclasses set ``self.net`` (their network, from ``builders``; the probes read it) and implement
+    ``_evaluate(batch, split)``; they may override ``_split_values`` (e.g. to drop NaN entries) and
+    ``_after_split(split, values)`` (e.g. a confusion-matrix figure).
     """
 
+    net: torch.nn.Module
     figure_examples = 0  # families that draw figures set how many validation examples they keep
 
     def __init__(self) -> None:

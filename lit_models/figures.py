@@ -3,15 +3,14 @@ for captioners, per-word attention overlays on the image (Xu et al. 2015, Fig. 2
 
 Drawn on rank 0 only, for a fixed set of validation examples (the module's ``figure_batch``),
 saved under ``<run_dir>/figures/`` (latest epoch) and logged to W&B as images. A module that
-draws its own figures implements ``figure_plots(epoch) -> {name: Figure}`` (the captioner);
-otherwise its ``figure_maps()`` are drawn as heatmaps.
+draws its own figures implements ``figure_plots(epoch) -> {name: Figure}`` (``protocols.PlotsFigures``:
+the captioner, RAM); otherwise its ``figure_maps()`` (``protocols.HasAttentionMaps``) are drawn as heatmaps.
 """
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
 
 import lightning as L
 import matplotlib
@@ -24,6 +23,7 @@ from torch import Tensor  # noqa: E402
 
 from attnlab_core.tokens import PAD  # noqa: E402
 from datamodules.captioning import IMAGE_MEAN, IMAGE_STD  # noqa: E402
+from lit_models.protocols import HasAttentionMaps, PlotsFigures  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -102,28 +102,6 @@ def _fit(labels: list[str], n: int) -> list[str]:
     return (labels + ["<pad>"] * n)[:n]
 
 
-@runtime_checkable
-class PlotsFigures(Protocol):
-    """A module that draws its own figures of its fixed validation examples (captioner, RAM)."""
-
-    figure_batch: Any
-
-    def figure_plots(self, epoch: int) -> dict[str, plt.Figure]:
-        """name -> figure (saved as ``figures/<name>.png``)."""
-        ...
-
-
-@runtime_checkable
-class HasAttentionMaps(Protocol):
-    """A module whose attention maps of its fixed validation examples are drawn as heatmaps (seq2seq)."""
-
-    figure_batch: Any
-
-    def figure_maps(self) -> tuple[dict[str, Tensor], list[list[str]], list[list[str]]]:
-        """name -> (N, H, T, S) weights, source token labels, output token labels."""
-        ...
-
-
 class AttentionFigures(L.Callback):
     """After each validation epoch, plot every attention map of the module's fixed figure examples."""
 
@@ -134,11 +112,11 @@ class AttentionFigures(L.Callback):
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.sanity_checking or not trainer.is_global_zero:
             return
-        if getattr(pl_module, "figure_batch", None) is None or trainer.current_epoch % self.every_n_epochs:
+        if trainer.current_epoch % self.every_n_epochs:
             return
-        if isinstance(pl_module, PlotsFigures):
+        if isinstance(pl_module, PlotsFigures) and pl_module.figure_batch is not None:
             figures = pl_module.figure_plots(trainer.current_epoch)
-        elif isinstance(pl_module, HasAttentionMaps):
+        elif isinstance(pl_module, HasAttentionMaps) and pl_module.figure_batch is not None:
             figures = _heatmaps(pl_module, trainer.current_epoch)
         else:
             return

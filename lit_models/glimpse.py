@@ -2,7 +2,8 @@
 
 The question it answers: can a classifier that sees only a few small, sampled glimpses — and
 learns *where* to look by reinforcement — classify a digit somewhere on a large canvas? The
-network is ``blocks.glimpse_net.RecurrentAttention``; this module adds the hybrid loss (§3.2):
+network is ``blocks.glimpse_net.RecurrentAttention`` (wired by ``builders.build_ram``); this module
+adds the hybrid loss (§3.2):
 
     L = CE(f_a(h_T), y)  +  λ · [ −(1/B) Σ_b Σ_t (R_b − b_t) log π(l_t | h_t) ]  +  (1/BT) Σ (R_b − b_t)²
 
@@ -33,7 +34,8 @@ from torchmetrics.classification import MulticlassAccuracy  # noqa: E402
 from attnlab_core.errors import UsageError  # noqa: E402
 from datamodules.digits import DigitBatch  # noqa: E402
 from lit_models.axes import Cell  # noqa: E402
-from lit_models.blocks.glimpse_net import RamOutput, RecurrentAttention  # noqa: E402
+from lit_models.blocks.glimpse_net import RamOutput  # noqa: E402
+from lit_models.builders import build_ram  # noqa: E402
 from lit_models.evaluation import EvaluationModule  # noqa: E402
 
 
@@ -106,7 +108,7 @@ class RecurrentAttentionModel(EvaluationModule):
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
-        self.net = RecurrentAttention(
+        self.net = build_ram(
             in_channels=in_channels, num_classes=num_classes, glimpses=glimpses, patch_size=patch_size,
             scales=scales, scale_factor=scale_factor, glimpse_hidden=glimpse_hidden,
             location_hidden=location_hidden, glimpse_size=glimpse_size, hidden_size=hidden_size, cell=cell, std=std,

@@ -17,9 +17,10 @@
   ``val/free_running_loss`` and ``val/exposure_gap`` (free-running minus teacher-forced loss,
   both decoded step by step on the same fixed batch).
 
-Each probe checks for the capability it needs (``net.attention_maps``, ``net.encode`` and
-``net.step``, a batch with ``src``/``tgt``) and skips modules without it. Probes compute on
-rank 0 only and log with ``rank_zero_only=True``: no collectives, so they are DDP-safe.
+Each probe checks for the capability it needs, declared in ``lit_models.protocols``
+(``AttentionMapsNet``, ``StepwiseNet``, ``SourceTargetBatch``, ``NamesTask``, ``SmoothedLoss``), and
+skips modules without it. Probes compute on rank 0 only and log with ``rank_zero_only=True``: no
+collectives, so they are DDP-safe.
 """
 
 from __future__ import annotations
@@ -31,9 +32,12 @@ from typing import Any
 import lightning as L
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
-from datamodules.batching import PAD
+from attnlab_core.tokens import PAD
+from lit_models.blocks.attention import MultiHeadAttention
+from lit_models.evaluation import EvaluationModule
+from lit_models.protocols import AttentionMapsNet, NamesTask, SmoothedLoss, SourceTargetBatch, StepwiseNet
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +54,10 @@ class FixedBatch:
 
     def capture(self, batch: Any, batch_idx: int, dataloader_idx: int) -> None:
         """Keep the batch's src/tgt on CPU if this is the first validation batch and it has them."""
-        if self.src is not None or batch_idx != 0 or dataloader_idx != 0:
+        if self.src is not None or batch_idx != 0 or dataloader_idx != 0 or not isinstance(batch, SourceTargetBatch):
             return
-        src, tgt = getattr(batch, "src", None), getattr(batch, "tgt", None)
-        if isinstance(src, Tensor) and isinstance(tgt, Tensor):
-            self.src, self.tgt = src[: self.size].detach().cpu(), tgt[: self.size].detach().cpu()
+        if isinstance(batch.src, Tensor) and isinstance(batch.tgt, Tensor):
+            self.src, self.tgt = batch.src[: self.size].detach().cpu(), batch.tgt[: self.size].detach().cpu()
 
     def on(self, device: torch.device) -> tuple[Tensor, Tensor] | None:
         """(src (B, S), tgt (B, T)) on ``device``, or None before a batch was captured."""
@@ -65,6 +68,11 @@ class FixedBatch:
 
 def _should_probe(trainer: L.Trainer) -> bool:
     return trainer.is_global_zero and not trainer.sanity_checking
+
+
+def network(pl_module: L.LightningModule) -> nn.Module | None:
+    """The module's network: ``net`` of every attnlab family (``EvaluationModule``), None for others."""
+    return pl_module.net if isinstance(pl_module, EvaluationModule) else None
 
 
 class BatchProbe(L.Callback):
@@ -82,7 +90,7 @@ class AttentionEntropy(BatchProbe):
     """Mean attention entropy per map (``enc_self/layer1``, ``cross/layer2``, ...) on a fixed batch.
 
     Entropy H = -sum_k w_k log w_k over the keys of each query row, averaged over heads, real
-    (non-PAD) query rows and examples. Maps come from ``pl_module.net.attention_maps(src, tgt_in)``
+    (non-PAD) query rows and examples. Maps come from the network's ``attention_maps(src, tgt_in)``
     with the gold decoder input (teacher-forced maps). Rows are masked with the source mask for
     ``enc*`` maps and the target mask otherwise (the naming convention of ``attention_maps``).
 
@@ -92,9 +100,9 @@ class AttentionEntropy(BatchProbe):
 
     @torch.no_grad()
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        net = getattr(pl_module, "net", None)
+        net = network(pl_module)
         data = self.batch.on(pl_module.device)
-        if not _should_probe(trainer) or data is None or not callable(getattr(net, "attention_maps", None)):
+        if not _should_probe(trainer) or data is None or not isinstance(net, AttentionMapsNet):
             return
         src, tgt = data
         tgt_in = tgt[:, :-1]
@@ -189,9 +197,9 @@ def qk_grad_norms(module: torch.nn.Module) -> dict[str, float]:
     """
     sq: dict[str, float] = {}
     for name, mod in module.named_modules():
-        proj, scale = getattr(mod, "in_proj", None), getattr(mod, "scale", None)
-        if not isinstance(proj, torch.nn.Linear) or not isinstance(scale, float) or scale <= 0:
+        if not isinstance(mod, MultiHeadAttention) or mod.scale <= 0:
             continue
+        proj, scale = mod.in_proj, float(mod.scale)
         group = parameter_group(f"{name}.in_proj.weight")
         for p in (proj.weight, proj.bias):
             if p is None or p.grad is None or p.size(0) % 3:
@@ -239,16 +247,18 @@ def alignment_mass(weights: Tensor, target: Tensor) -> Tensor:
 class AlignmentMass(BatchProbe):
     """Cross-attention mass on the correct source position, on a fixed validation batch (synthetic tasks).
 
-    The task is read from the datamodule's ``task`` (``copy`` / ``reverse`` / ``sort``); other data is skipped.
+    The task is read from the datamodule's ``task`` (``NamesTask``: ``copy`` / ``reverse`` / ``sort``);
+    other data is skipped.
     """
 
     @torch.no_grad()
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        net = getattr(pl_module, "net", None)
+        net = network(pl_module)
         data = self.batch.on(pl_module.device)
-        task = getattr(getattr(trainer, "datamodule", None), "task", None)
+        dm = trainer.datamodule
+        task = dm.task if isinstance(dm, NamesTask) else None
         if (not _should_probe(trainer) or data is None or not isinstance(task, str)
-                or not callable(getattr(net, "attention_maps", None))):
+                or not isinstance(net, AttentionMapsNet)):
             return
         src, tgt = data
         target = target_positions(src, tgt, task)
@@ -281,21 +291,19 @@ class FreeRunningLoss(BatchProbe):
 
     @torch.no_grad()
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        net = getattr(pl_module, "net", None)
+        net = network(pl_module)
         data = self.batch.on(pl_module.device)
-        if not _should_probe(trainer) or data is None or not all(
-            callable(getattr(net, a, None)) for a in ("encode", "step")
-        ):
+        if not _should_probe(trainer) or data is None or not isinstance(net, StepwiseNet):
             return
         src, tgt = data
-        eps = float(getattr(pl_module.hparams, "label_smoothing", 0.0) or 0.0)
+        eps = pl_module.label_smoothing if isinstance(pl_module, SmoothedLoss) else 0.0
         teacher = stepwise_loss(net, src, tgt, feed="gold", label_smoothing=eps)
         free = stepwise_loss(net, src, tgt, feed="own", label_smoothing=eps)
         pl_module.log("val/free_running_loss", free, rank_zero_only=True, batch_size=src.size(0))
         pl_module.log("val/exposure_gap", free - teacher, rank_zero_only=True, batch_size=src.size(0))
 
 
-def stepwise_loss(net: Any, src: Tensor, tgt: Tensor, *, feed: str, label_smoothing: float = 0.0) -> Tensor:
+def stepwise_loss(net: StepwiseNet, src: Tensor, tgt: Tensor, *, feed: str, label_smoothing: float = 0.0) -> Tensor:
     """Cross-entropy of the gold labels ``tgt[:, 1:]`` over a step-by-step decode.
 
     Args:

@@ -64,6 +64,11 @@ class Seq2SeqModule(EvaluationModule):
         self.tokens_seen = 0
         self.signatures_logged = False
 
+    @property
+    def label_smoothing(self) -> float:
+        """ε_ls of the training loss (``protocols.SmoothedLoss``: the probes score the decoder with it too)."""
+        return float(self.hparams.label_smoothing)
+
     # ----------------------------------------------------------------- training
     def p_gold(self) -> float:
         """Probability of feeding gold tokens at this step (the forcing policy's schedule)."""

@@ -16,9 +16,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lit_models.axes import Cell
-from lit_models.blocks.recurrent import CELLS
-
 
 def patch_corners(locations: Tensor, *, size: int, height: int, width: int) -> Tensor:
     """Integer top-left pixel (row, col) of a size×size patch centred at each location.
@@ -160,39 +157,32 @@ class RecurrentAttention(nn.Module):
     paper's core is a rectifier RNN, ``rnn`` here is the tanh Elman cell, LSTM is the usual choice
     of reimplementations (and the paper's for its dynamic environments).
 
+    Wired by ``builders.build_ram``.
+
     Args:
-        in_channels: C. num_classes: classes of f_a. glimpses: T. patch_size, scales, scale_factor:
-        see :class:`GlimpseSensor`. glimpse_hidden, location_hidden, glimpse_size: see
-        :class:`GlimpseNetwork`. hidden_size: |h_t| (paper: 256). cell: core cell. std: policy σ.
+        sensor: ρ, a :class:`GlimpseSensor`. glimpse: f_g, a :class:`GlimpseNetwork`. core: f_h, a
+        ``recurrent.CELLS[cell].step`` module (h, c) -> (h, c). policy: f_l, a :class:`LocationPolicy`.
+        baseline: b_t, Linear(|h_t|, 1). classifier: f_a, Linear(|h_t|, classes) (softmax in the loss).
+        glimpses: T.
     """
 
     def __init__(
         self,
         *,
-        in_channels: int,
-        num_classes: int,
+        sensor: GlimpseSensor,
+        glimpse: GlimpseNetwork,
+        core: nn.Module,
+        policy: LocationPolicy,
+        baseline: nn.Linear,
+        classifier: nn.Linear,
         glimpses: int,
-        patch_size: int,
-        scales: int,
-        scale_factor: int,
-        glimpse_hidden: int,
-        location_hidden: int,
-        glimpse_size: int,
-        hidden_size: int,
-        cell: Cell,
-        std: float,
     ) -> None:
         super().__init__()
         if glimpses < 1:
             raise ValueError(f"glimpses must be >= 1, got {glimpses}")
-        self.glimpses, self.hidden_size = glimpses, hidden_size
-        self.sensor = GlimpseSensor(patch_size=patch_size, scales=scales, scale_factor=scale_factor)
-        self.glimpse = GlimpseNetwork(input_size=scales * in_channels * patch_size**2, glimpse_hidden=glimpse_hidden,
-                                      location_hidden=location_hidden, output_size=glimpse_size)
-        self.core = CELLS[cell].step(input_size=glimpse_size, hidden_size=hidden_size)
-        self.policy = LocationPolicy(hidden_size=hidden_size, std=std)
-        self.baseline = nn.Linear(hidden_size, 1)
-        self.classifier = nn.Linear(hidden_size, num_classes)  # action network f_a (softmax in the loss)
+        self.glimpses, self.hidden_size = glimpses, classifier.in_features
+        self.sensor, self.glimpse, self.core, self.policy = sensor, glimpse, core, policy
+        self.baseline, self.classifier = baseline, classifier
 
     def forward(self, images: Tensor, *, sample: bool) -> RamOutput:
         """images (B, C, H, W) -> :class:`RamOutput`; ``sample``: draw locations (training) or use the mean."""

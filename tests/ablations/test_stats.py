@@ -208,3 +208,25 @@ def test_shape_bounds_read_the_mean_and_say_when_the_interval_straddles():
     assert at_least(stats, ("a",), metric="drop", bound=0.15, claim="falls").answer == "not supported"
     assert at_most({("a",): {"drop": seeds(0.05)}}, ("a",), metric="drop", bound=0.15, claim="x").answer == (
         "inconclusive")
+
+
+def test_positions_ranks_alibi_without_judging_it_against_none():
+    """ALiBi in an encoder-decoder makes no reversal claim in the literature: ranked, not judged."""
+    def pos(exact: float, beyond: float) -> dict:
+        return arm(val__exact_match=(exact, exact + 0.01, exact - 0.01),
+                   test__beyond__token_acc_by_len=(beyond, beyond, beyond + 0.01))
+
+    stats = {("sinusoidal",): pos(0.9, 0.3), ("learned",): pos(0.89, 0.2), ("alibi",): pos(0.02, 0.05),
+             ("none",): pos(0.02, 0.1)}
+    line = claims.positions(stats)
+    assert verdict_word(line) == "supported" and "alibi beats none" not in line and "alibi 0.05" in line, line
+
+
+def test_bottleneck_translation_is_not_shown_when_none_translates_nothing():
+    def tr(bleu: float, drop: float) -> dict:
+        return arm(test__bleu=(bleu, bleu + 0.01, bleu - 0.005), test__len_drop__bleu_by_len=(drop, drop, drop))
+
+    line = claims.bottleneck_translation({("additive",): tr(0.2, 0.03), ("none",): tr(0.01, -0.01)})
+    assert verdict_word(line) == "not shown at this scale" and "additive attention beats none: supported" in line
+    line = claims.bottleneck_translation({("additive",): tr(0.3, 0.03), ("none",): tr(0.15, 0.12)})
+    assert verdict_word(line) == "supported", line

@@ -1,6 +1,7 @@
 """Report figures that show every seed: the question's headline metric per arm, one point per seed,
 with the arm's mean and 95% Student-t interval (``ablations.stats``), so a reader sees the spread
-that the verdict's intervals summarise."""
+that the verdict's intervals summarise; and the small helpers every report figure shares (colours,
+length limits, the run's attention figure, saving)."""
 
 from __future__ import annotations
 
@@ -51,6 +52,33 @@ def plot_seeds(arms: Mapping[Arm, list[Any]], order: list[Arm], *, metric: str, 
     ax.set_title(f"{metric}: each seed (dot), mean ± 95% CI (square)", fontsize=9)
     ax.grid(alpha=0.3, axis="y")
     path = out / "seeds.png"
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def colors(n: int) -> list[Any]:
+    cmap = plt.get_cmap("tab10")
+    return [cmap(i % 10) for i in range(n)]
+
+
+def length_limits(params: Mapping[str, Any], split: str) -> tuple[int | None, int | None]:
+    """(longest training length, longest length of ``split``) from a run's data parameters."""
+    train_max = params.get("data.max_len")
+    split_max = params.get("data.test_max_len") if split == "test" else train_max
+    split_max = split_max if isinstance(split_max, int) else train_max
+    return (train_max if isinstance(train_max, int) else None), (split_max if isinstance(split_max, int) else None)
+
+
+def figure_of(run: Any) -> Path | None:
+    """The run's most telling attention figure: the last cross-attention layer of example 0."""
+    ex0 = [f for f in run.figures if f.stem.endswith("_ex0")] or run.figures
+    cross = sorted((f for f in ex0 if f.name.startswith("cross")), key=lambda f: f.name)
+    return (cross or ex0 or [None])[-1] if ex0 else None
+
+
+def save_figure(fig: plt.Figure, path: Path) -> Path:
+    fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path

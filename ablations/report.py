@@ -25,7 +25,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import yaml  # noqa: E402
 
 from ablations.derived import derive  # noqa: E402
-from ablations.plots import plot_seeds  # noqa: E402
+from ablations.plots import colors, figure_of, length_limits, plot_seeds, save_figure  # noqa: E402
 from ablations.questions import Arm, ArmStats, Question, Stat, question_for  # noqa: E402
 from ablations.results import RunRecord, arm_stats, group_arms, stat, varying_params  # noqa: E402
 from lit_models.environment import differences  # noqa: E402
@@ -194,11 +194,6 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
 
 
 # --------------------------------------------------------------------- plots
-def _colors(n: int) -> list[Any]:
-    cmap = plt.get_cmap("tab10")
-    return [cmap(i % 10) for i in range(n)]
-
-
 def _band(runs: list[RunRecord], key: str) -> tuple[list[int], list[float], list[float]]:
     """Steps, mean and std over seeds of ``key``'s curve (steps logged by at least one seed)."""
     by_step: dict[int, list[float]] = {}
@@ -221,7 +216,7 @@ def plot_curves(question: Question, arms: Mapping[Arm, list[RunRecord]], order: 
         return None
     fig, axes = plt.subplots(1, len(keys), figsize=(5.5 * len(keys), 4), squeeze=False)
     for ax, key in zip(axes[0], keys, strict=True):
-        for arm, color in zip(order, _colors(len(order)), strict=True):
+        for arm, color in zip(order, colors(len(order)), strict=True):
             done = [r for r in arms[arm] if r.status == "finished"]
             steps, mean, std = _band(done, key)
             if not steps:
@@ -233,7 +228,7 @@ def plot_curves(question: Question, arms: Mapping[Arm, list[RunRecord]], order: 
         ax.set(xlabel="step", ylabel=key, title=key)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    return _save(fig, out / "curves.png")
+    return save_figure(fig, out / "curves.png")
 
 
 def plot_acc_by_len(question: Question, arms: Mapping[Arm, list[RunRecord]], order: list[Arm],
@@ -255,10 +250,10 @@ def plot_acc_by_len(question: Question, arms: Mapping[Arm, list[RunRecord]], ord
     fig, axes = plt.subplots(len(families), len(splits), figsize=(5.5 * len(splits), 4 * len(families)), squeeze=False)
     for (row, family), (col, split) in itertools.product(enumerate(families), enumerate(splits)):
         ax, buckets = axes[row, col], panels.get((family, split), set())
-        train_max, split_max = _length_limits(params, split)
+        train_max, split_max = length_limits(params, split)
         ordered = sorted(buckets)
         xs = [(lo + min(hi, split_max or hi)) / 2 for lo, hi in ordered]  # centre of the lengths present
-        for arm, color in zip(order, _colors(len(order)), strict=True):
+        for arm, color in zip(order, colors(len(order)), strict=True):
             done = [r for r in arms[arm] if r.status == "finished"]
             stats = [stat([r.metrics.get(f"{split}/{family}/len_{lo:03d}_{hi:03d}", math.nan) for r in done])
                      for lo, hi in ordered]
@@ -273,15 +268,7 @@ def plot_acc_by_len(question: Question, arms: Mapping[Arm, list[RunRecord]], ord
                title=f"{split}: {LEN_FAMILIES[family]} by length", ylim=(-0.02, 1.02))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    return _save(fig, out / "acc_by_len.png")
-
-
-def _length_limits(params: Mapping[str, Any], split: str) -> tuple[int | None, int | None]:
-    """(longest training length, longest length of ``split``) from a run's data parameters."""
-    train_max = params.get("data.max_len")
-    split_max = params.get("data.test_max_len") if split == "test" else train_max
-    split_max = split_max if isinstance(split_max, int) else train_max
-    return (train_max if isinstance(train_max, int) else None), (split_max if isinstance(split_max, int) else None)
+    return save_figure(fig, out / "acc_by_len.png")
 
 
 def plot_probe(question: Question, prefix: str, arms: Mapping[Arm, list[RunRecord]], order: list[Arm],
@@ -291,7 +278,7 @@ def plot_probe(question: Question, prefix: str, arms: Mapping[Arm, list[RunRecor
                    if k.startswith(prefix)})
     if not keys:
         return None
-    shown = [(arm, color) for arm, color in zip(order, _colors(len(order)), strict=True)
+    shown = [(arm, color) for arm, color in zip(order, colors(len(order)), strict=True)
              if any(r.status == "finished" for r in arms[arm])]
     if not shown:
         return None
@@ -307,14 +294,7 @@ def plot_probe(question: Question, prefix: str, arms: Mapping[Arm, list[RunRecor
     ax.set(title=prefix.rstrip("/") + (" (mean over logged steps)" if prefix.startswith("train/") else " (final)"))
     ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=7)
-    return _save(fig, out / f"probe_{prefix.strip('/').replace('/', '_')}.png")
-
-
-def _figure_of(run: RunRecord) -> Path | None:
-    """The run's most telling attention figure: the last cross-attention layer of example 0."""
-    ex0 = [f for f in run.figures if f.stem.endswith("_ex0")] or run.figures
-    cross = sorted((f for f in ex0 if f.name.startswith("cross")), key=lambda f: f.name)
-    return (cross or ex0 or [None])[-1] if ex0 else None
+    return save_figure(fig, out / f"probe_{prefix.strip('/').replace('/', '_')}.png")
 
 
 def plot_attention(question: Question, arms: Mapping[Arm, list[RunRecord]], order: list[Arm],
@@ -323,7 +303,7 @@ def plot_attention(question: Question, arms: Mapping[Arm, list[RunRecord]], orde
     picks = []
     for arm in order:
         done = sorted((r for r in arms[arm] if r.status == "finished" and r.figures), key=lambda r: str(r.seed))
-        fig_path = _figure_of(done[0]) if done else None
+        fig_path = figure_of(done[0]) if done else None
         if fig_path is not None:
             picks.append((arm, done[0], fig_path))
     if not picks:
@@ -333,14 +313,7 @@ def plot_attention(question: Question, arms: Mapping[Arm, list[RunRecord]], orde
         ax.imshow(plt.imread(str(path)))
         ax.set_title(f"{_arm_label(question, arm)}\nseed {run.seed} · {path.stem}", fontsize=8)
         ax.axis("off")
-    return _save(fig, out / "attention.png")
-
-
-def _save(fig: plt.Figure, path: Path) -> Path:
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return save_figure(fig, out / "attention.png")
 
 
 # -------------------------------------------------------------------- report

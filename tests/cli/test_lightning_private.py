@@ -1,0 +1,30 @@
+"""The private Lightning hooks ``lit_models.run`` relies on still exist and are still called where we
+expect (pyproject bounds lightning < 2.7 for this reason). If Lightning renames or stops calling one,
+this fails with the name, instead of resumed runs silently losing or mangling their metrics.csv."""
+
+from __future__ import annotations
+
+import inspect
+
+from lightning.pytorch.loggers import CSVLogger
+from lightning.pytorch.loggers.csv_logs import ExperimentWriter
+
+from lit_models.run import ResumableCSVLogger
+
+
+def test_csv_writer_still_calls_the_hooks_we_override():
+    init_src = "".join(inspect.getsource(c.__init__) for c in ExperimentWriter.__mro__
+                       if c is not object and "__init__" in vars(c))
+    assert "_check_log_dir_exists" in init_src, "ExperimentWriter no longer calls _check_log_dir_exists in __init__"
+    callers = [name for name, fn in inspect.getmembers(ExperimentWriter, inspect.isfunction)
+               if name != "_rewrite_with_new_header" and "_rewrite_with_new_header" in inspect.getsource(fn)]
+    assert callers, "no ExperimentWriter method calls _rewrite_with_new_header any more"
+
+
+def test_csv_logger_still_has_the_private_state_we_use(tmp_path):
+    logger = CSVLogger(save_dir=str(tmp_path), name="", version="")
+    assert hasattr(logger, "_experiment") and hasattr(logger, "_fs"), "CSVLogger lost _experiment/_fs"
+    resumable = ResumableCSVLogger(save_dir=str(tmp_path), name="", version="")
+    resumable.log_metrics({"a": 1.0}, step=0)
+    resumable.save()
+    assert (tmp_path / "metrics.csv").read_text().splitlines()[0] == "a,step"

@@ -8,7 +8,6 @@ with ``curve/``, ``attn/`` and ``/len_drop/`` are per-run numbers from ``ablatio
 
 from __future__ import annotations
 
-from ablations import saturation
 from ablations.stats import Stat, stat
 from ablations.verdicts import ArmStats, Check, at_least, at_most, better, get, join, learned, name, similar
 
@@ -134,9 +133,15 @@ def scaling(stats: ArmStats) -> str:
         better(
             stats, sq, dk, metric="curve/steps_to_target", goal="minimize", claim="sqrt_dk reaches the target before dk"
         ),
-        saturation.check(),
+        _saturation_check(),
     ]
     return join(checks, gate)
+
+
+def _saturation_check() -> Check:
+    from ablations import saturation  # torch: imported when a verdict is read, never by `attnlab --help`
+
+    return saturation.check()
 
 
 def norm(stats: ArmStats, *, warm: int) -> str:

@@ -11,6 +11,7 @@ subcommand is chosen, so ``attnlab --help`` and ``attnlab --version`` answer at 
 from __future__ import annotations
 
 import difflib
+import os
 import sys
 from collections.abc import Callable
 
@@ -47,6 +48,7 @@ def usage() -> str:
              "commands:"]
     lines += [f"  {name.ljust(width)}  {text}" for name, text in rows.items()]
     lines += ["", "options:", "  -h, --help     show this message", "  --version      print the version",
+              "  --quiet        (after fit/validate/test/predict) no progress bars or progress lines",
               "", "Runs land in runs/<experiment>/<run>/; W&B logs online when wandb finds credentials, "
               "else offline (WANDB_MODE overrides)."]
     return "\n".join(lines)
@@ -58,6 +60,13 @@ def question_axes(experiment: str) -> tuple[str, ...]:
 
     question = question_for(experiment)
     return question.axes if question is not None else ()
+
+
+def _quiet(argv: list[str]) -> list[str]:
+    """``--quiet`` on a Lightning subcommand: no progress bar and no data-side progress lines
+    (``ATTNLAB_QUIET``, read by ``attnlab_core.progress``); warnings and errors still print."""
+    os.environ["ATTNLAB_QUIET"] = "1"
+    return [a for a in argv if a != "--quiet"] + ["--trainer.enable_progress_bar=false"]
 
 
 def main(args: list[str] | None = None) -> None:
@@ -75,7 +84,7 @@ def main(args: list[str] | None = None) -> None:
     if name in LIGHTNING:
         from lit_models.cli import run_cli
 
-        run_cli(args, arm_axes=question_axes)
+        run_cli(_quiet(argv) if "--quiet" in argv else args, arm_axes=question_axes)
         return
     commands = _experiment_commands()
     if name in commands:

@@ -136,3 +136,18 @@ def test_command_layer_on_top_no_import_cycle():
                     [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else [])
                 offenders += [f"{path.relative_to(REPO)} imports {n}" for n in names if n.split(".")[0] in forbidden]
     assert not offenders, offenders
+
+
+def test_quiet_silences_progress_bars_and_lines(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("ATTNLAB_QUIET", raising=False)
+    loud = [a for a in TINY if a != "--trainer.enable_progress_bar=false"]
+    main(["fit", "--config", CONFIG, f"--run.root={tmp_path}", "--run.name=loud", *loud])
+    out = capsys.readouterr()
+    assert "Epoch 0" in out.out + out.err, "the progress bar shows without --quiet"
+    main(["fit", "--quiet", "--config", CONFIG, f"--run.root={tmp_path}", "--run.name=quiet", *loud])
+    out = capsys.readouterr()
+    assert "Epoch 0" not in out.out + out.err and "Sanity Checking" not in out.out + out.err
+    import os
+
+    assert os.environ.get("ATTNLAB_QUIET") == "1"
+    assert (tmp_path / "transformer_reverse" / "quiet" / "summary.json").is_file()

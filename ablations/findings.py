@@ -9,13 +9,14 @@ interrupted run continues where it stopped. After each trial a progress line giv
 over all questions and an ETA from the mean wall time of the trials run so far. The README has a
 header (command, CPU, wall time), one row per claim (claim, source, verdict, key numbers) and a
 section per question with its figures; each question's full report is ``<out>/<question>/report.md``.
+The README is rebuilt from every question's saved ``<out>/<question>/result.json``
+(``ablations.findings_readme``), so ``--only`` refreshes those questions and keeps the rest.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import os
 import re
 import sys
 import time
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ablations.findings_readme import QuestionResult, hms, load_results, readme, stamp
 from ablations.questions import QUESTIONS, Question
 
 log = logging.getLogger(__name__)
@@ -77,14 +79,11 @@ class Progress:
         eta = self.eta_s()
         elapsed = time.time() - self.t0
         return (
-            f"findings: {self.done}/{self.total} trials, elapsed {_hms(elapsed)}, "
-            f"ETA {'?' if eta is None else _hms(eta)}"
+            f"findings: {self.done}/{self.total} trials, elapsed {hms(elapsed)}, "
+            f"ETA {'?' if eta is None else hms(eta)}"
         )
 
 
-def _hms(seconds: float) -> str:
-    s = int(round(seconds))
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
 def _plan(question: Question, root: Path, seeds: int | None) -> Any:
@@ -126,21 +125,8 @@ def run_questions(
     return progress
 
 
-@dataclass
-class QuestionResult:
-    """One question's report as the README shows it."""
-
-    question: Question
-    verdict: str
-    key_numbers: str
-    report_path: Path
-    figures: list[Path]
-    warning: str | None
-    trial_wall_s: float
-
-
 def report_question(question: Question, *, root: Path, out: Path) -> QuestionResult | None:
-    """Write ``out/<question>/report.md`` + figures from ``root/<question>``; None when it has no runs."""
+    """Write ``out/<question>/report.md`` + figures + result.json from ``root/<question>``; None without runs."""
     from ablations.report import write_report
     from ablations.results import group_arms, load_experiment, stat
 
@@ -155,16 +141,26 @@ def report_question(question: Question, *, root: Path, out: Path) -> QuestionRes
         s = stat(done)
         label = "/".join(map(str, arm))
         parts.append(f"{label} {s.mean:.3f} ± {s.std:.3f}" if s.n else f"{label} —")
-    wall = sum(float(r.info.get("wall_time_s", 0.0) or 0.0) for r in runs)
-    return QuestionResult(
-        question=question,
+    figures = [*report.figures, *_computed_figures(question, out / question.name)]
+    result = QuestionResult(
+        name=question.name,
         verdict=report.verdict,
         key_numbers=f"`{question.metric}`: " + ", ".join(parts),
-        report_path=report.path,
-        figures=[*report.figures, *_computed_figures(question, out / question.name)],
+        report=str(report.path.relative_to(out)),
+        figures=[str(f.relative_to(out)) for f in figures],
         warning=report.warning,
-        trial_wall_s=wall,
+        trial_wall_s=sum(float(r.info.get("wall_time_s", 0.0) or 0.0) for r in runs),
+        trials=len(runs),
+        commits=_distinct(r.info.get("git_commit") for r in runs),
+        cpus=_distinct((r.info.get("environment") or {}).get("cpu") for r in runs),
+        written=stamp(),
     )
+    result.save(out)
+    return result
+
+
+def _distinct(values: Any) -> list[str]:
+    return list(dict.fromkeys(str(v) for v in values if v))
 
 
 def _computed_figures(question: Question, folder: Path) -> list[Path]:
@@ -174,62 +170,6 @@ def _computed_figures(question: Question, folder: Path) -> list[Path]:
     from ablations import saturation
 
     return [saturation.plot(folder / "saturation.png")]
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def readme(
-    results: Sequence[QuestionResult], *, command: str, wall_s: float, out: Path, missing: Sequence[Question] = ()
-) -> str:
-    """The findings README: header, one row per claim, a section per question with its figures."""
-    from ablations.verdicts import verdict_word
-    from lit_models.environment import cpu_model
-
-    trial_wall = sum(r.trial_wall_s for r in results)
-    lines = [
-        "# Findings: does each ablation reproduce its literature result?",
-        "",
-        f"- **Command:** `{command}`",
-        f"- **CPU:** {cpu_model()} ({os.cpu_count()} logical cores visible)",
-        f"- **Wall time:** {_hms(wall_s)} for this invocation (finished trials are skipped on a rerun); "
-        f"{_hms(trial_wall)} summed over the trials' own training wall times",
-        "- **Scale:** `--scale quick` presets (`ablations/questions.py`); seeds per arm as in each sweep file. "
-        'Verdicts read paired-by-seed 95% intervals (`ablations/stats.py`); "not shown at this scale" means '
-        "the arms that should learn the task did not, with the scale at which the finding should show.",
-        "",
-        "| question | claim | source | verdict | key numbers |",
-        "|---|---|---|---|---|",
-    ]
-    for r in results:
-        q = r.question
-        lines.append(
-            f"| [{q.name}](#{q.name}) | {_cell(q.claim)} | {_cell(q.source)} | "
-            f"**{verdict_word(r.verdict)}** | {_cell(r.key_numbers)} |"
-        )
-    for q in missing:
-        lines.append(f"| {q.name} | {_cell(q.claim)} | {_cell(q.source)} | **not run** | — |")
-    for r in results:
-        q = r.question
-        rel = r.report_path.relative_to(out)
-        lines += [
-            "",
-            f"## {q.name}",
-            "",
-            f"- **Claim:** {q.claim} ({q.source})",
-            f"- **Expected:** {q.expected}",
-            f"- **Verdict:** {r.verdict}",
-            f"- **Full (GPU) preset:** {q.full}",
-            f"- **Quick preset:** `{' '.join(q.quick)}`",
-            f"- **Full report:** [{rel}]({rel})",
-        ]
-        if r.warning:
-            lines.append(f"- **Warning:** {r.warning}")
-        lines.append("")
-        lines += [f"![{q.name} {f.stem}]({f.relative_to(out)})" for f in r.figures if f.stem != "attention"]
-        lines += [f"![{q.name} attention]({f.relative_to(out)})" for f in r.figures if f.stem == "attention"]
-    return "\n".join(lines) + "\n"
 
 
 def findings_parser() -> argparse.ArgumentParser:
@@ -272,14 +212,14 @@ def findings_main(argv: list[str]) -> int:
         )
     if args.dry_run:
         return 0
-    results = [r for q in questions if (r := report_question(q, root=root, out=out)) is not None]
-    if not results:
+    reported = [r for q in questions if (r := report_question(q, root=root, out=out)) is not None]
+    if not reported:
         print(f"attnlab findings: error: no runs under {root}", file=sys.stderr)
         return 1
-    missing = [q for q in questions if q.name not in {r.question.name for r in results}]
+    results = load_results(out, ORDER)
+    missing = [q for q in QUESTIONS.values() if q.name not in {r.name for r in results}]
     command = "attnlab findings " + " ".join(argv) if argv else "attnlab findings"
-    out.mkdir(parents=True, exist_ok=True)
     path = out / "README.md"
-    path.write_text(readme(results, command=command.strip(), wall_s=time.time() - t0, out=out, missing=missing))
-    print(f"findings: {path}")
+    path.write_text(readme(results, command=command.strip(), wall_s=time.time() - t0, missing=missing))
+    print(f"findings: {path} ({len(reported)} question(s) reported now, {len(results)} in the README)")
     return 0

@@ -26,7 +26,7 @@ from lit_models.rundir import Status
 
 log = logging.getLogger(__name__)
 
-INFO_KEYS = ("parameters", "global_step", "tokens_seen", "wall_time_s", "environment")
+INFO_KEYS = ("parameters", "global_step", "tokens_seen", "wall_time_s", "environment", "git_commit")
 STATUSES = tuple(status.value for status in Status)  # the run directory's status enum
 
 
@@ -44,7 +44,7 @@ class RunRecord:
         figures: attention figure PNGs of the run.
         run_dir: where the run lives (None for W&B-only records).
         info: summary.json's bookkeeping: ``parameters``, ``global_step``, ``tokens_seen``,
-            ``wall_time_s`` and the ``environment`` record (``lit_models.environment``).
+            ``wall_time_s``, ``git_commit`` and the ``environment`` record (``lit_models.environment``).
     """
 
     experiment: str

@@ -4,6 +4,7 @@ counts them, and the README has its header, one row per claim and a section with
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,25 @@ def test_findings_skips_finished_trials_and_writes_the_readme(tmp_path: Path, ca
     assert "## scaling" in text and "![scaling curves](scaling/curves.png)" in text
     assert (out / "scaling" / "report.md").is_file() and (out / "scaling" / "curves.png").stat().st_size > 1000
     assert "Full (GPU) preset" in text and "Quick preset" in text
+
+
+def test_findings_only_refreshes_its_question_and_keeps_the_others(tmp_path: Path):
+    """--only X rewrites X's row and section from X's runs; questions reported earlier keep theirs."""
+    root, out = tmp_path / "runs", tmp_path / "docs"
+    _finished_scaling(root)
+    assert findings_main(["--root", str(root), "--out", str(out), "--only", "scaling", "--report-only"]) == 0
+    saved = json.loads((out / "scaling" / "result.json").read_text())
+    assert saved["trials"] == 9 and saved["cpus"] and saved["written"]
+    saved["key_numbers"] = "kept from an earlier run"
+    (out / "scaling" / "result.json").write_text(json.dumps(saved))
+    heads = root / "heads"
+    for seed in (1, 2, 3):
+        fake_run(heads, "sqrt_dk", seed, acc=0.5)
+    assert findings_main(["--root", str(root), "--out", str(out), "--only", "heads", "--report-only"]) == 0
+    text = (out / "README.md").read_text()
+    assert "kept from an earlier run" in text, "an earlier question's row survives a run of another"
+    assert "| [heads](#heads)" in text and "## heads" in text and "## scaling" in text
+    assert "- **Runs:** 9 trials at commit" in text and "| norm |" in text and "**not run**" in text
 
 
 def test_findings_dry_run_lists_what_is_left(tmp_path: Path, capsys):

@@ -1,0 +1,136 @@
+"""The findings README, assembled from one saved result per question.
+
+Each question's report step saves ``<out>/<question>/result.json`` (verdict, key numbers, figures and
+the provenance of its runs: commits, CPUs, trials, summed wall time). The README is rebuilt from every
+saved result, so ``attnlab findings --only norm`` refreshes norm's row and section and keeps the others
+as their own runs left them; each section says which commit and CPU its numbers come from.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ablations.questions import QUESTIONS, Question
+
+RESULT = "result.json"
+
+
+@dataclass
+class QuestionResult:
+    """One question's report as the README shows it; paths are relative to the findings folder."""
+
+    name: str
+    verdict: str
+    key_numbers: str
+    report: str
+    figures: list[str]
+    warning: str | None = None
+    trial_wall_s: float | None = None
+    trials: int = 0
+    commits: list[str] = field(default_factory=list)
+    cpus: list[str] = field(default_factory=list)
+    written: str = ""
+
+    @property
+    def question(self) -> Question:
+        return QUESTIONS[self.name]
+
+    def save(self, out: Path) -> Path:
+        path = out / self.name / RESULT
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(asdict(self), indent=2) + "\n")
+        return path
+
+
+def stamp() -> str:
+    """Now, UTC, to the minute (when a question's result was written)."""
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def load_results(out: Path, order: Sequence[str]) -> list[QuestionResult]:
+    """Every saved result under ``out`` for a known question, in ``order`` (then the rest)."""
+    names = [*order, *(n for n in QUESTIONS if n not in order)]
+    results = []
+    for name in names:
+        path = out / name / RESULT
+        if path.is_file():
+            results.append(QuestionResult(**json.loads(path.read_text())))
+    return results
+
+
+def hms(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _provenance(r: QuestionResult) -> str:
+    commits = ", ".join(c[:7] for c in r.commits) or "not recorded"
+    wall = hms(r.trial_wall_s) if r.trial_wall_s is not None else "not recorded"
+    cpus = "; ".join(r.cpus) or "not recorded"
+    written = r.written or "not recorded"
+    return f"{r.trials} trials at commit {commits} on {cpus}, written {written}; summed trial wall time {wall}"
+
+
+def _section(r: QuestionResult) -> list[str]:
+    q = r.question
+    lines = [
+        "",
+        f"## {q.name}",
+        "",
+        f"- **Claim:** {q.claim} ({q.source})",
+        f"- **Expected:** {q.expected}",
+        f"- **Verdict:** {r.verdict}",
+        f"- **Runs:** {_provenance(r)}",
+        f"- **Full (GPU) preset:** {q.full}",
+        f"- **Quick preset:** `{' '.join(q.quick)}`",
+        f"- **Full report:** [{r.report}]({r.report})",
+    ]
+    if r.warning:
+        lines.append(f"- **Warning:** {r.warning}")
+    lines.append("")
+    stems = [(Path(f).stem, f) for f in r.figures]
+    lines += [f"![{q.name} {stem}]({f})" for stem, f in stems if stem != "attention"]
+    lines += [f"![{q.name} attention]({f})" for stem, f in stems if stem == "attention"]
+    return lines
+
+
+def readme(results: Sequence[QuestionResult], *, command: str, wall_s: float, missing: Sequence[Question] = ()) -> str:
+    """The findings README: header, one row per claim, a section per question with its figures."""
+    from ablations.verdicts import verdict_word
+    from lit_models.environment import cpu_model
+
+    trial_wall = sum(r.trial_wall_s or 0.0 for r in results)
+    lines = [
+        "# Findings: does each ablation reproduce its literature result?",
+        "",
+        f"- **Command:** `{command}` (the last invocation; each section's **Runs** line says which commit, CPU "
+        "and date its numbers come from)",
+        f"- **CPU:** {cpu_model()} ({os.cpu_count()} logical cores visible)",
+        f"- **Wall time:** {hms(wall_s)} for this invocation (finished trials are skipped on a rerun); "
+        f"{hms(trial_wall)} summed over the trials' own training wall times, every question below",
+        "- **Scale:** `--scale quick` presets (`ablations/questions.py`); seeds per arm as in each sweep file. "
+        'Verdicts read paired-by-seed 95% intervals (`ablations/stats.py`); "not shown at this scale" means '
+        "the arms that should learn the task did not, with the scale at which the finding should show.",
+        "",
+        "| question | claim | source | verdict | key numbers |",
+        "|---|---|---|---|---|",
+    ]
+    for r in results:
+        q = r.question
+        lines.append(
+            f"| [{q.name}](#{q.name}) | {_cell(q.claim)} | {_cell(q.source)} | "
+            f"**{verdict_word(r.verdict)}** | {_cell(r.key_numbers)} |"
+        )
+    lines += [f"| {q.name} | {_cell(q.claim)} | {_cell(q.source)} | **not run** | — |" for q in missing]
+    for r in results:
+        lines += _section(r)
+    return "\n".join(lines) + "\n"

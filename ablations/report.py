@@ -297,6 +297,9 @@ def plot_probe(question: Question, prefix: str, arms: Mapping[Arm, list[RunRecor
     return save_figure(fig, out / f"probe_{prefix.strip('/').replace('/', '_')}.png")
 
 
+ATTENTION_COLS = 3  # arms per row of the side-by-side attention figure (more would shrink the maps)
+
+
 def plot_attention(question: Question, arms: Mapping[Arm, list[RunRecord]], order: list[Arm],
                    out: Path) -> Path | None:
     """The arms' attention figures side by side (the lowest-seed finished run of each arm)."""
@@ -308,11 +311,14 @@ def plot_attention(question: Question, arms: Mapping[Arm, list[RunRecord]], orde
             picks.append((arm, done[0], fig_path))
     if not picks:
         return None
-    fig, axes = plt.subplots(1, len(picks), figsize=(4.5 * len(picks), 4.5), squeeze=False)
-    for ax, (arm, run, path) in zip(axes[0], picks, strict=True):
-        ax.imshow(plt.imread(str(path)))
-        ax.set_title(f"{_arm_label(question, arm)}\nseed {run.seed} · {path.stem}", fontsize=8)
+    cols = min(ATTENTION_COLS, len(picks))
+    rows = -(-len(picks) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(6.5 * cols, 5.5 * rows), squeeze=False)
+    for ax in axes.flat:
         ax.axis("off")
+    for ax, (arm, run, path) in zip(axes.flat, picks, strict=False):
+        ax.imshow(plt.imread(str(path)))
+        ax.set_title(f"{_arm_label(question, arm)}\nseed {run.seed} · {path.stem}", fontsize=10)
     return save_figure(fig, out / "attention.png")
 
 

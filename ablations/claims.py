@@ -119,8 +119,8 @@ def scaling(stats: ArmStats) -> str:
     checks = [
         better(stats, sq, none, metric="attn/entropy_first", goal="maximize",
                claim="without scaling attention entropy collapses (first validation, mean over maps)"),
-        better(stats, sq, none, metric="train/grad_qk/total", goal="maximize",
-               claim="without scaling early gradients through the softmax (W_q, W_k) shrink"),
+        better(stats, sq, none, metric="curve/early/train/grad_qk/total", goal="maximize",
+               claim="without scaling early gradients through the softmax (W_q, W_k; first tenth of training) shrink"),
         better(stats, dk, sq, metric="attn/entropy_first", goal="maximize", claim="1/d_k over-flattens the weights"),
         better(
             stats,

@@ -1,6 +1,9 @@
 """Per-run numbers derived from a run's logged metrics and curves, for the verdicts and tables.
 
 * ``train/...`` keys: the mean over the steps they were logged (early gradient norms), not the last.
+* ``curve/early/train/grad_...``: the mean of a gradient probe over the first ``EARLY`` fraction of training
+  (at least its first logged value): the gradients near initialisation, before learning reshapes them
+  (Vaswani et al. 2017, §3.2.1: unscaled logits saturate the softmax *at the start*).
 * ``<split>/len_drop/<family>`` (family: acc_by_len, token_acc_by_len, bleu_by_len — BLEU by source
   length): accuracy at the shortest length bucket minus accuracy at the
   longest bucket that lies inside the training lengths (Bahdanau et al. 2015, Fig. 2 read as a
@@ -29,6 +32,7 @@ from ablations.results import RunRecord
 
 LEN_KEY = re.compile(r"^(?P<split>\w+)/(?P<family>(?:token_)?acc_by_len|bleu_by_len)/len_(?P<lo>\d+)_(?P<hi>\d+)$")
 CURVE_MEANS = ("val/exposure_gap", "val/free_running_loss", "val/loss")
+EARLY = 0.1  # the first tenth of the run's steps
 
 
 def _mean(values: list[float]) -> float:
@@ -79,6 +83,20 @@ def steps_to(run: RunRecord, key: str, *, target: float, goal: str) -> tuple[flo
     return float(last + 1) if last >= 0 else math.nan, 0.0
 
 
+def early_gradients(run: RunRecord, keys: set[str]) -> dict[str, float]:
+    """``curve/early/<key>`` for every ``train/grad_`` key: its mean over the first ``EARLY`` of the run's steps."""
+    out: dict[str, float] = {}
+    for key in keys:
+        if not key.startswith("train/grad_"):
+            continue
+        curve = run.curve(key)
+        if curve:
+            last = max(step for step, _ in curve)
+            early = [v for step, v in curve if step <= EARLY * last] or [curve[0][1]]
+            out[f"curve/early/{key}"] = sum(early) / len(early)
+    return out
+
+
 def derive(
     run: RunRecord, *, metric: str | None = None, target: float | None = None, goal: str = "maximize"
 ) -> dict[str, float]:
@@ -90,6 +108,7 @@ def derive(
             vals = [v for _, v in run.curve(key)]
             if vals:
                 out[key] = sum(vals) / len(vals)
+    out.update(early_gradients(run, history_keys))
     out.update(length_numbers(run.metrics, run.params))
     for key in ("parameters", "global_step", "tokens_seen"):
         if isinstance(run.info.get(key), (int, float)):

@@ -156,7 +156,8 @@ QUESTIONS: dict[str, Question] = {
         Question(
             name="scaling", sweep="scaling.yaml", axes=("model.attn_scale",), metric="val/exact_match",
             goal="maximize", probes=("val/loss", "attn/entropy_first", "train/grad_qk/total", "val/align_mass",
-                                     "val/attn_entropy/", "train/grad_qk/", "train/grad_norm/"),
+                                     "val/attn_entropy/", "curve/early/train/grad_qk/total", "train/grad_qk/",
+                                     "train/grad_norm/"),
             expected="At d_k = 128, unscaled dot products saturate the softmax (near one-hot weights, tiny "
                      "gradients) and 1/d_k flattens it; 1/sqrt(d_k) keeps logits at unit variance and learns "
                      "fastest (Vaswani et al. 2017, §3.2.1 footnote 4).",

@@ -199,6 +199,21 @@ def test_derived_length_numbers_and_steps_to_target():
     assert never["curve/steps_to_target"] == 21.0 and never["curve/reached_target"] == 0.0
 
 
+def test_early_gradients_read_the_first_tenth_of_training():
+    """Saturation at initialisation is a claim about the first steps: late values must not dilute it."""
+    from ablations.derived import derive
+    from ablations.results import RunRecord
+
+    history = [{"step": float(s), "train/grad_qk/total": 0.1 if s <= 10 else 5.0} for s in range(0, 101, 5)]
+    run = RunRecord(experiment="e", name="r", status="finished", params={}, metrics={}, history=history)
+    d = derive(run)
+    assert d["curve/early/train/grad_qk/total"] == pytest.approx(0.1), "steps 0-10 of 100 only"
+    assert d["train/grad_qk/total"] > 4.0, "the whole-run mean is dominated by the late steps"
+    one = RunRecord(experiment="e", name="r", status="finished", params={}, metrics={},
+                    history=[{"step": 50.0, "train/grad_norm/total": 2.5}])
+    assert derive(one)["curve/early/train/grad_norm/total"] == 2.5, "a single logged value is its own early mean"
+
+
 def test_shape_bounds_read_the_mean_and_say_when_the_interval_straddles():
     from ablations.verdicts import at_least, at_most
 

@@ -70,3 +70,19 @@ def test_one_tiny_trial_through_the_real_cli(trial_time, tmp_path, monkeypatch):
     assert res["steps"] and res["steps"] > 0
     table = time_to_answer_table([res])
     assert "start-up" in table and "attention_bottleneck" in table
+
+
+def test_bf16_true_training_rows(monkeypatch):
+    """``--precisions bf16-true fp32``: both rows measured with a finite loss; the bf16-true speed-up goal is judged."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    import torch
+
+    from benchmarks.common import QUICK_SIZES
+    from benchmarks.report import training_goals
+    from benchmarks.training import bench_training
+
+    rows = bench_training(list(QUICK_SIZES.values()), ["attnlab"], ["bf16-true", "fp32"], {"fp32": 1.0, "bf16": 1.0},
+                          rounds=1, steps=1, warmup=0)
+    assert [r["precision"] for r in rows] == ["bf16-true", "fp32"]
+    assert all(r["tokens_per_s"] > 0 and torch.isfinite(torch.tensor(r["first_loss"])) for r in rows)
+    assert any(g["goal"] == "train tiny: bf16-true >= 2.5x our fp32" for g in training_goals(rows))

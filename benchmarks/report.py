@@ -138,7 +138,9 @@ def render(results: dict) -> str:
     if "gpu" in results:
         parts.append(f"### gpu\n\n{results['gpu']}")
     if results.get("time_to_answer"):
-        parts.append(f"### time to answer (one quick trial, real CLI subprocess)\n\n"
+        threads = results["time_to_answer"][0].get("threads", "?")
+        parts.append(f"### time to answer (one quick trial per question: real CLI subprocess, {threads} thread as "
+                     f"quick sweeps run it)\n\n"
                      f"{time_to_answer_table(results['time_to_answer'])}")
     if results.get("goals"):
         parts.append(f"### goals\n\n{goals_table(results['goals'])}")

@@ -112,7 +112,7 @@ def _run_sections(opts: Options, res: dict) -> None:
         res["profiles"] = _profiles(sizes, q)
     if "time" in opts.sections:
         with tempfile.TemporaryDirectory(prefix="attnlab-time-") as root:
-            res["time_to_answer"] = bench_time_to_answer(Path(root), quick=q, threads=opts.threads)
+            res["time_to_answer"] = bench_time_to_answer(Path(root), quick=q)  # 1 thread, as quick sweeps
 
 
 def _profiles(sizes: list, quick: bool) -> dict:

@@ -133,12 +133,13 @@ QUESTION_TRIALS = (
     TrialSpec("scaling", {"model.attn_scale": "sqrt_dk", "model.d_model": 256, "model.heads": 2,
                           "model.d_ff": 512, "seed_everything": 1}),
 )
+QUICK_THREADS = 1  # what `attnlab sweep --scale quick` and `attnlab demo` give each trial
 # Tiny sizes for the smoke test: a few steps, two validations, one epoch.
 QUICK_EXTRA = ("--trainer.max_epochs=1", "--data.train_size=256", "--data.val_size=16", "--data.test_size=16",
                "--trainer.val_check_interval=0.5", "--trainer.limit_val_batches=1")
 
 
-def run_trial(spec: TrialSpec, root: Path, *, threads: int | None = None) -> dict:
+def run_trial(spec: TrialSpec, root: Path, *, threads: int = QUICK_THREADS) -> dict:
     """Run ``spec`` as ``attnlab sweep --scale quick`` would, timed; the breakdown as a dict."""
     from ablations.questions import QUESTIONS, SWEEPS_DIR
     from ablations.runner import make_plan
@@ -161,7 +162,8 @@ def run_trial(spec: TrialSpec, root: Path, *, threads: int | None = None) -> dic
     summary = json.loads((trial.run_dir / "summary.json").read_text())
     return breakdown(json.loads(timeline.read_text()), t0=t0, wall=wall) | {
         "question": spec.question, "params": spec.params, "steps": summary.get("global_step"),
-        "metric": summary.get("metrics", {}).get(plan.metric or "", None), "command": " ".join(command)}
+        "metric": summary.get("metrics", {}).get(plan.metric or "", None), "command": " ".join(command),
+        "threads": threads}
 
 
 def _pythonpath(env: dict) -> str:
@@ -182,7 +184,7 @@ def breakdown(timeline: dict, *, t0: float, wall: float) -> dict:
             "top_actions": timeline["top_actions"]}
 
 
-def bench_time_to_answer(root: Path, *, quick: bool, threads: int | None = None) -> list[dict]:
+def bench_time_to_answer(root: Path, *, quick: bool, threads: int = QUICK_THREADS) -> list[dict]:
     """Each of :data:`QUESTION_TRIALS` once; ``quick``: only the first, at tiny sizes (a smoke test)."""
     specs = [TrialSpec(s.question, s.params, QUICK_EXTRA) for s in QUESTION_TRIALS[:1]] if quick else QUESTION_TRIALS
     return [run_trial(spec, root, threads=threads) for spec in specs]

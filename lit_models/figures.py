@@ -107,8 +107,9 @@ class AttentionFigures(L.Callback):
     W&B logger keeps every epoch's images (or outside ``fit``), else once when ``fit`` ends.
 
     Without W&B each drawing overwrites the previous one in ``figures/``, so during ``fit`` only the last
-    is ever read; drawing it once at the end (with the final weights, in eval mode) saves the rest —
-    about 2-11% of a quick trial's wall time (``python -m benchmarks run --sections time``).
+    is ever read; drawing it once at the end (with the final weights, in eval mode) saves the rest:
+    they were 13% of the demo's quick trial and 6% of a quick ``scaling`` trial (BENCHMARKS.md, "time to
+    answer"). A fit that crashes leaves no figures (a preempted one draws them when it resumes and ends).
     """
 
     def __init__(self, *, run_dir: Path, every_n_epochs: int = 1) -> None:

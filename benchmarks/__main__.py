@@ -16,6 +16,7 @@ import logging
 import sys
 from pathlib import Path
 
+from benchmarks.common import PRECISIONS
 from benchmarks.report import render
 from benchmarks.runner import SECTIONS, Options, run
 
@@ -32,7 +33,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     r.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS))
     r.add_argument("--systems", nargs="+", choices=("attnlab", "torch", "marian"),
                    default=["attnlab", "torch", "marian"])
-    r.add_argument("--precisions", nargs="+", choices=("fp32", "bf16"), default=["fp32", "bf16"])
+    r.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=["fp32", "bf16"],
+                   help="fp32; bf16 (bf16-mixed: autocast); bf16-true (bf16 weights and optimizer state)")
     r.add_argument("--rounds", type=int, default=5, help="timing rounds (median reported)")
     r.add_argument("--steps", type=int, default=3, help="calls per system per round")
     r.add_argument("--markdown", type=Path, default=None,

@@ -13,7 +13,8 @@ from torch import Tensor
 
 from datamodules.batching import BOS, EOS
 
-Precision = str  # "fp32" | "bf16"
+Precision = str  # "fp32" | "bf16" (bf16-mixed: autocast) | "bf16-true" (weights and optimizer state in bf16)
+PRECISIONS = ("fp32", "bf16", "bf16-true")
 FIRST_CONTENT_ID = 4  # ids 0..3 are PAD, BOS, EOS, UNK
 
 
@@ -43,8 +44,18 @@ QUICK_SIZES = {
 }
 
 
+def ceiling_key(precision: Precision) -> str:
+    """The matmul ceiling a precision's utilisation is measured against (``fp32`` or ``bf16``)."""
+    return "fp32" if precision == "fp32" else "bf16"
+
+
+def model_dtype(precision: Precision) -> torch.dtype:
+    """The dtype of the weights: bf16 for ``bf16-true`` (Lightning's ``--trainer.precision bf16-true``)."""
+    return torch.bfloat16 if precision == "bf16-true" else torch.float32
+
+
 def autocast(precision: Precision, device: str = "cpu") -> contextlib.AbstractContextManager:
-    """bf16 autocast (the ``bf16-mixed`` Lightning precision) or a no-op for fp32."""
+    """bf16 autocast (the ``bf16-mixed`` Lightning precision) or a no-op (fp32, and bf16-true: bf16 weights)."""
     if precision == "bf16":
         return torch.autocast(device_type=device, dtype=torch.bfloat16)
     return contextlib.nullcontext()

@@ -29,9 +29,10 @@ def training_goals(rows: list[dict]) -> list[dict]:
             util = idx[(size, precision, "attnlab")]["utilisation"]
             goals.append({"goal": f"train base fp32 utilisation >= {UTILISATION_GOAL:.0%} of fp32 ceiling",
                           "value": util, "met": util >= UTILISATION_GOAL})
-        if precision == "bf16" and (size, "fp32", "attnlab") in idx:
+        if precision.startswith("bf16") and (size, "fp32", "attnlab") in idx:
             speed = ours / idx[(size, "fp32", "attnlab")]["tokens_per_s"]
-            goals.append({"goal": f"train {size}: bf16-mixed >= {BF16_SPEEDUP_GOAL}x our fp32",
+            label = "bf16-mixed" if precision == "bf16" else precision
+            goals.append({"goal": f"train {size}: {label} >= {BF16_SPEEDUP_GOAL}x our fp32",
                           "value": speed, "met": speed >= BF16_SPEEDUP_GOAL})
     return goals
 
@@ -96,6 +97,18 @@ def profile_table(ops: list[dict]) -> str:
     return _table(["op", "self ms", "share", "calls"], out)
 
 
+def time_to_answer_table(trials: list[dict]) -> str:
+    """Per trial: seconds and share of wall time for each row of ``benchmarks.trial_time.ROWS``."""
+    names = [f"{t['question']} ({t['steps']} steps)" for t in trials]
+    rows = [[row, *(f"{t['rows'][row]:.1f} s ({t['rows'][row] / t['wall_s']:.0%})" for t in trials)]
+            for row in trials[0]["rows"]]
+    rows.append(["wall", *(f"{t['wall_s']:.1f} s" for t in trials)])
+    notes = [f"{t['question']}: start-up until the Trainer's profiler was built (imports, parsing, model) "
+             f"{t['until_profiler_s']:.1f} s; largest actions: "
+             + ", ".join(f"{name} {sec:.1f} s" for name, sec in t["top_actions"][:4]) for t in trials]
+    return "\n\n".join([_table(["part", *names], rows), *notes])
+
+
 def render(results: dict) -> str:
     """The full plain-text (Markdown) report of one run."""
     m = results["machine"]
@@ -124,6 +137,11 @@ def render(results: dict) -> str:
                      f"cell only {r['cell_only_us']:.0f} µs: overhead {r['overhead']:.2f}x")
     if "gpu" in results:
         parts.append(f"### gpu\n\n{results['gpu']}")
+    if results.get("time_to_answer"):
+        threads = results["time_to_answer"][0].get("threads", "?")
+        parts.append(f"### time to answer (one quick trial per question: real CLI subprocess, {threads} thread as "
+                     f"quick sweeps run it)\n\n"
+                     f"{time_to_answer_table(results['time_to_answer'])}")
     if results.get("goals"):
         parts.append(f"### goals\n\n{goals_table(results['goals'])}")
     for name, ops in results.get("profiles", {}).items():

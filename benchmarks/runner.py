@@ -7,7 +7,9 @@ import importlib.util
 import logging
 import platform
 import subprocess
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -20,9 +22,10 @@ from benchmarks.gpu import bench_gpu
 from benchmarks.profiles import profile_decoding, profile_training
 from benchmarks.recurrent import bench_recurrent_step
 from benchmarks.training import bench_training
+from benchmarks.trial_time import bench_time_to_answer
 
 log = logging.getLogger(__name__)
-SECTIONS = ("ceiling", "training", "decoding", "attention", "recurrent", "gpu", "profiles")
+SECTIONS = ("ceiling", "training", "decoding", "attention", "recurrent", "gpu", "profiles", "time")
 
 
 @dataclass
@@ -107,6 +110,9 @@ def _run_sections(opts: Options, res: dict) -> None:
             res["gpu"] = gpu
     if "profiles" in opts.sections:
         res["profiles"] = _profiles(sizes, q)
+    if "time" in opts.sections:
+        with tempfile.TemporaryDirectory(prefix="attnlab-time-") as root:
+            res["time_to_answer"] = bench_time_to_answer(Path(root), quick=q)  # 1 thread, as quick sweeps
 
 
 def _profiles(sizes: list, quick: bool) -> dict:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from benchmarks.common import Precision, Size, autocast, interleaved_times, random_pair
+from benchmarks.common import Precision, Size, autocast, ceiling_key, interleaved_times, model_dtype, random_pair
 from benchmarks.systems import BUILDERS, System
 
 log = logging.getLogger(__name__)
@@ -26,8 +26,12 @@ MAX_STEP_S = 60.0  # rows whose step would take longer at the matmul ceiling are
 
 def train_step_fn(system: System, src: torch.Tensor, tgt: torch.Tensor, precision: Precision,
                   device: str = "cpu") -> Callable[[], float]:
-    """A closure running one full optimisation step; returns the loss as a float."""
-    system.module.to(device).train()
+    """A closure running one full optimisation step; returns the loss as a float.
+
+    ``bf16-true`` moves the module's weights to bf16 in place (as Lightning's ``bf16-true`` does; AdamW's
+    state then is bf16 too); the loss is float32 either way (``label_smoothed_loss`` casts the logits).
+    """
+    system.module.to(device=device, dtype=model_dtype(precision)).train()
     opt = torch.optim.AdamW(system.module.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
 
     def step() -> float:
@@ -66,7 +70,7 @@ def bench_training(
             built[name].module.to(device)
         flops = {name: count_flops(s, src, tgt) for name, s in built.items()}
         for precision in precisions:
-            estimate = max(flops.values()) / 1e9 / ceiling[precision]  # seconds per step at the ceiling
+            estimate = max(flops.values()) / 1e9 / ceiling[ceiling_key(precision)]  # seconds per step at the ceiling
             if estimate > MAX_STEP_S:
                 log.info("train %s %s skipped: ~%.0f s per step at the %s matmul ceiling", size.name, precision,
                          estimate, precision)
@@ -84,12 +88,14 @@ def bench_training(
                 secs = first
             else:
                 secs = interleaved_times(fns, warmup=warmup, rounds=rounds, steps=steps, device=device)
+            for s in built.values():  # the next precision starts from fp32 weights again
+                s.module.float()
             for name, t in secs.items():
                 achieved = flops[name] / t / 1e9
                 rows.append({
                     "size": size.name, "precision": precision, "system": name, "step_s": t,
                     "tokens_per_s": size.batch * size.length / t, "gflop_per_step": flops[name] / 1e9,
-                    "achieved_gflops": achieved, "utilisation": achieved / ceiling[precision],
+                    "achieved_gflops": achieved, "utilisation": achieved / ceiling[ceiling_key(precision)],
                     "first_loss": losses[name],
                 })
                 log.info("train %s %s %s: %.0f tok/s (%.0f ms/step)", size.name, precision, name,

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from torchmetrics import Metric
 
 from lit_models.stochastic import StochasticModule
 
@@ -66,6 +67,12 @@ class EvaluationModule(StochasticModule):
         self.log_dict({k: v for k, v in values.items() if v.dim() == 0}, prog_bar=split == "val")
         self._after_split(split, values)
 
+    def on_validation_epoch_start(self) -> None:
+        float32_metrics(self)
+
+    def on_test_epoch_start(self) -> None:
+        float32_metrics(self)
+
     def validation_step(self, batch: Any, batch_idx: int) -> None:
         if self.figure_batch is None and batch_idx == 0 and self.figure_examples > 0:
             self.figure_batch = self._figure_head(batch)
@@ -79,6 +86,16 @@ class EvaluationModule(StochasticModule):
 
     def on_test_epoch_end(self) -> None:
         self._log_metrics("test")
+
+
+def float32_metrics(module: torch.nn.Module) -> None:
+    """Keep metric states float32 under ``--trainer.precision bf16-true`` / ``16-true``: Lightning converts
+    the whole module with ``.to(dtype)``, which torchmetrics' dtype guard does not catch, and a bf16
+    counter is exact only up to 256."""
+    half = (torch.bfloat16, torch.float16)
+    for m in module.modules():
+        if isinstance(m, Metric) and any(isinstance(v, Tensor) and v.dtype in half for v in m.metric_state.values()):
+            m.set_dtype(torch.float32)
 
 
 def drop_nan(values: dict[str, Tensor]) -> dict[str, Tensor]:

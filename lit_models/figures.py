@@ -103,21 +103,47 @@ def _fit(labels: list[str], n: int) -> list[str]:
 
 
 class AttentionFigures(L.Callback):
-    """After each validation epoch, plot every attention map of the module's fixed figure examples."""
+    """Plot every attention map of the module's fixed figure examples: after each validation epoch when a
+    W&B logger keeps every epoch's images (or outside ``fit``), else once when ``fit`` ends.
+
+    Without W&B each drawing overwrites the previous one in ``figures/``, so during ``fit`` only the last
+    is ever read; drawing it once at the end (with the final weights, in eval mode) saves the rest:
+    they were 13% of the demo's quick trial and 6% of a quick ``scaling`` trial (BENCHMARKS.md, "time to
+    answer"). A fit that crashes leaves no figures (a preempted one draws them when it resumes and ends).
+    """
 
     def __init__(self, *, run_dir: Path, every_n_epochs: int = 1) -> None:
         self.fig_dir = run_dir / "figures"
         self.every_n_epochs = every_n_epochs
+        self._pending_epoch: int | None = None  # a skipped drawing still owed at the end of fit
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.sanity_checking or not trainer.is_global_zero:
             return
         if trainer.current_epoch % self.every_n_epochs:
             return
+        if trainer.state.fn == "fit" and not any(isinstance(lg, WandbLogger) for lg in trainer.loggers):
+            self._pending_epoch = trainer.current_epoch
+            return
+        self._draw(trainer, pl_module, trainer.current_epoch)
+
+    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._pending_epoch is None or not trainer.is_global_zero:
+            return
+        epoch, self._pending_epoch = self._pending_epoch, None
+        was_training = pl_module.training
+        pl_module.eval()
+        try:
+            with trainer.precision_plugin.forward_context():
+                self._draw(trainer, pl_module, epoch)
+        finally:
+            pl_module.train(was_training)
+
+    def _draw(self, trainer: L.Trainer, pl_module: L.LightningModule, epoch: int) -> None:
         if isinstance(pl_module, PlotsFigures) and pl_module.figure_batch is not None:
-            figures = pl_module.figure_plots(trainer.current_epoch)
+            figures = pl_module.figure_plots(epoch)
         elif isinstance(pl_module, HasAttentionMaps) and pl_module.figure_batch is not None:
-            figures = _heatmaps(pl_module, trainer.current_epoch)
+            figures = _heatmaps(pl_module, epoch)
         else:
             return
         self.fig_dir.mkdir(parents=True, exist_ok=True)

@@ -55,6 +55,27 @@ def test_overfits_one_batch():
     assert right >= 15 and ce < 0.3, f"{right}/16 right, cross-entropy {ce:.3f} (chance: 1.6/16, ln 10 = 2.30)"
 
 
+def test_figures_without_wandb_are_drawn_once_at_the_end_of_fit(tmp_path, monkeypatch):
+    """Without W&B only the last drawing of a fit is read (each overwrites figures/): 3 validations, 1
+    drawing, at the end of fit and in eval mode; ``validate`` draws at once."""
+    drawn = []
+    original = AttentionFigures._draw
+
+    def counting(self, trainer, pl_module, epoch):
+        drawn.append((trainer.state.stage, pl_module.training, epoch))
+        original(self, trainer, pl_module, epoch)
+
+    monkeypatch.setattr(AttentionFigures, "_draw", counting)
+    torch.manual_seed(0)
+    model = RecurrentAttentionModel(**SMALL)
+    trainer = _trainer(tmp_path, [AttentionFigures(run_dir=tmp_path)], max_epochs=3)
+    trainer.fit(model, datamodule=_data())
+    assert drawn == [("train", False, 2)], drawn  # once, in eval mode, for the last epoch
+    assert len(list((tmp_path / "figures").glob("glimpses_ex*.png"))) == 4
+    trainer.validate(model, datamodule=_data())
+    assert len(drawn) == 2 and drawn[1][0] == "validate", drawn
+
+
 def test_fit_writes_trajectory_figures_and_metrics(tmp_path):
     torch.manual_seed(0)
     model = RecurrentAttentionModel(**SMALL)

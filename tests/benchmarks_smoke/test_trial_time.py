@@ -1,0 +1,88 @@
+"""Time-to-answer section (issue #17): the profiler's self-time accounting, and one tiny real trial."""
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[2]
+
+
+@pytest.fixture
+def trial_time(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT))
+    import benchmarks.trial_time as module
+
+    return module
+
+
+def test_categories(trial_time):
+    c = trial_time.category
+    assert c("[Callback]AttentionFigures.on_validation_epoch_end") == "figures"
+    assert c("[Callback]ModelCheckpoint{'monitor': 'val/loss'}.on_validation_end") == "checkpointing"
+    assert c("save_checkpoint") == "checkpointing"
+    assert c("[Callback]AlignmentMass.on_validation_epoch_end") == "probes, summary, progress"
+    assert c("[LightningDataModule]SyntheticSeq2Seq.setup") == "data"
+    assert c("[_TrainingEpochLoop].train_dataloader_next") == "data"
+    assert c("run_training_batch") == "training steps"
+    assert c("[Strategy]SingleDeviceStrategy.validation_step") == "validation"
+    assert c("run_training_epoch") is None
+
+
+def test_self_time_is_charged_to_the_innermost_categorised_action(trial_time, monkeypatch):
+    """Nested actions are never counted twice; an uncategorised child inherits its parent's row."""
+    clock = iter([0.0, 1.0, 3.0, 4.0, 4.5, 10.0, 12.0, 13.0])
+    monkeypatch.setattr(trial_time.time, "perf_counter", lambda: next(clock))
+    p = trial_time.HookTimeline()
+    p.start("run_training_epoch")  # 0: uncategorised -> Lightning loop
+    p.start("run_training_batch")  # 1
+    p.start("[Callback]AlignmentMass.on_before_optimizer_step")  # 3
+    p.stop("[Callback]AlignmentMass.on_before_optimizer_step")  # 4
+    p.start("[LightningModule]M.some_unlisted_hook")  # 4.5: inherits training steps
+    p.stop("[LightningModule]M.some_unlisted_hook")  # 10
+    p.stop("run_training_batch")  # 12
+    p.stop("run_training_epoch")  # 13
+    assert p.by_category["training steps"] == pytest.approx(2.0 + 0.5 + 5.5 + 2.0)
+    assert p.by_category["probes, summary, progress"] == pytest.approx(1.0)
+    assert p.by_category["Lightning loop"] == pytest.approx(1.0 + 1.0)
+    assert sum(p.by_category.values()) == pytest.approx(13.0)
+
+
+def test_breakdown_rows_sum_to_wall(trial_time):
+    timeline = {"created": 101.0, "first": 102.0, "last_stop": 110.0, "inside_actions_s": 8.0,
+                "by_category": {"training steps": 5.0, "figures": 2.0}, "top_actions": []}
+    out = trial_time.breakdown(timeline, t0=100.0, wall=12.0)
+    assert out["rows"]["start-up"] == pytest.approx(2.0) and out["rows"]["exit"] == pytest.approx(2.0)
+    assert out["rows"]["Lightning loop"] == pytest.approx(1.0)
+    assert sum(out["rows"].values()) == pytest.approx(12.0)
+
+
+def test_one_tiny_trial_through_the_real_cli(trial_time, tmp_path, monkeypatch):
+    """attention_bottleneck's first trial at tiny sizes: every part measured, the parts add up to the wall."""
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    from benchmarks.report import time_to_answer_table
+
+    (res,) = trial_time.bench_time_to_answer(tmp_path, quick=True, threads=1)
+    rows = res["rows"]
+    assert all(v >= 0 for v in rows.values()), rows
+    assert sum(rows.values()) == pytest.approx(res["wall_s"], rel=0.02)
+    for part in ("start-up", "training steps", "validation", "figures", "checkpointing"):
+        assert rows[part] > 0, part
+    assert res["steps"] and res["steps"] > 0
+    table = time_to_answer_table([res])
+    assert "start-up" in table and "attention_bottleneck" in table
+
+
+def test_bf16_true_training_rows(monkeypatch):
+    """``--precisions bf16-true fp32``: both rows measured with a finite loss; the bf16-true speed-up goal is judged."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    import torch
+
+    from benchmarks.common import QUICK_SIZES
+    from benchmarks.report import training_goals
+    from benchmarks.training import bench_training
+
+    rows = bench_training(list(QUICK_SIZES.values()), ["attnlab"], ["bf16-true", "fp32"], {"fp32": 1.0, "bf16": 1.0},
+                          rounds=1, steps=1, warmup=0)
+    assert [r["precision"] for r in rows] == ["bf16-true", "fp32"]
+    assert all(r["tokens_per_s"] > 0 and torch.isfinite(torch.tensor(r["first_loss"])) for r in rows)
+    assert any(g["goal"] == "train tiny: bf16-true >= 2.5x our fp32" for g in training_goals(rows))

@@ -154,6 +154,7 @@ def report_question(question: Question, *, root: Path, out: Path) -> QuestionRes
         commits=_distinct(r.info.get("git_commit") for r in runs),
         cpus=_distinct((r.info.get("environment") or {}).get("cpu") for r in runs),
         written=stamp(),
+        quick=list(question.quick),
     )
     result.save(out)
     return result

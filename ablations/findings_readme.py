@@ -35,6 +35,7 @@ class QuestionResult:
     commits: list[str] = field(default_factory=list)
     cpus: list[str] = field(default_factory=list)
     written: str = ""
+    quick: list[str] = field(default_factory=list)  # the quick preset the runs were made with
 
     @property
     def question(self) -> Question:
@@ -91,7 +92,7 @@ def _section(r: QuestionResult) -> list[str]:
         f"- **Verdict:** {r.verdict}",
         f"- **Runs:** {_provenance(r)}",
         f"- **Full (GPU) preset:** {q.full}",
-        f"- **Quick preset:** `{' '.join(q.quick)}`",
+        f"- **Quick preset:** `{' '.join(r.quick or q.quick)}`",
         f"- **Full report:** [{r.report}]({r.report})",
     ]
     if r.warning:

@@ -11,6 +11,7 @@ import pytest
 from test_report import ACC, fake_run
 
 from ablations.findings import Progress, findings_main
+from ablations.questions import QUESTIONS
 from ablations.runner import Outcome, Trial
 
 
@@ -54,6 +55,7 @@ def test_findings_only_refreshes_its_question_and_keeps_the_others(tmp_path: Pat
     assert "kept from an earlier run" in text, "an earlier question's row survives a run of another"
     assert "| [heads](#heads)" in text and "## heads" in text and "## scaling" in text
     assert "- **Runs:** 9 trials at commit" in text and "| norm |" in text and "**not run**" in text
+    assert saved["quick"] == list(QUESTIONS["scaling"].quick), "the preset the runs were made with is kept"
 
 
 def test_findings_dry_run_lists_what_is_left(tmp_path: Path, capsys):

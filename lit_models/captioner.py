@@ -33,16 +33,16 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from datamodules.batching import BOS, PAD
+from datamodules.batching import PAD
 from lit_models.axes import Attention, Baseline, Cell, Forcing, LRSchedule, ScheduledDecay, VisionBackbone
 from lit_models.blocks.alignment import HardEval
 from lit_models.builders import build_captioner
 from lit_models.caption_metrics import box_cell_overlap, build_caption_metrics, localisation
-from lit_models.evaluation import batch_head, drop_nan
+from lit_models.decoder_training import DecoderTrainingModule
+from lit_models.evaluation import drop_nan
 from lit_models.forcing import ScheduledMode
-from lit_models.metrics import Ratio, label_smoothed_loss
+from lit_models.metrics import Ratio
 from lit_models.reinforce import ReinforceTerm
-from lit_models.seq2seq import Seq2SeqModule
 
 
 class Share(Ratio):
@@ -64,8 +64,11 @@ def doubly_stochastic_penalty(attn_total: Tensor) -> Tensor:
     return ((1.0 - attn_total) ** 2).sum(-1) * attended
 
 
-class ShowAttendTell(Seq2SeqModule):
-    """Image captioner (Xu et al. 2015) on the shared seq2seq base (forcing, decoding, figures).
+class ShowAttendTell(DecoderTrainingModule):
+    """Image captioner (Xu et al. 2015) on the shared decoder base (forcing, loss, optimiser, decoding).
+
+    Not a seq2seq module: its sources are images, its metrics coco-caption's, its figures per-word
+    overlays on the image (``protocols.PlotsFigures``), not token heatmaps.
 
     Args:
         tgt_vocab_size: caption vocabulary size (linked from the datamodule).
@@ -90,7 +93,7 @@ class ShowAttendTell(Seq2SeqModule):
         label_smoothing, lr, lr_schedule, warmup_steps, weight_decay: optimisation.
     """
 
-    figure_examples = 3
+    figure_examples = 3  # the first images of the first validation batch (no token length to rank by)
 
     def __init__(
         self,
@@ -125,11 +128,8 @@ class ShowAttendTell(Seq2SeqModule):
         warmup_steps: int = 100,
         weight_decay: float = 0.0,
     ) -> None:
-        super().__init__(
-            forcing=forcing, scheduled_decay=scheduled_decay, scheduled_steps=scheduled_steps,
-            scheduled_floor=scheduled_floor, scheduled_mode=scheduled_mode, label_smoothing=label_smoothing,
-            lr=lr, lr_schedule=lr_schedule, warmup_steps=warmup_steps, weight_decay=weight_decay,
-        )
+        super().__init__(forcing=forcing, scheduled_decay=scheduled_decay, scheduled_steps=scheduled_steps,
+                         scheduled_floor=scheduled_floor, scheduled_mode=scheduled_mode)
         self.save_hyperparameters()
         self.net = build_captioner(
             tgt_vocab_size=tgt_vocab_size, encoder=encoder, weights=weights, fine_tune=fine_tune, grid_size=grid_size,
@@ -167,10 +167,8 @@ class ShowAttendTell(Seq2SeqModule):
     def _evaluate(self, batch, split: str) -> None:
         tgt_in, labels = batch.tgt[:, :-1], batch.tgt[:, 1:]
         out = self.net.decoder.teacher_forward(self.net.encode(batch.src), tgt_in)
-        keep = labels != PAD
         m = self.metrics[split]
-        loss = label_smoothed_loss(out.logits, labels, eps=self.hparams.label_smoothing)
-        m["loss"].update(loss.detach() * keep.sum(), keep.sum())
+        self._update_loss(m["loss"], out.logits, labels)
         region = box_cell_overlap(batch.boxes, self.net.encoder.grid_size)  # (B, K, S)
         mass, uniform, named = localisation(out.weights, batch.objects, region)
         m["localisation"].update(mass, named)
@@ -180,16 +178,9 @@ class ShowAttendTell(Seq2SeqModule):
         for name in ("bleu1", "bleu2", "bleu3", "bleu4", "cider_d"):
             m[name].update(texts, batch.refs)
 
-    def _figure_head(self, batch):
-        """The first images of the batch (images have no token length to rank by)."""
-        return batch_head(batch, self.figure_examples)
-
     def _split_values(self, split: str) -> dict[str, Tensor]:
         """Every metric, except the localisation pair when no word named a boxed object (NaN)."""
         return drop_nan(super()._split_values(split))
-
-    def _after_split(self, split: str, values: dict[str, Tensor]) -> None:
-        """Caption BLEU/CIDEr-D are coco-caption's (no SacreBLEU signature to record)."""
 
     # ------------------------------------------------------------------ figures
     @torch.no_grad()
@@ -198,8 +189,7 @@ class ShowAttendTell(Seq2SeqModule):
         from lit_models.figures import plot_caption_attention
 
         images = self.figure_batch.src.to(self.device)
-        pred = self.generate(images)  # (N, L)
-        tgt_in = torch.cat([torch.full_like(pred[:, :1], BOS), pred[:, :-1]], dim=1)
+        pred, tgt_in = self._generate_with_inputs(images)  # (N, L) each
         weights = self.net.attention_maps(images, tgt_in)["cross/layer1"][:, 0]  # (N, L, S)
         g = self.net.encoder.grid_size
         detok = self._detokenizer()

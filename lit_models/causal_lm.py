@@ -112,11 +112,8 @@ class CausalLM(Seq2SeqModule):
         warmup_steps: int = 400,
         weight_decay: float = 0.0,
     ) -> None:
-        super().__init__(
-            forcing=forcing, scheduled_decay=scheduled_decay, scheduled_steps=scheduled_steps,
-            scheduled_floor=scheduled_floor, scheduled_mode=scheduled_mode, label_smoothing=label_smoothing,
-            lr=lr, lr_schedule=lr_schedule, warmup_steps=warmup_steps, weight_decay=weight_decay,
-        )
+        super().__init__(forcing=forcing, scheduled_decay=scheduled_decay, scheduled_steps=scheduled_steps,
+                         scheduled_floor=scheduled_floor, scheduled_mode=scheduled_mode)
         self.save_hyperparameters()
         self.net = build_causal_lm(
             vocab_size=tgt_vocab_size, d_model=d_model, heads=heads, d_ff=d_ff, layers=layers, dropout=dropout,
@@ -182,8 +179,7 @@ class CausalLM(Seq2SeqModule):
         """
         src = self.figure_batch.src[:1].to(self.device)
         src = src[:, : int((src != PAD).sum())]  # one unpadded example: slots = positions
-        pred = self.generate(src)  # (1, T)
-        tgt_in = torch.cat([torch.full_like(pred[:, :1], BOS), pred[:, :-1]], dim=1)
+        _, tgt_in = self._generate_with_inputs(src)  # (1, T)
         maps = self.net.sequence_attention(src, tgt_in)
         detok = self._detokenizer()
         labels = [SPECIAL_LABELS.get(i) or detok([i]) for i in src[0].tolist() + tgt_in[0].tolist()]

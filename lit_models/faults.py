@@ -103,7 +103,7 @@ class RngState(L.Callback):
 
     def _apply_pending(self, rank: int) -> None:
         """Restore the saved state; under DDP the checkpoint holds rank 0's, so ranks > 0 branch off
-        it (as Seq2SeqModule.on_fit_start offsets their seeds) instead of all drawing rank 0's stream."""
+        it (as StochasticModule.on_fit_start offsets their seeds) instead of all drawing rank 0's stream."""
         if self._pending is None:
             return
         self.apply(self._pending)

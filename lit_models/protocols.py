@@ -53,8 +53,9 @@ class StepwiseNet(Protocol):
 # ------------------------------------------------------------------------------ LightningModules
 @runtime_checkable
 class SmoothedLoss(Protocol):
-    """A module trained on a label-smoothed cross-entropy (every ``Seq2SeqModule``): probes that score
-    its decoder use the same ε, so what they compare is like with like."""
+    """A module trained on a label-smoothed cross-entropy (every ``DecoderTrainingModule``: the seq2seq
+    families and the captioner): probes that score its decoder use the same ε, so what they compare
+    is like with like."""
 
     @property
     def label_smoothing(self) -> float:
@@ -75,7 +76,9 @@ class PlotsFigures(Protocol):
 
 @runtime_checkable
 class HasAttentionMaps(Protocol):
-    """A module whose attention maps of its fixed validation examples are drawn as heatmaps (seq2seq)."""
+    """A module whose attention maps of its fixed validation examples are drawn as token-by-token heatmaps
+    (every ``Seq2SeqModule``: Transformer, recurrent, causal LM; not the captioner, whose sources are
+    images: it draws overlays, ``PlotsFigures``)."""
 
     figure_batch: Any
 

@@ -79,11 +79,8 @@ class RecurrentSeq2Seq(Seq2SeqModule):
         warmup_steps: int = 100,
         weight_decay: float = 0.0,
     ) -> None:
-        super().__init__(
-            forcing=forcing, scheduled_decay=scheduled_decay, scheduled_steps=scheduled_steps,
-            scheduled_floor=scheduled_floor, scheduled_mode=scheduled_mode, label_smoothing=label_smoothing,
-            lr=lr, lr_schedule=lr_schedule, warmup_steps=warmup_steps, weight_decay=weight_decay,
-        )
+        super().__init__(forcing=forcing, scheduled_decay=scheduled_decay, scheduled_steps=scheduled_steps,
+                         scheduled_floor=scheduled_floor, scheduled_mode=scheduled_mode)
         self.save_hyperparameters()
         self.net = build_recurrent_seq2seq(
             src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, cell=cell, attention=attention,

@@ -128,6 +128,20 @@ def test_figures_overlay_each_word(batch) -> None:
         plt.close(fig)
 
 
+def test_figure_callback_draws_overlays_and_no_heatmap(batch, tmp_path) -> None:
+    """The figure callback picks the captioner's own overlays by protocol: no seq2seq heatmap is drawn."""
+    from types import SimpleNamespace
+
+    from lit_models.figures import AttentionFigures
+
+    b, vocab = batch
+    model = _model("hard", vocab).eval()
+    model.figure_batch = type(b)(b.src[:2], b.tgt[:2], b.objects[:2], b.boxes[:2], b.refs[:2])
+    trainer = SimpleNamespace(sanity_checking=False, is_global_zero=True, current_epoch=0, global_step=0, loggers=[])
+    AttentionFigures(run_dir=tmp_path).on_validation_epoch_end(trainer, model)
+    assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == ["caption_hard_ex0.png", "caption_hard_ex1.png"]
+
+
 @pytest.mark.parametrize("attention", ARMS)
 def test_overfits_one_batch(batch, attention: str) -> None:
     """Loss below 0.1 from ~2.9. The hard arm learns through sampled cells: at 120 steps its loss was

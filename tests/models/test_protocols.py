@@ -18,10 +18,11 @@ from lit_models import protocols
 from lit_models.captioner import ShowAttendTell
 from lit_models.causal_lm import CausalLM
 from lit_models.classifier import SentimentClassifier
+from lit_models.decoder_training import DecoderTrainingModule
 from lit_models.glimpse import RecurrentAttentionModel
 from lit_models.recurrent_seq2seq import RecurrentSeq2Seq
 from lit_models.regressor import AddingRegressor
-from lit_models.seq2seq import TransformerSeq2Seq
+from lit_models.seq2seq import Seq2SeqModule, TransformerSeq2Seq
 
 ALL = [protocols.AttentionMapsNet, protocols.StepwiseNet, protocols.SmoothedLoss, protocols.PlotsFigures,
        protocols.HasAttentionMaps, protocols.SourceTargetBatch, protocols.NamesTask]
@@ -34,7 +35,7 @@ FAMILIES: dict[str, tuple[Callable[[], nn.Module], set, set]] = {
     "recurrent": (lambda: RecurrentSeq2Seq(src_vocab_size=12, tgt_vocab_size=12, hidden_size=16, embed_dim=8),
                   {protocols.SmoothedLoss, protocols.HasAttentionMaps}, DECODER),
     "captioner": (lambda: ShowAttendTell(tgt_vocab_size=12, grid_size=4, cnn_width=16, embed_dim=16, hidden_size=32),
-                  {protocols.SmoothedLoss, protocols.PlotsFigures, protocols.HasAttentionMaps}, DECODER),
+                  {protocols.SmoothedLoss, protocols.PlotsFigures}, DECODER),
     "causal_lm": (lambda: CausalLM(tgt_vocab_size=12, d_model=16, heads=2, d_ff=32),
                   {protocols.SmoothedLoss, protocols.HasAttentionMaps}, DECODER),
     "classifier": (lambda: SentimentClassifier(src_vocab_size=12), set(), set()),
@@ -73,3 +74,13 @@ def test_batches_and_data_name_what_the_probes_read():
     _check(Seq2SeqBatch(x, x), {protocols.SourceTargetBatch})
     _check(CaptionBatch(torch.zeros(1, 3, 4, 4), x, x, torch.zeros(1, 1, 4), [["a"]]), {protocols.SourceTargetBatch})
     _check(SyntheticSeq2Seq(task="sort"), {protocols.NamesTask})
+
+
+@pytest.mark.parametrize("family", ["transformer", "recurrent", "causal_lm", "captioner"])
+def test_decoder_families_share_one_base_and_the_captioner_is_not_seq2seq(family):
+    """Forcing, loss, optimiser and decoding come from ``DecoderTrainingModule``; only the token-to-token
+    families are ``Seq2SeqModule`` (seq2seq metrics, heatmaps), so the captioner gets no seq2seq figure."""
+    module = FAMILIES[family][0]()
+    assert isinstance(module, DecoderTrainingModule)
+    assert isinstance(module, Seq2SeqModule) == (family != "captioner")
+    assert hasattr(module, "figure_maps") == (family != "captioner")

@@ -137,7 +137,8 @@ def test_figure_callback_draws_overlays_and_no_heatmap(batch, tmp_path) -> None:
     b, vocab = batch
     model = _model("hard", vocab).eval()
     model.figure_batch = type(b)(b.src[:2], b.tgt[:2], b.objects[:2], b.boxes[:2], b.refs[:2])
-    trainer = SimpleNamespace(sanity_checking=False, is_global_zero=True, current_epoch=0, global_step=0, loggers=[])
+    trainer = SimpleNamespace(sanity_checking=False, is_global_zero=True, current_epoch=0, global_step=0, loggers=[],
+                              state=SimpleNamespace(fn="validate"))  # outside fit: drawn at once
     AttentionFigures(run_dir=tmp_path).on_validation_epoch_end(trainer, model)
     assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == ["caption_hard_ex0.png", "caption_hard_ex1.png"]
 

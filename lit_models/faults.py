@@ -70,12 +70,22 @@ class RngState(L.Callback):
     time: the resumed process draws from the global generator in between (sanity-check and
     dataloader-iterator seeds) where the uninterrupted run did not. Stored as tensors and tuples
     of ints, so the checkpoint still loads with ``weights_only=True``.
+
+    At an epoch start the uninterrupted run creates that epoch's train iterator *after* the state
+    it saved: the iterator draws the loader's base seed, and a ``RandomSampler`` without its own
+    generator its permutation seed, from the global generator. A resumed Lightning 2.6 process made
+    its iterator in ``FitLoop.setup_data``, before the restore, and reuses it for that epoch
+    (``_TrainingEpochLoop.on_run_start`` skips ``iter()`` while resuming), so the resumed epoch was
+    shuffled (and its dropout drawn) one stream position off. :meth:`on_train_epoch_start` therefore
+    builds the iterator again right after the restore (:func:`renew_train_iterator`).
     """
 
     def __init__(self) -> None:
         self._pending: dict[str, Any] | None = None
 
     def state_dict(self) -> dict[str, Any]:
+        if self._pending is not None:  # loaded, not yet applied: nothing has drawn from it yet
+            return self._pending
         kind, keys, pos, has_gauss, gauss = np.random.get_state()
         state: dict[str, Any] = {
             "python": random.getstate(),
@@ -113,10 +123,28 @@ class RngState(L.Callback):
             random.seed(seed), np.random.seed(seed % 2**32), torch.manual_seed(seed)
 
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._apply_pending(trainer.global_rank)
+        if self._pending is not None:
+            self._apply_pending(trainer.global_rank)
+            renew_train_iterator(trainer)
 
     def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
         self._apply_pending(trainer.global_rank)
+
+
+def renew_train_iterator(trainer: L.Trainer) -> None:
+    """Build this epoch's train iterator again if Lightning would reuse the one it made before a restore.
+
+    Mirrors the condition of Lightning 2.6's ``_TrainingEpochLoop.on_run_start``: an epoch after the
+    first gets a fresh ``iter()`` unless the loop is resuming or restarting. A loader with its own
+    ``state_dict`` (e.g. ``torchdata``'s ``StatefulDataLoader``) keeps the iterator Lightning
+    restored its position into.
+    """
+    fit_loop = trainer.fit_loop
+    lightning_renews = trainer.current_epoch > 0 and not fit_loop.is_resuming and not fit_loop.epoch_loop.restarting
+    loaders = fit_loop._combined_loader.flattened if fit_loop._combined_loader is not None else []
+    stateful = any(callable(getattr(loader, "load_state_dict", None)) for loader in loaders)
+    if not lightning_renews and not stateful and fit_loop._data_fetcher is not None:
+        iter(fit_loop._data_fetcher)
 
 
 class LastCheckpoint(L.Callback):

@@ -216,9 +216,7 @@ def test_resuming_twice_from_epoch_end_checkpoints_never_replays_an_epoch(tmp_pa
     written at the end of an epoch's last batch (every-N-steps save with N dividing the epoch, or a
     preemption signal during that batch) resumed the epoch count wrong, so the *second* resume replayed
     an epoch. Epochs 1 | 2 | 3 in three processes must end where 3 epochs in one go end: 24 steps,
-    same scheduler step, and (when each process ends after its epoch's validation) the same weights.
-    Not bit-exact after a preemption at an epoch end: the resumed process creates its first loader
-    iterator before the RNG states are restored, so its dropout stream is one draw off."""
+    same scheduler step and the same weights (bit-exact: dropout draws continue where they stopped)."""
     every = ["--run.checkpoint_every_n_steps=8"]  # 8 steps per epoch: every epoch end is an N-step save
     whole = _three_epoch_weights(_fit(tmp_path, "whole", "--trainer.max_epochs=3", *every))
     original = cli._fault_callbacks
@@ -233,5 +231,53 @@ def test_resuming_twice_from_epoch_end_checkpoints_never_replays_an_epoch(tmp_pa
         monkeypatch.setattr(cli, "_fault_callbacks", original)
     parts = _three_epoch_weights(_fit(tmp_path, "parts", "--trainer.max_epochs=3", *every, "--ckpt_path=last"))
     assert (parts["step"], parts["sched"]) == (whole["step"], whole["sched"]) == (24, 24)
-    for key, value in whole["weights"].items() if stop == "every_n_steps" else ():
+    for key, value in whole["weights"].items():
         assert torch.equal(value, parts["weights"][key]), key
+
+
+def _train_losses(run: Path) -> dict[int, str]:
+    with (run / "metrics.csv").open(newline="") as f:
+        return {int(r["step"]): r["train/loss"] for r in csv.DictReader(f) if r.get("train/loss")}
+
+
+def test_a_preemption_at_an_epoch_end_resumes_a_globally_seeded_shuffle_bit_exactly(tmp_path, monkeypatch):
+    """#14: a loader shuffled by a ``RandomSampler`` without its own generator draws each epoch's
+    permutation from torch's global generator when that epoch's iterator starts. Stopped by SIGUSR1
+    in epoch 1's last batch and resumed, epoch 2 must see the batches, dropout masks, losses and final
+    weights of 2 epochs in one go — before the fix its iterator was built before the RNG restore."""
+    from torch.utils.data import DataLoader
+
+    from datamodules.batching import collate_pairs
+    from datamodules.synthetic import SyntheticSeq2Seq
+
+    def shuffled(self: SyntheticSeq2Seq) -> DataLoader:
+        return DataLoader(self.split("train"), batch_size=self.batch_size, shuffle=True, collate_fn=collate_pairs)
+
+    monkeypatch.setattr(SyntheticSeq2Seq, "train_dataloader", shuffled)
+    log = ["--trainer.log_every_n_steps=1"]
+    whole = _fit(tmp_path, "whole", *log)
+    original = cli._fault_callbacks
+    monkeypatch.setattr(cli, "_fault_callbacks", _with_signal_at(original, 8))  # epoch 1's last batch
+    with pytest.raises(SystemExit):
+        _fit(tmp_path, "parts", *log)
+    monkeypatch.setattr(cli, "_fault_callbacks", original)
+    parts = _fit(tmp_path, "parts", *log, "--ckpt_path=last")
+    a, b = _three_epoch_weights(whole), _three_epoch_weights(parts)
+    assert a["step"] == b["step"] == 16
+    losses = _train_losses(whole)
+    assert sorted(losses) == list(range(16)), "one train/loss row per step"
+    assert _train_losses(parts) == losses, "every step's logged train/loss, epoch 2 included"
+    for key, value in a["weights"].items():
+        assert torch.equal(value, b["weights"][key]), key
+
+
+def test_a_saved_but_not_yet_restored_rng_state_is_what_the_next_checkpoint_holds():
+    """A checkpoint written after a resume but before the restore point (Lightning finishing the
+    loaded epoch re-runs its end-of-epoch saves) must carry the loaded state, not the resumed
+    process's unrelated stream."""
+    loaded = RngState()
+    torch.manual_seed(3)
+    saved = loaded.state_dict()
+    loaded.load_state_dict(saved)
+    torch.manual_seed(4)
+    assert torch.equal(loaded.state_dict()["torch"], saved["torch"])

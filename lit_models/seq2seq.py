@@ -8,6 +8,8 @@ test always decode free-running.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor
 
@@ -32,17 +34,9 @@ class Seq2SeqModule(DecoderTrainingModule):
 
     figure_examples = FIGURE_EXAMPLES
 
-    def __init__(
-        self,
-        *,
-        forcing: Forcing,
-        scheduled_decay: ScheduledDecay,
-        scheduled_steps: int,
-        scheduled_floor: float,
-        scheduled_mode: ScheduledMode,
-    ) -> None:
-        super().__init__(forcing=forcing, scheduled_decay=scheduled_decay, scheduled_steps=scheduled_steps,
-                         scheduled_floor=scheduled_floor, scheduled_mode=scheduled_mode)
+    def __init__(self, **forcing_args: Any) -> None:
+        """``forcing_args``: ``DecoderTrainingModule``'s (forcing and its scheduled-sampling decay)."""
+        super().__init__(**forcing_args)
         self.metrics = torch.nn.ModuleDict({s: build_seq2seq_metrics() for s in ("val", "test")})
         self.metrics["test"]["bleu_by_len"] = BLEUByLength()  # test/bleu_by_len/len_006_010: BLEU by source length
         self.signatures_logged = False

@@ -11,7 +11,11 @@
 * ``<split>/len_slope/<family>``: least-squares slope of accuracy against bucket centre, per token.
 * ``<split>/beyond/<family>``: mean accuracy over buckets that start beyond the training lengths.
 * ``curve/mean/<key>``: mean of a validation probe over every validation of the run (e.g. the
-  exposure gap while the model is still learning, which is 0 once it is perfect).
+  exposure gap while the model is still learning, which is 0 once it is perfect). For a metric in [0, 1]
+  validated at equal step intervals, ``curve/mean/val/exact_match`` is the area under the learning curve:
+  for a rising curve it equals 1 - (steps to reach a target, averaged over every target in [0, 1]) / steps,
+  so it measures "learns faster" without the single threshold (and the validation-interval rounding) of
+  ``curve/steps_to_target``.
 * ``curve/steps_to_target``: the first logged step at which the question's metric reaches its
   target; runs that never reach it get their last step + 1 (a lower bound, so a comparison of
   steps can only understate the winner's lead) and ``curve/reached_target`` = 0.
@@ -31,7 +35,7 @@ from typing import Any
 from ablations.results import RunRecord
 
 LEN_KEY = re.compile(r"^(?P<split>\w+)/(?P<family>(?:token_)?acc_by_len|bleu_by_len)/len_(?P<lo>\d+)_(?P<hi>\d+)$")
-CURVE_MEANS = ("val/exposure_gap", "val/free_running_loss", "val/loss")
+CURVE_MEANS = ("val/exposure_gap", "val/free_running_loss", "val/loss", "val/exact_match")
 EARLY = 0.1  # the first tenth of the run's steps
 
 

@@ -15,10 +15,14 @@ from ablations.questions import QUESTIONS
 from ablations.runner import Outcome, Trial
 
 
+SEEDS = (1, 2, 3, 4, 5)  # sweeps/scaling.yaml
+TRIALS = len(SEEDS) * len(ACC)
+
+
 def _finished_scaling(root: Path) -> None:
     exp = root / "scaling"
     for scale, acc in ACC.items():
-        for seed in (1, 2, 3):
+        for seed in SEEDS:
             fake_run(exp, scale, seed, acc=acc)
 
 
@@ -27,12 +31,12 @@ def test_findings_skips_finished_trials_and_writes_the_readme(tmp_path: Path, ca
     _finished_scaling(root)
     assert findings_main(["--root", str(root), "--out", str(out), "--only", "scaling"]) == 0
     printed = capsys.readouterr().out
-    assert "findings: 9/9 trials" in printed and printed.count("skipped (finished)") == 9
-    assert printed.count(" ETA ") == 9, "a progress line after every trial"
+    assert f"findings: {TRIALS}/{TRIALS} trials" in printed and printed.count("skipped (finished)") == TRIALS
+    assert printed.count(" ETA ") == TRIALS, "a progress line after every trial"
     text = (out / "README.md").read_text()
     assert "- **Command:** `attnlab findings --root" in text and "- **CPU:** " in text and "- **Wall time:** " in text
     row = next(line for line in text.splitlines() if line.startswith("| [scaling](#scaling)"))
-    assert "Vaswani" in row and "**supported**" in row and "sqrt_dk 0.920 ± 0.010" in row
+    assert "Vaswani" in row and "**supported**" in row and f"sqrt_dk {ACC['sqrt_dk'] + sum(SEEDS) / len(SEEDS) / 100:.3f} ± 0.016" in row
     assert "## scaling" in text and "![scaling curves](scaling/curves.png)" in text
     assert (out / "scaling" / "report.md").is_file() and (out / "scaling" / "curves.png").stat().st_size > 1000
     assert "Full (GPU) preset" in text and "Quick preset" in text
@@ -44,7 +48,7 @@ def test_findings_only_refreshes_its_question_and_keeps_the_others(tmp_path: Pat
     _finished_scaling(root)
     assert findings_main(["--root", str(root), "--out", str(out), "--only", "scaling", "--report-only"]) == 0
     saved = json.loads((out / "scaling" / "result.json").read_text())
-    assert saved["trials"] == 9 and saved["cpus"] and saved["written"]
+    assert saved["trials"] == TRIALS and saved["cpus"] and saved["written"]
     saved["key_numbers"] = "kept from an earlier run"
     (out / "scaling" / "result.json").write_text(json.dumps(saved))
     heads = root / "heads"
@@ -54,7 +58,7 @@ def test_findings_only_refreshes_its_question_and_keeps_the_others(tmp_path: Pat
     text = (out / "README.md").read_text()
     assert "kept from an earlier run" in text, "an earlier question's row survives a run of another"
     assert "| [heads](#heads)" in text and "## heads" in text and "## scaling" in text
-    assert "- **Runs:** 9 trials at commit" in text and "| norm |" in text and "**not run**" in text
+    assert f"- **Runs:** {TRIALS} trials at commit" in text and "| norm |" in text and "**not run**" in text
     assert saved["quick"] == list(QUESTIONS["scaling"].quick), "the preset the runs were made with is kept"
 
 
@@ -64,7 +68,7 @@ def test_findings_dry_run_lists_what_is_left(tmp_path: Path, capsys):
     (root / "scaling" / "attn_scale=dk,seed=2" / "summary.json").unlink()
     assert findings_main(["--root", str(root), "--out", str(tmp_path / "docs"), "--only", "scaling", "--dry-run"]) == 0
     printed = capsys.readouterr().out
-    assert printed.count("skipped (finished)") == 8 and "attn_scale=dk,seed=2\n" in printed
+    assert printed.count("skipped (finished)") == TRIALS - 1 and "attn_scale=dk,seed=2\n" in printed
     assert not (tmp_path / "docs" / "README.md").exists()
 
 

@@ -108,7 +108,7 @@ def test_verdict_supported_when_every_arm_finished(runs_dir: Path):
     report = write_report("scaling", load_experiment(exp), exp)
     assert report.verdict.startswith("supported: "), report.verdict
     for claim in ("entropy collapses", "through the softmax", "over-flattens", "target before none",
-                  "target before dk"):
+                  "sqrt_dk learns faster than dk (area under the exact-match curve): supported"):
         assert f"{claim}" in report.verdict
     assert "  - without scaling attention entropy collapses" in report.path.read_text()
 

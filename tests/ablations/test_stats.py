@@ -136,19 +136,25 @@ def test_positions_reports_the_ranking_beyond_the_training_lengths():
 
 
 def test_forcing_reads_the_exposure_gap_and_the_speed():
-    def f(gap: float, steps: float, exact: float = 0.9) -> dict:
+    """Speed is the area under the exact-match curve (``claims.AREA``): larger is faster."""
+
+    def f(gap: float, area: float, exact: float = 0.9) -> dict:
         return arm(
             **{
                 "curve__mean__val__exposure_gap": (gap, gap + 0.01, gap - 0.01),
-                "curve__steps_to_target": (steps, steps + 10, steps - 10),
+                "curve__mean__val__exact_match": (area, area + 0.01, area - 0.01),
                 "val__exact_match": (exact, exact, exact),
             }
         )
 
-    stats = {("teacher",): f(0.2, 300), ("student",): f(0.01, 500), ("scheduled",): f(0.08, 320)}
+    stats = {("teacher",): f(0.2, 0.7), ("student",): f(0.01, 0.5), ("scheduled",): f(0.08, 0.68)}
     assert verdict_word(claims.forcing(stats)) == "supported"
-    stats[("scheduled",)] = f(0.3, 320)
+    stats[("scheduled",)] = f(0.3, 0.68)
     assert verdict_word(claims.forcing(stats)) == "not supported"
+    stats[("scheduled",)] = f(0.08, 0.68)
+    stats[("student",)] = f(0.01, 0.8)
+    line = claims.forcing(stats)
+    assert verdict_word(line) == "not supported" and "learns slowest (vs teacher; area" in line
 
 
 def test_adding_problem_mean_predictor():

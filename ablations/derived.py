@@ -20,7 +20,7 @@
   target; runs that never reach it get their last step + 1 (a lower bound, so a comparison of
   steps can only understate the winner's lead) and ``curve/reached_target`` = 0.
 * ``run/parameters``, ``run/global_step``, ``run/tokens_seen``: summary.json's counts, so a verdict can
-  check that arms are compute-matched.
+  check that arms are compute-matched; ``run/max_len``: the longest training sequence (``data.max_len``).
 * ``attn/entropy_mean``: the mean final attention entropy over every logged map; ``attn/entropy_first``
   the same at the first validation (where saturation shows before the model has learned to be sharp).
 """
@@ -114,6 +114,8 @@ def derive(
                 out[key] = sum(vals) / len(vals)
     out.update(early_gradients(run, history_keys))
     out.update(length_numbers(run.metrics, run.params))
+    if isinstance(run.params.get("data.max_len"), int):
+        out["run/max_len"] = float(run.params["data.max_len"])
     for key in ("parameters", "global_step", "tokens_seen"):
         if isinstance(run.info.get(key), (int, float)):
             out[f"run/{key}"] = float(run.info[key])

@@ -251,3 +251,21 @@ def test_bottleneck_translation_is_not_shown_when_none_translates_nothing():
     assert verdict_word(line) == "not shown at this scale" and "additive attention beats none: supported" in line
     line = claims.bottleneck_translation({("additive",): tr(0.3, 0.03), ("none",): tr(0.15, 0.12)})
     assert verdict_word(line) == "supported", line
+
+
+def test_cells_on_short_sequences_is_not_shown_at_this_scale():
+    """The gated-cell claim is about long spans: short training sequences answer "not shown at this scale"
+    with the measured comparison in the line; long ones read the comparison itself."""
+
+    def c(exact: float, max_len: int) -> dict:
+        return arm(val__exact_match=(exact, exact + 0.01, exact - 0.01), run__max_len=(max_len,) * 3)
+
+    def stats(rnn: float, gru: float, max_len: int) -> dict:
+        return {("rnn",): c(rnn, max_len), ("gru",): c(gru, max_len), ("lstm",): c(0.3, max_len),
+                ("lstm_peephole",): c(0.3, max_len)}
+
+    short = claims.cells(stats(0.4, 0.32, 15))
+    assert verdict_word(short) == "not shown at this scale", short
+    assert "at most 15 tokens" in short and "gru beats the Elman RNN: not supported" in short
+    assert verdict_word(claims.cells(stats(0.4, 0.32, 50))) == "not supported"
+    assert verdict_word(claims.cells(stats(0.1, 0.8, 50))) == "supported"

@@ -375,8 +375,9 @@ def _markdown(question: Question, runs: list[RunRecord], header: list[str], rows
         "Mean ± std [95% Student-t interval] over finished seeds (n = finished/total); diverged and failed runs "
         "are counted in notes, never averaged. Final values; `train/` probes averaged over their logged steps; "
         "`curve/steps_to_target`: first step at which the metric reached the question's target (runs that never "
-        "did count as their last step + 1). Comparisons in the verdict are paired by seed: Δ with its 95% "
-        "interval, the exact sign-flip p and the effect size d.", "",
+        "did count as their last step + 1); `curve/mean/val/exact_match`: mean over the run's equally spaced "
+        "validations, the area under the learning curve (larger = learned faster). Comparisons in the verdict are "
+        "paired by seed: Δ with its 95% interval, the exact sign-flip p and the effect size d.", "",
         markdown_table(header, rows), "",
     ]
     for fig in figures:

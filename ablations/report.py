@@ -205,13 +205,19 @@ def _band(runs: list[RunRecord], key: str) -> tuple[list[int], list[float], list
     return steps, [s.mean for s in stats], [s.std for s in stats]
 
 
+def curve_keys(question: Question, runs: list[RunRecord]) -> list[str]:
+    """The validation curves worth a panel: the metric, every curve a verdict averages (``curve/mean/<key>``
+    probes, e.g. forcing's exposure gap), then the first other probe or val/loss; only curves some run logged."""
+    averaged = [p.removeprefix("curve/mean/") for p in question.probes if p.startswith("curve/mean/")]
+    primary = [question.metric, *averaged]
+    rest = [k for k in (*question.probes, "val/loss") if "*" not in k and not k.endswith("/")]
+    keys = [k for k in dict.fromkeys([*primary, *rest]) if k.startswith("val/") and any(r.curve(k) for r in runs)]
+    return keys[: max(2, len(dict.fromkeys(primary)) + 1)]
+
+
 def plot_curves(question: Question, arms: Mapping[Arm, list[RunRecord]], order: list[Arm], out: Path) -> Path | None:
-    """Validation curves (mean line, ±1 std band over finished seeds) of the metric and val/loss."""
-    keys = [k for k in (question.metric, *question.probes, "val/loss") if k.startswith("val/") and "*" not in k
-            and not k.endswith("/")]
-    keys = list(dict.fromkeys(keys))[:2]
-    runs_all = [r for rs in arms.values() for r in rs]
-    keys = [k for k in keys if any(r.curve(k) for r in runs_all)]
+    """Validation curves (mean line, ±1 std band over finished seeds) of ``curve_keys``."""
+    keys = curve_keys(question, [r for rs in arms.values() for r in rs])
     if not keys:
         return None
     fig, axes = plt.subplots(1, len(keys), figsize=(5.5 * len(keys), 4), squeeze=False)

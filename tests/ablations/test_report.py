@@ -3,6 +3,7 @@ table with mean ± std and n, diverged/failed arms shown as such, plots, and ver
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import shutil
@@ -17,7 +18,7 @@ import yaml  # noqa: E402
 
 from ablations.commands import report_main  # noqa: E402
 from ablations.questions import QUESTIONS, beats_all  # noqa: E402
-from ablations.report import write_report  # noqa: E402
+from ablations.report import curve_keys, write_report  # noqa: E402
 from ablations.results import experiment_dirs, load_experiment, stat  # noqa: E402
 from ablations.stats import Stat  # noqa: E402
 
@@ -180,3 +181,14 @@ def test_wandb_sweep_records_map_to_the_same_keys(monkeypatch):
     assert records[0].arm(("model.init_args.attn_scale",)) == ("sqrt_dk",) and records[0].curve("val/exact_match") == [
         (9, 0.1)]
     assert "_wandb" not in records[0].params and "note" not in records[0].metrics
+
+
+def test_curves_show_every_curve_a_verdict_averages(runs_dir: Path):
+    """A ``curve/mean/<key>`` probe (forcing's exposure gap) gets its own panel next to the metric and val/loss."""
+    runs = load_experiment(runs_dir / "scaling")
+    assert curve_keys(QUESTIONS["scaling"], runs) == ["val/exact_match", "val/loss"]
+    gap = "val/attn_entropy/cross/layer1"  # a validation curve the fake runs log
+    question = dataclasses.replace(QUESTIONS["scaling"], probes=("val/loss", f"curve/mean/{gap}"))
+    assert curve_keys(question, runs) == ["val/exact_match", gap, "val/loss"]
+    unlogged = dataclasses.replace(QUESTIONS["scaling"], probes=("curve/mean/val/exposure_gap",))
+    assert curve_keys(unlogged, runs) == ["val/exact_match", "val/loss"]

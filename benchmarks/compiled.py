@@ -61,10 +61,10 @@ def _first_call(fn: Callable[[], object]) -> tuple[float, object]:
 
 def _pair_rows(base: dict, tokens: int, fns: dict[str, Callable[[], object]], timing: dict) -> list[dict]:
     """Time eager and compiled: first calls (compiled twice: cold, then warm), then round-robin calls."""
-    from torch._inductor.utils import fresh_cache
+    from torch._inductor.utils import fresh_inductor_cache  # torch >= 2.4 (later also named fresh_cache)
 
     torch._dynamo.reset()
-    with fresh_cache():  # an empty inductor cache: the cost of a config's first run
+    with fresh_inductor_cache():  # an empty inductor cache: the cost of a config's first run
         eager_first = _first_call(fns["eager"])
         cold, compiled_out = _first_call(fns["compiled"])
         graphs = _graphs()

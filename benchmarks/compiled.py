@@ -1,8 +1,9 @@
 """Section: ``torch.compile`` (inductor; on CPU it emits C++/OpenMP kernels) vs eager, with the
 compile time next to the speed-up.
 
-- training: one fp32 step (``benchmarks.training.train_step_fn``) with each system's loss closure
-  (forward + label-smoothed loss; backward through the compiled graph) compiled, as ``gpu.py`` does.
+- training: one step (``benchmarks.training.train_step_fn``) in each selected precision with each
+  system's loss closure (forward + label-smoothed loss; backward through the compiled graph)
+  compiled, as ``gpu.py`` does.
 - decoding: attnlab's greedy search with the KV-cached ``step()`` compiled. The cache grows by one
   position per step, so the first call compiles for length 1 and the second recompiles with a
   dynamic length (``dynamic=True`` from the start gives the same graphs): a fixed number of graphs
@@ -96,19 +97,21 @@ def _scalar(out: object) -> float:
     return float(out) if out.dim() == 0 else float(out.sum())
 
 
-def bench_compile_training(size: Size, systems: list[str], timing: dict) -> list[dict]:
-    """Rows {kind: train, size, system, mode, call_s, tokens_per_s, speedup, compile_s, break_even, ...}."""
+def bench_compile_training(size: Size, systems: list[str], timing: dict, precisions: tuple[str, ...] = ("fp32",)
+                           ) -> list[dict]:
+    """Rows {kind: "train <precision>", size, system, mode, call_s, tokens_per_s, speedup, compile_s, ...}."""
     src, tgt = random_pair(size)
     rows = []
-    for name in systems:
-        built = {}
-        for mode in ("eager", "compiled"):
-            torch.manual_seed(0)
-            system = BUILDERS[name](size)
-            built[mode] = compile_loss(system) if mode == "compiled" else system
-        fns = {mode: train_step_fn(s, src, tgt, "fp32") for mode, s in built.items()}
-        rows += _pair_rows({"kind": "train", "size": size.name, "system": name}, size.batch * size.length, fns,
-                           timing)
+    for precision in precisions:
+        for name in systems:
+            built = {}
+            for mode in ("eager", "compiled"):
+                torch.manual_seed(0)
+                system = BUILDERS[name](size)
+                built[mode] = compile_loss(system) if mode == "compiled" else system
+            fns = {mode: train_step_fn(s, src, tgt, precision) for mode, s in built.items()}
+            rows += _pair_rows({"kind": f"train {precision}", "size": size.name, "system": name},
+                               size.batch * size.length, fns, timing)
     return rows
 
 
@@ -124,7 +127,8 @@ def bench_compile_decoding(size: Size, timing: dict) -> list[dict]:
                       fns, timing)
 
 
-def bench_compile(size: Size, systems: list[str], *, rounds: int, steps: int, warmup: int) -> list[dict]:
-    """Training (every selected system) and attnlab greedy decoding, eager vs ``torch.compile``."""
+def bench_compile(size: Size, systems: list[str], *, rounds: int, steps: int, warmup: int,
+                  precisions: tuple[str, ...] = ("fp32",)) -> list[dict]:
+    """Training (every selected system, each precision) and attnlab greedy decoding, eager vs ``torch.compile``."""
     timing = dict(rounds=rounds, steps=steps, warmup=warmup)
-    return bench_compile_training(size, systems, timing) + bench_compile_decoding(size, timing)
+    return bench_compile_training(size, systems, timing, precisions) + bench_compile_decoding(size, timing)

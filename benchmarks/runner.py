@@ -124,7 +124,7 @@ def _speed_sections(opts: Options, res: dict, sizes: list, timing: dict, systems
     if "optimizer" in opts.sections:
         res["optimizer"] = bench_optimizer(sizes, **timing)
     if "compile" in opts.sections:
-        res["compile"] = bench_compile(sizes[0], systems, **timing)
+        res["compile"] = bench_compile(sizes[0], systems, **timing, precisions=opts.precisions)
 
 
 def _profiles(sizes: list, quick: bool) -> dict:

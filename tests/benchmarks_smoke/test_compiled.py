@@ -60,15 +60,15 @@ def test_compile_time_and_break_even_from_call_times(benchmarks):
         time.sleep(0.064 if calls["compiled"] in (1, 2) else 0.004)  # first cold, then warm call "compile"
         return torch.tensor(1.0)
 
-    rows = compiled._pair_rows({"kind": "train", "size": "tiny", "system": "x"}, 100, {"eager": slow, "compiled": fast},
-                               dict(rounds=3, steps=3, warmup=0))
+    base = {"kind": "train fp32", "size": "tiny", "system": "x"}
+    rows = compiled._pair_rows(base, 100, {"eager": slow, "compiled": fast}, dict(rounds=3, steps=3, warmup=0))
     eager, comp = rows
     assert comp["speedup"] == pytest.approx(1.5, rel=0.3)
     assert comp["compile_s"] == pytest.approx(0.058, abs=0.02)
     assert comp["break_even"] == pytest.approx(comp["compile_s"] / (eager["call_s"] - comp["call_s"]))
     assert 10 < comp["break_even"] < 80
     text = report.compile_table(rows)
-    assert "| train" in text and "compiled" in text and "break-even cold / warm" in text
+    assert "| train fp32" in text and "compiled" in text and "break-even cold / warm" in text
     goal = report.compile_goals(rows)[0]
     assert goal["met"] and "break-even" in goal["goal"] and goal["value"] == comp["speedup"]
     assert not report.compile_goals([{**comp, "speedup": 0.9}])[0]["met"]

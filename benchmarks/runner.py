@@ -123,8 +123,9 @@ def _speed_sections(opts: Options, res: dict, sizes: list, timing: dict, systems
     """The AdamW implementations at every size; eager vs ``torch.compile`` at the smallest size."""
     if "optimizer" in opts.sections:
         res["optimizer"] = bench_optimizer(sizes, **timing)
-    if "compile" in opts.sections:
-        res["compile"] = bench_compile(sizes[0], systems, **timing, precisions=opts.precisions)
+    if "compile" in opts.sections:  # --quick: one system and fp32 (each pair costs a ~30 s cold compile)
+        n = 1 if opts.quick else None
+        res["compile"] = bench_compile(sizes[0], systems[:n], **timing, precisions=tuple(opts.precisions[:n]))
 
 
 def _profiles(sizes: list, quick: bool) -> dict:

@@ -67,8 +67,9 @@ def _pair_rows(base: dict, tokens: int, fns: dict[str, Callable[[], object]], ti
     torch._dynamo.reset()
     with fresh_inductor_cache():  # an empty inductor cache: the cost of a config's first run
         eager_first = _first_call(fns["eager"])
+        before = _graphs()  # dynamo's counters survive a reset
         cold, compiled_out = _first_call(fns["compiled"])
-        graphs = _graphs()
+        graphs = _graphs() - before
         torch._dynamo.reset()  # the on-disk caches stay: the cost of a sweep's later trials
         warm, _ = _first_call(fns["compiled"])
         secs = interleaved_times(fns, **timing)

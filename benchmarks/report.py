@@ -107,7 +107,7 @@ def _compile_cells(r: dict) -> list[str]:
 
 
 def optimizer_table(rows: list[dict]) -> str:
-    out = [[r["size"], f"{r['params_m']:.1f} M", r["impl"], f"{r['step_s'] * 1e3:.1f}", f"{r['speedup']:.2f}"]
+    out = [[r["size"], f"{r['params_m']:.2f} M", r["impl"], f"{r['step_s'] * 1e3:.1f}", f"{r['speedup']:.2f}"]
            for r in rows]
     return _table(["size", "params", "AdamW", "ms/step", "speed-up"], out)
 

@@ -48,6 +48,18 @@ def decoding_goals(rows: list[dict]) -> list[dict]:
     return goals
 
 
+def compile_goals(rows: list[dict]) -> list[dict]:
+    """torch.compile is worth offering where it beats eager per call (its break-even is in the table)."""
+    return [{"goal": f"torch.compile {r['kind']} {r['size']} {r['system']}: faster than eager "
+                     f"(break-even: {_steps(r['break_even'], ' calls')})",
+             "value": r["speedup"], "met": r["speedup"] > 1.0}
+            for r in rows if r["mode"] == "compiled"]
+
+
+def _steps(n: float, unit: str = "") -> str:
+    return "never" if n == float("inf") else f"{n:,.0f}{unit}"
+
+
 def memory_goal(fit: dict) -> list[dict]:
     """SDPA attention memory grows linearly: log-log slope of peak memory vs length <= 1.25."""
     e = fit.get("exponent", float("nan"))
@@ -78,6 +90,26 @@ def decoding_table(rows: list[dict]) -> str:
             str(r["out_len"]), f"{idx[(r['size'], r['beam'], 'attnlab')]['tokens_per_s'] / r['tokens_per_s']:.2f}"]
            for r in rows]
     return _table(["size", "beam", "system", "tok/s", "ms/batch", "out len", "attnlab÷this"], out)
+
+
+def compile_table(rows: list[dict]) -> str:
+    out = [[r["kind"], r["size"], r["system"], r["mode"], f"{r['tokens_per_s']:,.0f}", f"{r['call_s'] * 1e3:.0f}",
+            f"{r['speedup']:.2f}", *_compile_cells(r)] for r in rows]
+    return _table(["kind", "size", "system", "mode", "tok/s", "ms/call", "speed-up", "compile s cold / warm",
+                   "break-even cold / warm", "graphs"], out)
+
+
+def _compile_cells(r: dict) -> list[str]:
+    if r["mode"] != "compiled":
+        return ["-", "-", "-"]
+    return [f"{r['compile_s']:.1f} / {r['warm_compile_s']:.1f}",
+            f"{_steps(r['break_even'])} / {_steps(r['warm_break_even'])}", str(r["graphs"])]
+
+
+def optimizer_table(rows: list[dict]) -> str:
+    out = [[r["size"], f"{r['params_m']:.2f} M", r["impl"], f"{r['step_s'] * 1e3:.1f}", f"{r['speedup']:.2f}"]
+           for r in rows]
+    return _table(["size", "params", "AdamW", "ms/step", "speed-up"], out)
 
 
 def attention_table(rows: list[dict]) -> str:
@@ -118,7 +150,8 @@ def render(results: dict) -> str:
     if "ceiling" in results:
         c = results["ceiling"]
         parts.append(f"matmul ceiling ({c['n']}²): fp32 {c['fp32']:.1f} GFLOP/s, bf16 {c['bf16']:.2f} GFLOP/s")
-    sections = [("training", training_table), ("decoding", decoding_table), ("attention", attention_table)]
+    sections = [("training", training_table), ("optimizer", optimizer_table), ("compile", compile_table),
+                ("decoding", decoding_table), ("attention", attention_table)]
     for key, fn in sections:
         if results.get(key):
             parts.append(f"### {key}\n\n{fn(results[key])}")

@@ -17,15 +17,18 @@ from benchmarks import report
 from benchmarks.attention import bench_attention_memory, linear_fit
 from benchmarks.ceiling import matmul_ceiling
 from benchmarks.common import QUICK_SIZES, SIZES, threads
+from benchmarks.compiled import bench_compile
 from benchmarks.decoding import bench_decoding
 from benchmarks.gpu import bench_gpu
+from benchmarks.optimizer import bench_optimizer
 from benchmarks.profiles import profile_decoding, profile_training
 from benchmarks.recurrent import bench_recurrent_step
 from benchmarks.training import bench_training
 from benchmarks.trial_time import bench_time_to_answer
 
 log = logging.getLogger(__name__)
-SECTIONS = ("ceiling", "training", "decoding", "attention", "recurrent", "gpu", "profiles", "time")
+SECTIONS = ("ceiling", "training", "optimizer", "compile", "decoding", "attention", "recurrent", "gpu", "profiles",
+            "time")
 
 
 @dataclass
@@ -91,6 +94,7 @@ def _run_sections(opts: Options, res: dict) -> None:
         res["training_skipped"] = []
         res["training"] = bench_training(sizes, systems, list(opts.precisions), res["ceiling"], **timing,
                                          skipped=res["training_skipped"])
+    _speed_sections(opts, res, sizes, timing, systems)
     if "decoding" in opts.sections:
         dec_systems = [s for s in systems if s != "torch"]
         res["decoding"] = bench_decoding(sizes, dec_systems, [1, 4], **timing)
@@ -115,6 +119,15 @@ def _run_sections(opts: Options, res: dict) -> None:
             res["time_to_answer"] = bench_time_to_answer(Path(root), quick=q)  # 1 thread, as quick sweeps
 
 
+def _speed_sections(opts: Options, res: dict, sizes: list, timing: dict, systems: list[str]) -> None:
+    """The AdamW implementations at every size; eager vs ``torch.compile`` at the smallest size."""
+    if "optimizer" in opts.sections:
+        res["optimizer"] = bench_optimizer(sizes, **timing)
+    if "compile" in opts.sections:  # --quick: one system and fp32 (each pair costs a ~30 s cold compile)
+        n = 1 if opts.quick else None
+        res["compile"] = bench_compile(sizes[0], systems[:n], **timing, precisions=tuple(opts.precisions[:n]))
+
+
 def _profiles(sizes: list, quick: bool) -> dict:
     """Top ops of our fp32 training step and beam-4 decoding at the largest size, and of a bf16
     training step at the smallest size (one call: bf16 steps can be very slow on CPUs without bf16 GEMM)."""
@@ -136,6 +149,8 @@ def run(opts: Options) -> dict:
         goals += report.training_goals(res["training"])
     if res.get("decoding"):
         goals += report.decoding_goals(res["decoding"])
+    if res.get("compile"):
+        goals += report.compile_goals(res["compile"])
     if "attention_fit" in res:
         goals += report.memory_goal(res["attention_fit"])
     res["goals"] = goals

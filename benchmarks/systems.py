@@ -8,7 +8,7 @@ one shared vocabulary with every embedding tied to the output projection (as Mar
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import torch
@@ -21,10 +21,23 @@ from lit_models.blocks.encoder_decoder import TokenEmbedding
 from lit_models.blocks.positions import SinusoidalPositions
 from lit_models.builders import build_transformer
 from lit_models.metrics import label_smoothed_loss
+from lit_models.optim import adamw
 
 DROPOUT = 0.1
 LABEL_SMOOTHING = 0.1
 LENGTH_PENALTY = 0.6
+ADAMW = dict(lr=1e-4, betas=(0.9, 0.98), eps=1e-9, weight_decay=1e-2)
+
+
+def fused_adamw(params: Iterable[nn.Parameter]) -> torch.optim.Optimizer:
+    """attnlab's ``configure_optimizers`` (``lit_models.optim``), and the Hugging Face Trainer's default
+    (``optim="adamw_torch_fused"`` since torch 2.8): fused AdamW."""
+    return adamw(params, **ADAMW)
+
+
+def default_adamw(params: Iterable[nn.Parameter]) -> torch.optim.Optimizer:
+    """``torch.optim.AdamW`` as a plain torch user builds it (torch picks the implementation)."""
+    return torch.optim.AdamW(params, **ADAMW)
 
 
 @dataclass
@@ -35,6 +48,7 @@ class System:
     module: nn.Module
     loss: Callable[[Tensor, Tensor], Tensor]
     decode: Callable[[Tensor, int, int], Tensor]
+    optimizer: Callable[[Iterable[nn.Parameter]], torch.optim.Optimizer] = fused_adamw
 
 
 def _smoothed(logits: Tensor, tgt: Tensor) -> Tensor:
@@ -102,7 +116,7 @@ def build_torch(size: Size) -> System:
     def decode(src: Tensor, beam: int, length: int) -> Tensor:
         raise NotImplementedError("torch.nn.Transformer has no KV-cached decoder")
 
-    return System("torch", net, loss, decode)
+    return System("torch", net, loss, decode, default_adamw)
 
 
 def marian_model(size: Size) -> nn.Module:

@@ -1,10 +1,11 @@
 """Section 2: training throughput and utilisation of attnlab vs torch.nn.Transformer vs MarianMTModel.
 
 One training step = forward (teacher-forced, under bf16 autocast for ``bf16``), label-smoothed
-loss, backward, AdamW step. Tokens/s counts target tokens (B × T) per second. FLOPs per step
-are counted once per system with ``torch.utils.flop_counter.FlopCounterMode`` (matmuls and
-attention, forward + backward); achieved FLOP/s ÷ the matmul ceiling of the row's precision is
-the utilisation.
+loss, backward, AdamW step (each system's usual AdamW: fused for attnlab and Marian, torch's default
+for torch.nn.Transformer; ``benchmarks.optimizer`` times the forms side by side). Tokens/s counts
+target tokens (B × T) per second. FLOPs per step are counted once per system with
+``torch.utils.flop_counter.FlopCounterMode`` (matmuls and attention, forward + backward); achieved
+FLOP/s ÷ the matmul ceiling of the row's precision is the utilisation.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def train_step_fn(system: System, src: torch.Tensor, tgt: torch.Tensor, precisio
     state then is bf16 too); the loss is float32 either way (``label_smoothed_loss`` casts the logits).
     """
     system.module.to(device=device, dtype=model_dtype(precision)).train()
-    opt = torch.optim.AdamW(system.module.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    opt = system.optimizer(system.module.parameters())
 
     def step() -> float:
         with autocast(precision, device.split(":")[0]):

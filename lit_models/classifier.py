@@ -36,6 +36,7 @@ from lit_models.blocks.classifier_net import ClassifierOut  # noqa: E402
 from lit_models.blocks.pooling import Pooling  # noqa: E402
 from lit_models.builders import build_classifier  # noqa: E402
 from lit_models.evaluation import EvaluationModule
+from lit_models.optim import module_adamw  # noqa: E402
 from lit_models.schedules import LR_SCHEDULES  # noqa: E402
 
 
@@ -126,7 +127,7 @@ class SentimentClassifier(EvaluationModule):
 
     def configure_optimizers(self) -> dict:
         hp = self.hparams
-        opt = torch.optim.AdamW(self.parameters(), lr=hp.lr, weight_decay=hp.weight_decay)
+        opt = module_adamw(self, lr=hp.lr, weight_decay=hp.weight_decay)
         total = max(1, int(self.trainer.estimated_stepping_batches)) if self._trainer else 1
         fn = LR_SCHEDULES[hp.lr_schedule]
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: fn(s + 1, warmup=hp.warmup_steps, total=total))

@@ -30,6 +30,7 @@ from lit_models.blocks.decoding import DecodeConfig, decode
 from lit_models.evaluation import EvaluationModule
 from lit_models.forcing import ForcingPolicy, ScheduledMode
 from lit_models.metrics import label_smoothed_loss
+from lit_models.optim import module_adamw
 from lit_models.schedules import LR_SCHEDULES
 
 
@@ -97,8 +98,7 @@ class DecoderTrainingModule(EvaluationModule):
 
     def configure_optimizers(self) -> dict:
         hp = self.hparams
-        opt = torch.optim.AdamW(self.parameters(), lr=hp.lr, betas=(0.9, 0.98), eps=1e-9,
-                                weight_decay=hp.weight_decay)
+        opt = module_adamw(self, lr=hp.lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=hp.weight_decay)
         total = max(1, int(self.trainer.estimated_stepping_batches)) if self._trainer else 1
         fn = LR_SCHEDULES[hp.lr_schedule]
         sched = torch.optim.lr_scheduler.LambdaLR(

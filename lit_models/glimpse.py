@@ -37,6 +37,7 @@ from lit_models.axes import Cell  # noqa: E402
 from lit_models.blocks.glimpse_net import RamOutput  # noqa: E402
 from lit_models.builders import build_ram  # noqa: E402
 from lit_models.evaluation import EvaluationModule  # noqa: E402
+from lit_models.optim import module_adamw  # noqa: E402
 
 
 class HybridLoss(NamedTuple):
@@ -155,7 +156,7 @@ class RecurrentAttentionModel(EvaluationModule):
         return self.net(batch.images, sample=False).logits.argmax(-1).tolist()
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.AdamW(self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
+        return module_adamw(self, lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
 
     # ------------------------------------------------------------------ figures (rank 0 only)
     @torch.no_grad()

@@ -16,6 +16,7 @@ from datamodules.batching import RegressionBatch
 from lit_models.axes import Cell
 from lit_models.blocks.recurrent import SequenceRegressor
 from lit_models.evaluation import EvaluationModule
+from lit_models.optim import module_adamw
 
 
 class AddingRegressor(EvaluationModule):
@@ -54,4 +55,4 @@ class AddingRegressor(EvaluationModule):
             self.metrics[split][name].update(mse.detach(), weight=batch.y.numel())
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
+        return module_adamw(self, lr=self.hparams.lr, weight_decay=0.0)  # AdamW without decay is Adam

@@ -13,10 +13,12 @@ def test_quick_benchmarks_run_and_report(tmp_path, monkeypatch, capsys):
     """attnlab + torch.nn.Transformer through the real command; then Marian if the bench extra is installed."""
     monkeypatch.syspath_prepend(str(ROOT))
     from benchmarks.__main__ import main
-    from benchmarks.runner import Options, run
+    from benchmarks.runner import SECTIONS, Options, run
 
     out = tmp_path / "quick.json"
-    assert main(["run", "--quick", "--threads", "1", "--systems", "attnlab", "torch", "--out", str(out)]) == 0
+    sections = [s for s in SECTIONS if s != "compile"]  # compile: its own tests (test_compiled.py)
+    assert main(["run", "--quick", "--threads", "1", "--systems", "attnlab", "torch", "--sections", *sections,
+                 "--out", str(out)]) == 0
     res = json.loads(out.read_text())
     assert res["ceiling"]["fp32"] > 0 and res["ceiling"]["bf16"] > 0
     train = {(r["precision"], r["system"]): r for r in res["training"]}
@@ -26,6 +28,7 @@ def test_quick_benchmarks_run_and_report(tmp_path, monkeypatch, capsys):
     assert {(r["beam"], r["system"]) for r in res["decoding"]} == {(1, "attnlab"), (4, "attnlab")}
     assert all(r["out_len"] == 8 for r in res["decoding"]), "EOS is suppressed: every row runs to the limit"
     assert {r["path"] for r in res["attention"] if "peak_mib" in r} == {"sdpa", "explicit"}
+    assert {r["impl"] for r in res["optimizer"]} == {"default", "foreach", "fused"}
     assert res["recurrent"]["attnlab_us"] > 0 and res["recurrent"]["bare_us"] > 0
     assert res["profiles"] and all(ops for ops in res["profiles"].values())
     assert any("bf16-mixed" in g["goal"] for g in res["goals"])

@@ -30,6 +30,8 @@ def payloads(path: Path) -> list[bytes]:
             continue
         _, length, kind = RECORD.unpack_from(data, pos)
         pos += RECORD.size
+        if pos + length > len(data):  # the writer is still appending this record
+            break
         if kind == 0 and length == 0:
             pos += left_in_block - RECORD.size
             continue
@@ -59,12 +61,20 @@ def records(path: Path) -> list[Any]:
 
 def complete_records(path: Path, timeout_s: float = 60.0) -> list[Any]:
     """The records of a finished run; wandb's core process may still be flushing the file when
-    ``wandb.finish()`` returns, so wait (bounded) for its exit record."""
+    ``wandb.finish()`` returns, so wait (bounded) for its exit record. A read that catches a record
+    half-written (its payload does not parse yet) is retried until the deadline."""
     import time
+
+    from google.protobuf.message import DecodeError
 
     deadline = time.time() + timeout_s
     while True:
-        found = records(path)
+        try:
+            found = records(path)
+        except DecodeError:
+            if time.time() > deadline:
+                raise
+            found = []
         if any(r.WhichOneof("record_type") == "exit" for r in found) or time.time() > deadline:
             return found
         time.sleep(0.5)

@@ -120,7 +120,9 @@ def readme(results: Sequence[QuestionResult], *, command: str, wall_s: float, mi
         f"{hms(trial_wall)} summed over the trials' own training wall times, every question below",
         "- **Scale:** `--scale quick` presets (`ablations/questions.py`); seeds per arm as in each sweep file. "
         'Verdicts read paired-by-seed 95% intervals (`ablations/stats.py`); "not shown at this scale" means '
-        "the arms that should learn the task did not, with the scale at which the finding should show.",
+        "the arms that should learn the task did not, with the scale at which the finding should show; "
+        '"supported where shown" means every check was supported except comparisons the question names as '
+        "beyond this scale, which came out within seed noise (each says why and where it should show).",
         "",
         "| question | claim | source | verdict | key numbers |",
         "|---|---|---|---|---|",

@@ -87,7 +87,8 @@ class Question:
         probes: metric keys or key prefixes (ending in ``/``) the report adds as columns.
         expected: the finding we expect, with its source, in one or two sentences.
         verdict: reads the per-arm statistics and returns one line starting with
-            "supported", "not supported" or "inconclusive".
+            "supported", "supported where shown", "not supported", "inconclusive" or "not shown at this scale"
+            (``ablations.verdicts.join``).
         quick: CLI overrides for ``--scale quick`` (appended after ``${args}``).
         claim: the claim in one line, for the findings table. source: paper, table/figure/section.
         target: the value of ``metric`` whose first crossing gives ``curve/steps_to_target``.

@@ -4,7 +4,10 @@ A check compares two arms (paired by seed, ``ablations.stats.compare``) or holds
 threshold; it answers "supported", "not supported" or "inconclusive (<why>)". A question's
 verdict joins its checks: supported when every check is, not supported when one clearly goes the
 other way, otherwise inconclusive, and "not shown at this scale" when the arms that should
-learn the task did not (then nothing learned is never read as "not supported").
+learn the task did not (then nothing learned is never read as "not supported"). A comparison the
+question names as beyond the quick scale (``at_scale``, with the reason) answers "not shown at this
+scale" when its difference is within seed noise; a question whose other checks are all supported then
+reads "supported where shown".
 """
 
 from __future__ import annotations
@@ -148,6 +151,17 @@ def learned(
     )
 
 
+def at_scale(check: Check, why: str) -> Check:
+    """``check``, or "not shown at this scale" with ``why`` when its difference is within seed noise.
+
+    For comparisons whose effect the question expects to be too small to resolve at the quick scale (``why``
+    says why, and where it should show). Supported, not supported and "n too small" answers are kept.
+    """
+    if check.answer != "inconclusive" or check.why != "difference within seed noise":
+        return check
+    return Check(check.claim, "not shown at this scale", check.detail, why=f"within seed noise at this scale; {why}")
+
+
 def join(checks: Sequence[Check], gate: Check | None = None) -> str:
     """One verdict line: the overall answer, then every check with its numbers."""
     if gate is not None:
@@ -157,6 +171,11 @@ def join(checks: Sequence[Check], gate: Check | None = None) -> str:
         head = "supported"
     elif "not supported" in answers:
         head = "not supported"
+    elif answers and set(answers) <= {"supported", "not shown at this scale"}:
+        unshown = answers.count("not shown at this scale")
+        head = "not shown at this scale" if unshown == len(answers) else (
+            f"supported where shown ({len(answers) - unshown} of {len(answers)} checks; "
+            f"{unshown} not shown at this scale)")
     else:
         whys = sorted({c.why for c in checks if c.answer == "inconclusive" and c.why})
         head = f"inconclusive ({'; '.join(whys) or 'no checks'})"
@@ -164,8 +183,11 @@ def join(checks: Sequence[Check], gate: Check | None = None) -> str:
 
 
 def verdict_word(line: str) -> str:
-    """The leading answer of a verdict line (supported / not supported / inconclusive / not shown at this scale)."""
-    for word in ("not shown at this scale", "not supported", "supported", "inconclusive", "no verdict"):
+    """The leading answer of a verdict line (supported / supported where shown / not supported / inconclusive /
+    not shown at this scale)."""
+    words = ("not shown at this scale", "not supported", "supported where shown", "supported", "inconclusive",
+             "no verdict")
+    for word in words:
         if line.startswith(word):
             return word
     return line.split(":", 1)[0]

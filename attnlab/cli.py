@@ -69,6 +69,14 @@ def _quiet(argv: list[str]) -> list[str]:
     return [a for a in argv if a != "--quiet"] + ["--trainer.enable_progress_bar=false"]
 
 
+def _line_buffered() -> None:
+    """Progress lines of the long commands (sweep, findings, demo) reach a redirected log as they happen
+    (``nohup attnlab findings > log``), not when Python's block buffer fills."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure") and not stream.line_buffering:
+            stream.reconfigure(line_buffering=True)
+
+
 def main(args: list[str] | None = None) -> None:
     """Entry point of the ``attnlab`` console script (``args``: the arguments after ``attnlab``)."""
     argv = sys.argv[1:] if args is None else list(args)
@@ -88,6 +96,7 @@ def main(args: list[str] | None = None) -> None:
         return
     commands = _experiment_commands()
     if name in commands:
+        _line_buffered()
         raise SystemExit(commands[name](argv[1:]))
     close = difflib.get_close_matches(name, [*LIGHTNING, *commands], n=1)
     hint = f"; did you mean {close[0]}?" if close else f"; choose one of: {', '.join([*LIGHTNING, *commands])}"

@@ -110,3 +110,19 @@ def test_dashboard_without_entity_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exit_info:
         dashboard_main(["positions"])
     assert exit_info.value.code == 2 and "--entity" in capsys.readouterr().err
+
+
+def test_long_commands_write_their_progress_lines_through_to_a_redirected_log(monkeypatch):
+    """``nohup attnlab findings > log``: the progress lines must not sit in Python's block buffer."""
+    import io
+    import sys
+
+    from attnlab.cli import _line_buffered
+
+    raw = io.BytesIO()
+    out = io.TextIOWrapper(raw, encoding="utf-8")  # what a redirected stdout is: not line buffered
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(sys, "stderr", io.TextIOWrapper(io.BytesIO(), encoding="utf-8"))
+    _line_buffered()
+    print("findings: 1/205 trials")
+    assert raw.getvalue() == b"findings: 1/205 trials\n"

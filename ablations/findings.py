@@ -150,6 +150,7 @@ def report_question(question: Question, *, root: Path, out: Path) -> QuestionRes
         figures=[str(f.relative_to(out)) for f in figures],
         warning=report.warning,
         trial_wall_s=sum(float(r.info.get("wall_time_s", 0.0) or 0.0) for r in runs),
+        trials_span=_trial_span(runs),
         trials=len(runs),
         commits=_distinct(r.info.get("git_commit") for r in runs),
         cpus=_distinct((r.info.get("environment") or {}).get("cpu") for r in runs),
@@ -158,6 +159,24 @@ def report_question(question: Question, *, root: Path, out: Path) -> QuestionRes
     )
     result.save(out)
     return result
+
+
+def _trial_span(runs: Sequence[Any]) -> list[float] | None:
+    """[first start, last end] of the runs' trials (epoch seconds), from the runner's trial.json: its
+    ``finished`` time (else the file's modification time) minus the trial's wall time."""
+    import json
+
+    starts, ends = [], []
+    for r in runs:
+        path = r.run_dir / "trial.json"
+        try:
+            trial = json.loads(path.read_text())
+            end = float(trial.get("finished") or path.stat().st_mtime)
+            starts.append(end - float(trial["wall_s"]))
+            ends.append(end)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return [min(starts), max(ends)] if starts else None
 
 
 def _distinct(values: Any) -> list[str]:

@@ -31,6 +31,7 @@ class QuestionResult:
     figures: list[str]
     warning: str | None = None
     trial_wall_s: float | None = None
+    trials_span: list[float] | None = None  # [first trial's start, last trial's end], epoch seconds
     trials: int = 0
     commits: list[str] = field(default_factory=list)
     cpus: list[str] = field(default_factory=list)
@@ -67,6 +68,21 @@ def load_results(out: Path, order: Sequence[str]) -> list[QuestionResult]:
 def hms(seconds: float) -> str:
     s = int(round(seconds))
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def _utc(epoch: float) -> str:
+    return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _span_line(results: Sequence[QuestionResult]) -> list[str]:
+    """When the trials of every question below ran: first start to last end (one line; none if unrecorded)."""
+    spans = [r.trials_span for r in results if r.trials_span]
+    if not spans:
+        return []
+    lo, hi = min(s[0] for s in spans), max(s[1] for s in spans)
+    trials = sum(r.trials for r in results)
+    return [f"- **Trials ran:** {_utc(lo)} to {_utc(hi)}: {hms(hi - lo)} from the first trial's start to the last "
+            f"one's end ({trials} trials of {len(results)} questions, as recorded by the runner)"]
 
 
 def _cell(text: str) -> str:
@@ -118,6 +134,7 @@ def readme(results: Sequence[QuestionResult], *, command: str, wall_s: float, mi
         f"- **CPU:** {cpu_model()} ({os.cpu_count()} logical cores visible)",
         f"- **Wall time:** {hms(wall_s)} for this invocation (finished trials are skipped on a rerun); "
         f"{hms(trial_wall)} summed over the trials' own training wall times, every question below",
+        *_span_line(results),
         "- **Scale:** `--scale quick` presets (`ablations/questions.py`); seeds per arm as in each sweep file. "
         'Verdicts read paired-by-seed 95% intervals (`ablations/stats.py`); "not shown at this scale" means '
         "the arms that should learn the task did not, with the scale at which the finding should show; "

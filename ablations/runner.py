@@ -202,7 +202,8 @@ def finish_trial(running: _Running, plan: SweepPlan) -> Outcome:
     metrics = read_summary(trial.run_dir).metrics
     value = metrics.get(plan.metric) if plan.metric else None
     wall = time.time() - running.started
-    _write_trial_json(trial, plan, status=status, returncode=rc, wall_s=round(wall, 1), metric=value)
+    _write_trial_json(trial, plan, status=status, returncode=rc, wall_s=round(wall, 1), metric=value,
+                      finished=round(time.time(), 1))
     return Outcome(trial=trial, status=status, returncode=rc, metric=value, wall_s=wall,
                    summary_metrics={k: v for k, v in metrics.items() if isinstance(v, (int, float))})
 

@@ -26,12 +26,19 @@ Answer = Literal["supported", "not supported", "inconclusive", "not shown at thi
 
 @dataclass(frozen=True)
 class Check:
-    """One part of a claim: its answer, the reason when inconclusive, and the numbers behind it."""
+    """One part of a claim: its answer, the reason when inconclusive, and the numbers behind it.
+
+    ``resolves``: half the width of a comparison's paired 95% interval, the smallest difference these seeds
+    can tell from noise. ``control``: a precondition (e.g. equal parameter counts), not a finding; a
+    question whose findings are all "not shown at this scale" answers that, whatever its controls say.
+    """
 
     claim: str
     answer: Answer
     detail: str
     why: str = ""
+    resolves: float = math.nan
+    control: bool = False
 
     def text(self) -> str:
         why = f" ({self.why})" if self.why else ""
@@ -82,7 +89,11 @@ def better(
     if outcome != "n too small" and negligible > 0 and -negligible < cmp.lo and cmp.hi < negligible:
         return Check(claim, "not supported", detail + f"; |Δ| < {negligible:g} (negligible)")
     return Check(
-        claim, "inconclusive", detail, why=outcome if outcome == "n too small" else "difference within seed noise"
+        claim,
+        "inconclusive",
+        detail,
+        why=outcome if outcome == "n too small" else "difference within seed noise",
+        resolves=(cmp.hi - cmp.lo) / 2,
     )
 
 
@@ -159,7 +170,8 @@ def at_scale(check: Check, why: str) -> Check:
     """
     if check.answer != "inconclusive" or check.why != "difference within seed noise":
         return check
-    return Check(check.claim, "not shown at this scale", check.detail, why=f"within seed noise at this scale; {why}")
+    noise = f"within seed noise at this scale (these seeds resolve about ±{check.resolves:.3g})"
+    return Check(check.claim, "not shown at this scale", check.detail, why=f"{noise}; {why}")
 
 
 def join(checks: Sequence[Check], gate: Check | None = None) -> str:
@@ -172,9 +184,10 @@ def join(checks: Sequence[Check], gate: Check | None = None) -> str:
     elif "not supported" in answers:
         head = "not supported"
     elif answers and set(answers) <= {"supported", "not shown at this scale"}:
-        unshown = answers.count("not shown at this scale")
-        head = "not shown at this scale" if unshown == len(answers) else (
-            f"supported where shown ({len(answers) - unshown} of {len(answers)} checks; "
+        findings = [c.answer for c in checks if not c.control] or answers
+        unshown = findings.count("not shown at this scale")
+        head = "not shown at this scale" if unshown == len(findings) else (
+            f"supported where shown ({len(findings) - unshown} of {len(findings)} findings; "
             f"{unshown} not shown at this scale)")
     else:
         whys = sorted({c.why for c in checks if c.answer == "inconclusive" and c.why})

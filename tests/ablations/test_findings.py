@@ -88,3 +88,19 @@ def test_progress_eta_uses_the_trials_that_ran(tmp_path: Path):
     progress.update(Outcome(trial=trial, status="finished", wall_s=100.0))
     progress.update(Outcome(trial=trial, status="finished", wall_s=60.0))
     assert progress.eta_s() == pytest.approx(7 * 80.0 / 2)  # 7 left, 80 s each, 2 at once
+
+
+def test_the_readme_says_when_the_trials_ran(tmp_path: Path):
+    """The header spans the first trial's start to the last one's end, from the runner's trial.json records,
+    so a report rebuilt later (``--report-only``) still shows how long the run took."""
+    root, out = tmp_path / "runs", tmp_path / "docs"
+    _finished_scaling(root)
+    runs = sorted(p for p in (root / "scaling").iterdir() if p.is_dir())
+    t0 = 1_764_583_200.0  # 2025-12-01 10:00 UTC
+    for i, run in enumerate(runs):
+        (run / "trial.json").write_text(json.dumps({"status": "finished", "wall_s": 50.0, "finished": t0 + 10 * i}))
+    assert findings_main(["--root", str(root), "--out", str(out), "--only", "scaling", "--report-only"]) == 0
+    span = 50 + 10 * (len(runs) - 1)
+    line = next(x for x in (out / "README.md").read_text().splitlines() if x.startswith("- **Trials ran:**"))
+    assert "2025-12-01 09:59 UTC to 2025-12-01 10:" in line and f"{span // 60}:{span % 60:02d} from the first" in line
+    assert f"({len(runs)} trials of 1 questions" in line

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,7 @@ def test_grid_runs_every_point_records_failures_and_reruns_skip(fake_sweep, tmp_
     assert status["seed=1,x=bad"] == "failed" and status["seed=2,x=nan"] == "diverged"
     failed = json.loads((root / "fake" / "seed=1,x=bad" / "trial.json").read_text())
     assert failed["status"] == "failed" and failed["returncode"] == 2
+    assert abs(failed["finished"] - time.time()) < 600 and failed["wall_s"] >= 0  # when it ended, for the span
     assert "not allowed" in (root / "fake" / "seed=1,x=bad" / "trial.log").read_text()
     argv = json.loads((root / "fake" / "seed=2,x=1" / "summary.json").read_text())["argv"]
     assert argv[1:] == ["fit", "--fixed=7", "--seed_everything=2", "--x=1", f"--run.root={root.resolve()}",

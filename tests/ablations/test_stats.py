@@ -187,13 +187,15 @@ def test_a_comparison_beyond_the_quick_scale_is_not_shown_only_when_within_noise
     """``at_scale`` turns "within seed noise" into "not shown at this scale" with its reason, and nothing else."""
     stats = {("a",): arm(m=(0.9, 0.7, 0.8)), ("b",): arm(m=(0.8, 0.8, 0.75)), ("c",): arm(m=(0.5, 0.3, 0.4))}
     noisy = at_scale(better(stats, ("a",), ("b",), metric="m", goal="maximize"), "needs d_k 512")
-    assert noisy.answer == "not shown at this scale" and "within seed noise at this scale; needs d_k 512" in noisy.why
+    assert noisy.answer == "not shown at this scale" and noisy.why.endswith("; needs d_k 512")
+    assert noisy.why.startswith("within seed noise at this scale (these seeds resolve about ±0.259)")
     clear = better(stats, ("a",), ("c",), metric="m", goal="maximize")
     wrong = better(stats, ("c",), ("a",), metric="m", goal="maximize")
     assert at_scale(clear, "x") == clear and at_scale(wrong, "x") == wrong
     assert at_scale(better(stats, ("a",), ("zz",), metric="m", goal="maximize"), "x").answer == "inconclusive"
     line = join([clear, noisy])
-    assert verdict_word(line) == "supported where shown" and line.startswith("supported where shown (1 of 2 checks")
+    assert verdict_word(line) == "supported where shown" and line.startswith("supported where shown (1 of 2 findings")
+    assert "these seeds resolve about ±" in noisy.why
     assert verdict_word(join([noisy])) == "not shown at this scale"
     assert verdict_word(join([wrong, noisy])) == "not supported"
 
@@ -205,11 +207,15 @@ def test_heads_too_narrow_within_noise_is_supported_where_shown():
     stats = {(1,): h(0.5, 0.52, 0.48), (4,): h(0.8, 0.82, 0.81), (8,): h(0.9, 0.92, 0.91), (16,): h(0.9, 0.6, 0.8)}
     line = claims.heads(stats)
     assert verdict_word(line) == "supported where shown", line
-    assert "16 heads (d_k 4): not shown at this scale (within seed noise at this scale; Vaswani" in line
+    assert "16 heads (d_k 4): not shown at this scale (within seed noise at this scale (these seeds resolve" in line
+    assert "8 heads beat 1 head: supported" in line
     stats[(16,)] = h(0.5, 0.52, 0.55)
     assert verdict_word(claims.heads(stats)) == "supported"
     stats[(1,)] = h(0.95, 0.96, 0.97)  # one head clearly better: the scale note cannot hide it
     assert verdict_word(claims.heads(stats)) == "not supported"
+    stats[(1,)], stats[(16,)] = h(0.9, 0.7, 0.85), h(0.9, 0.6, 0.8)  # both within noise: equal parameters
+    line = claims.heads(stats)  # (a control, not a finding) cannot make it "supported where shown"
+    assert verdict_word(line) == "not shown at this scale" and "equal parameter counts: supported" in line, line
 
 
 def test_derived_length_numbers_and_steps_to_target():

@@ -76,6 +76,31 @@ def test_figures_without_wandb_are_drawn_once_at_the_end_of_fit(tmp_path, monkey
     assert len(drawn) == 2 and drawn[1][0] == "validate", drawn
 
 
+def test_figures_with_wandb_are_spread_over_training(tmp_path, monkeypatch):
+    """With W&B each drawing is kept, but only at the first validation past each of ``max_drawings`` evenly
+    spaced steps: 6 validations over 12 steps, max_drawings 3 -> steps 4, 8, 12 (epochs 1, 3, 5), the last
+    in that validation (none owed at the end of fit)."""
+    from lightning.pytorch.loggers import WandbLogger
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    drawn = []
+    original = AttentionFigures._draw
+
+    def counting(self, trainer, pl_module, epoch):
+        drawn.append((trainer.state.stage, trainer.global_step, epoch))
+        original(self, trainer, pl_module, epoch)
+
+    monkeypatch.setattr(AttentionFigures, "_draw", counting)
+    torch.manual_seed(0)
+    logger = WandbLogger(save_dir=str(tmp_path), offline=True, project="t")
+    trainer = _trainer(tmp_path, [AttentionFigures(run_dir=tmp_path, max_drawings=3)], max_epochs=6, logger=logger)
+    trainer.fit(RecurrentAttentionModel(**SMALL), datamodule=_data())
+    logger.experiment.finish()
+    assert drawn == [("validate", 4, 1), ("validate", 8, 3), ("validate", 12, 5)], drawn
+    with pytest.raises(ValueError, match="max_drawings"):
+        AttentionFigures(run_dir=tmp_path, max_drawings=0)
+
+
 def test_fit_writes_trajectory_figures_and_metrics(tmp_path):
     torch.manual_seed(0)
     model = RecurrentAttentionModel(**SMALL)

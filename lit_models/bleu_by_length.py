@@ -5,8 +5,8 @@ length: an encoder-decoder without attention degrades on long sentences, one wit
 less. :class:`BLEUByLength` groups hypotheses by source length into buckets of ``width`` tokens
 (``len_001_005``, ``len_006_010``, ... as ``acc_by_len`` names them) and computes SacreBLEU's corpus
 BLEU (13a tokenization, no smoothing, the settings of ``test/bleu``) within each bucket, with
-torchmetrics' :class:`~torchmetrics.text.SacreBLEUScore` per bucket — the same implementation as
-the overall score. Deviation from the papers: lengths are counted in source tokens (words for
+:class:`~lit_models.metrics.CorpusSacreBLEU` per bucket — the same implementation as the overall
+score. Deviation from the papers: lengths are counted in source tokens (words for
 word vocabularies, subword pieces for SentencePiece), not in words.
 """
 
@@ -17,9 +17,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 from torchmetrics import Metric
-from torchmetrics.text import SacreBLEUScore
 
-from lit_models.metrics import LENGTH_BUCKET
+from lit_models.metrics import LENGTH_BUCKET, CorpusSacreBLEU
 
 SOURCE_BUCKETS = 16  # the last bucket also holds every longer source
 
@@ -40,7 +39,7 @@ class BLEUByLength(Metric):
     def __init__(self, *, width: int = LENGTH_BUCKET, buckets: int = SOURCE_BUCKETS) -> None:
         super().__init__()
         self.width = width
-        self.per_bucket = nn.ModuleList(SacreBLEUScore(tokenize="13a") for _ in range(buckets))
+        self.per_bucket = nn.ModuleList(CorpusSacreBLEU() for _ in range(buckets))
         self.add_state("count", torch.zeros(buckets), dist_reduce_fx="sum")
 
     def update(self, hyps: Sequence[str], refs: Sequence[Sequence[str]], lengths: Tensor) -> None:

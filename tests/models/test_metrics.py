@@ -17,6 +17,14 @@ def test_bleu_and_chrf_match_sacrebleu():
     assert chrf == pytest.approx(CHRF(word_order=0).corpus_score(HYPS, [REFS]).score, abs=0.01)
 
 
+def test_sacrebleu_metrics_reject_unpaired_references_and_score_an_empty_corpus_zero():
+    metrics = build_seq2seq_metrics()
+    with pytest.raises(ValueError, match="2 hypotheses but 1 reference lists"):
+        metrics["bleu"].update(["a b", "c"], [["a b"]])
+    metrics["bleu"].update([], [])
+    assert float(metrics["bleu"].compute()) == 0.0
+
+
 def test_signatures_name_the_settings():
     sig = metric_signatures()
     assert "tok:13a" in sig["bleu_signature"] and "smooth:none" in sig["bleu_signature"]

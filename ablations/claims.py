@@ -1,4 +1,5 @@
-"""Each question's claim as the paper states it, tested on the probe that measures it.
+"""Each question's claim as the paper states it, tested on the probe that measures it: the Transformer
+questions and sentiment pooling here, the recurrent and captioning ones in ``ablations.claims_recurrent``.
 
 Every verdict first asks whether the arms that should learn the task learned it at all; if not it
 answers "not shown at this scale" with the scale at which the finding should show (``SHOWS_AT``),
@@ -13,7 +14,6 @@ from ablations.verdicts import (
     ArmStats,
     Check,
     at_least,
-    at_most,
     at_scale,
     better,
     get,
@@ -47,84 +47,11 @@ SHOWS_AT = {
 }
 
 
-def _best(stats: ArmStats, arms: list[tuple], metric: str, *, maximize: bool = True) -> tuple:
+def best_arm(stats: ArmStats, arms: list[tuple], metric: str, *, maximize: bool = True) -> tuple:
     present = [a for a in arms if get(stats, a, metric) is not None]
     if not present:
         return arms[0]
     return max(present, key=lambda a: get(stats, a, metric).mean * (1 if maximize else -1))
-
-
-def bottleneck(stats: ArmStats) -> str:
-    """Bahdanau et al. 2015 Fig. 2, Cho et al. 2014: accuracy falls with length without attention, stays
-    near flat with soft attention over the training lengths; hard attention (REINFORCE) learns more slowly."""
-    soft = [("additive",), ("dot",), ("general",)]
-    gate = learned(stats, soft, metric=EXACT, threshold=0.3, goal="maximize", shows_at=SHOWS_AT["attention_bottleneck"])
-    best = _best(stats, soft, EXACT)
-    checks = [
-        better(
-            stats,
-            best,
-            ("none",),
-            metric=EXACT,
-            goal="maximize",
-            negligible=NEGLIGIBLE,
-            claim=f"soft attention ({name(best)}) beats none",
-        ),
-        at_least(
-            stats,
-            ("none",),
-            metric=LEN_DROP,
-            bound=0.2,
-            claim="without attention exact match falls with length (shortest minus longest training bucket)",
-        ),
-        at_most(
-            stats, best, metric=LEN_DROP, bound=0.15, claim=f"{name(best)} stays near flat over the training lengths"
-        ),
-        better(
-            stats,
-            best,
-            ("none",),
-            metric=LEN_DROP,
-            goal="minimize",
-            claim="the fall with length is smaller with attention",
-        ),
-    ]
-    if get(stats, ("hard",), EXACT) is not None:
-        checks.append(
-            better(
-                stats,
-                best,
-                ("hard",),
-                metric=EXACT,
-                goal="maximize",
-                claim="hard attention learns more slowly than soft",
-            )
-        )
-    return join(checks, gate)
-
-
-def bottleneck_translation(stats: ArmStats) -> str:
-    """Cho et al. 2014 Fig. 4, Bahdanau et al. 2015 Fig. 2: BLEU of the fixed-vector encoder-decoder falls
-    as source sentences get longer; with additive attention it stays nearly flat (read as the drop from
-    the shortest to the longest source-length bucket of test BLEU)."""
-    bleu, drop = "test/bleu", "test/len_drop/bleu_by_len"
-    gate = learned(stats, [("additive",)], metric=bleu, threshold=0.1, goal="maximize",
-                   shows_at=SHOWS_AT["bottleneck_translation"])
-    beats = better(stats, ("additive",), ("none",), metric=bleu, goal="maximize", claim="additive attention beats none")
-    none = get(stats, ("none",), bleu)
-    if gate is None and none is not None and none.mean < 0.05:  # no BLEU even on short sources: no fall can show
-        gate = Check("the fixed-vector model translates short sentences", "not shown at this scale",
-                     f"none reaches {bleu} {none.mean:.3f}, so its fall with source length cannot be read",
-                     why=f"expected at {SHOWS_AT['bottleneck_translation']}")
-        return join([], gate) + " | " + beats.text()
-    checks = [
-        beats,
-        at_least(stats, ("none",), metric=drop, bound=0.1,
-                 claim="without attention BLEU falls with source length (shortest minus longest bucket)"),
-        better(stats, ("additive",), ("none",), metric=drop, goal="minimize",
-               claim="the fall with length is smaller with attention"),
-    ]
-    return join(checks, gate)
 
 
 def scaling(stats: ArmStats) -> str:
@@ -297,7 +224,7 @@ def heads(stats: ArmStats) -> str:
     """Vaswani et al. 2017 Table 3 (A): equal parameters; one head worse than several; very narrow heads worse."""
     several = [(4,), (8,)]
     gate = learned(stats, several, metric=EXACT, threshold=0.3, goal="maximize", shows_at=SHOWS_AT["heads"])
-    best = _best(stats, several, EXACT)
+    best = best_arm(stats, several, EXACT)
     checks = [
         _equal_parameters(stats, [(1,), (4,), (8,), (16,)]),
         at_scale(
@@ -326,77 +253,6 @@ def _equal_parameters(stats: ArmStats, arms: list[tuple], tolerance: float = 0.0
     lo, hi = min(counts.values()), max(counts.values())
     detail = "parameters: " + ", ".join(f"{k} {int(v):,}" for k, v in counts.items())
     return Check(claim, "supported" if hi <= lo * (1 + tolerance) else "not supported", detail, control=True)
-
-
-def cells_adding(stats: ArmStats) -> str:
-    """Hochreiter & Schmidhuber 1997, exp. 4: gated cells solve T = 100; the Elman RNN stays at the mean
-    predictor (MSE ≈ 1/6 for a target X1 + X2 with X uniform in [0, 1])."""
-    gated = [("lstm",), ("gru",), ("lstm_peephole",)]
-    gate = learned(stats, gated, metric="val/mse", threshold=0.05, goal="minimize", shows_at=SHOWS_AT["cells_adding"])
-    best = _best(stats, gated, "val/mse", maximize=False)
-    checks = [
-        at_most(stats, best, metric="val/mse", bound=0.05, claim=f"{name(best)} solves the task (MSE ≤ 0.05)"),
-        better(stats, best, ("rnn",), metric="val/mse", goal="minimize", claim=f"{name(best)} beats the Elman RNN"),
-        at_least(stats, ("rnn",), metric="val/mse", bound=0.12, claim="the Elman RNN stays near the mean predictor"),
-    ]
-    return join(checks, gate)
-
-
-# Spans an Elman RNN still bridges through the fixed vector: on the quick preset's 3-15 tokens it beat every
-# gated cell (rnn 0.39, gru 0.32, lstm 0.13; 3 seeds, 2026-12-01), so the long-span claim needs longer sequences.
-LONG_SPAN = 30
-
-
-def cells(stats: ArmStats) -> str:
-    """Bengio et al. 1994; Chung et al. 2014: gated cells carry a sequence through the fixed vector better.
-
-    The claim is about long spans (vanishing gradients over many steps): runs whose longest training
-    sequence is shorter than ``LONG_SPAN`` answer "not shown at this scale" with the measured comparison.
-    """
-    gated = [("gru",), ("lstm",), ("lstm_peephole",)]
-    gate = learned(stats, gated, metric=EXACT, threshold=0.3, goal="maximize", shows_at=SHOWS_AT["cells"])
-    best = _best(stats, gated, EXACT)
-    check = better(stats, best, ("rnn",), metric=EXACT, goal="maximize", negligible=NEGLIGIBLE,
-                   claim=f"{name(best)} beats the Elman RNN")
-    return join([check], gate or _short_spans(stats, [*gated, ("rnn",)], check))
-
-
-def _short_spans(stats: ArmStats, arms: list[tuple], check: Check) -> Check | None:
-    """A "not shown at this scale" gate when every arm trained on sequences shorter than ``LONG_SPAN``."""
-    lens = [s.mean for a in arms if (s := get(stats, a, "run/max_len")) is not None]
-    if not lens or max(lens) >= LONG_SPAN:
-        return None
-    return Check(
-        "the sequences are long enough for gradients to vanish",
-        "not shown at this scale",
-        f"training sequences of at most {int(max(lens))} tokens; measured: {check.text()}",
-        why=f"the claim concerns spans of {LONG_SPAN}+ steps; expected to show at {SHOWS_AT['cells']}",
-    )
-
-
-def caption(stats: ArmStats) -> str:
-    """Xu et al. 2015: soft and hard attention beat the mean-feature captioner; attention localises the
-    named object better than uniform attention would."""
-    checks = [
-        better(stats, ("additive",), ("none",), metric="test/bleu4", goal="maximize",
-               claim="additive beats none on BLEU-4"),
-        at_scale(better(stats, ("hard",), ("none",), metric="test/bleu4", goal="maximize",
-                        claim="hard beats none on BLEU-4"),
-                 "REINFORCE's gradient variance slows hard attention, which Xu et al. trained to convergence; "
-                 "expected at " + SHOWS_AT["caption_attention"]),
-    ]
-    checks.append(
-        better(
-            stats,
-            ("additive",),
-            ("additive",),
-            metric="val/localisation",
-            metric_b="val/localisation_uniform",
-            goal="maximize",
-            claim="additive attention localises better than uniform",
-        )
-    )
-    return join(checks)
 
 
 def sentiment(stats: ArmStats) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ablations import claims
+from ablations import claims, claims_recurrent
 from ablations.stats import Stat
 from ablations.verdicts import better, join
 
@@ -239,7 +239,7 @@ QUESTIONS: dict[str, Question] = {
             expected="Without attention accuracy falls with sequence length (the fixed-vector bottleneck, Cho "
                      "et al. 2014); soft attention keeps long sequences right (Bahdanau et al. 2015); hard "
                      "attention learns more slowly (REINFORCE variance, Xu et al. 2015).",
-            verdict=claims.bottleneck, quick=QUICK_RECURRENT, target=0.5,
+            verdict=claims_recurrent.bottleneck, quick=QUICK_RECURRENT, target=0.5,
             claim="without attention accuracy falls with length; soft attention stays flat; hard learns slower",
             source="Bahdanau et al. 2015, Fig. 2; Cho et al. 2014",
             full="attnlab sweep sweeps/attention_bottleneck.yaml (rnn_reverse.yaml as written)",
@@ -251,7 +251,7 @@ QUESTIONS: dict[str, Question] = {
             expected="Without attention an encoder-decoder's BLEU falls as source sentences get longer (the "
                      "fixed-length vector; Cho et al. 2014, Fig. 4); with additive attention it stays nearly "
                      "flat across lengths (Bahdanau et al. 2015, Fig. 2).",
-            verdict=claims.bottleneck_translation,
+            verdict=claims_recurrent.bottleneck_translation,
             quick=("--trainer.max_epochs=2", "--data.train_size=6000", "--data.val_size=200",
                    "--trainer.log_every_n_steps=10"),
             claim="without attention BLEU falls with source length; additive attention stays near flat",
@@ -289,7 +289,7 @@ QUESTIONS: dict[str, Question] = {
             probes=("val/loss", "train/grad_norm/"),
             expected="Gated cells carry two values across T steps; the Elman RNN stays near the mean predictor "
                      "(MSE ~ 1/6) at T = 100 (Hochreiter & Schmidhuber 1997, experiment 4).",
-            verdict=claims.cells_adding, quick=QUICK_ADDING,
+            verdict=claims_recurrent.cells_adding, quick=QUICK_ADDING,
             claim="gated cells solve the adding problem at T = 100; the Elman RNN stays at the mean predictor",
             source="Hochreiter & Schmidhuber 1997, exp. 4 (Table 7)",
             full="attnlab sweep sweeps/cells_adding.yaml (adding.yaml: lr 0.01, 10 epochs)",
@@ -301,7 +301,7 @@ QUESTIONS: dict[str, Question] = {
             expected="A captioner that attends over the feature grid names several objects, in order, better "
                      "than one that sees only the mean feature, and its attention sits on the object each word "
                      "names; hard attention trains more noisily (Xu et al. 2015, §4-5 and Fig. 2-3).",
-            verdict=claims.caption,
+            verdict=claims_recurrent.caption,
             quick=("--trainer.max_epochs=2", "--data.train_size=2000", "--data.val_size=128",
                    "--data.test_size=128", "--trainer.log_every_n_steps=5"),
             claim="soft and hard attention beat the mean-feature captioner and localise the named object",
@@ -317,7 +317,7 @@ QUESTIONS: dict[str, Question] = {
                      "at this scale the question measures capacity through the fixed vector more than gradient "
                      "flow; the long-span form of the claim is cells_adding (T = 100) and the full preset "
                      "(lengths 5-50).",
-            verdict=claims.cells, quick=QUICK_RECURRENT, target=0.5,
+            verdict=claims_recurrent.cells, quick=QUICK_RECURRENT, target=0.5,
             claim="gated cells carry a sequence through the fixed vector better than the Elman RNN",
             source="Bengio et al. 1994; Chung et al. 2014",
             full="attnlab sweep sweeps/cells.yaml",

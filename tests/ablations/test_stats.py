@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from ablations import claims
+from ablations import claims, claims_recurrent
 from ablations.stats import Stat, compare, sign_flip_p, stat, t975
 from ablations.verdicts import at_scale, better, join, similar, verdict_word
 
@@ -77,15 +77,15 @@ def bottleneck_stats(none_drop: tuple[float, ...], soft_acc: float = 0.9) -> dic
 
 
 def test_bottleneck_reads_the_fall_with_length():
-    line = claims.bottleneck(bottleneck_stats(none_drop=(0.7, 0.75, 0.8)))
+    line = claims_recurrent.bottleneck(bottleneck_stats(none_drop=(0.7, 0.75, 0.8)))
     assert verdict_word(line) == "supported", line
     assert "stays near flat" in line and "falls with length" in line
-    flat_none = claims.bottleneck(bottleneck_stats(none_drop=(0.02, 0.05, 0.04)))
+    flat_none = claims_recurrent.bottleneck(bottleneck_stats(none_drop=(0.02, 0.05, 0.04)))
     assert verdict_word(flat_none) == "not supported"
 
 
 def test_nothing_learned_is_not_shown_at_this_scale_not_unsupported():
-    line = claims.bottleneck(bottleneck_stats(none_drop=(0.0, 0.0, 0.0), soft_acc=0.01))
+    line = claims_recurrent.bottleneck(bottleneck_stats(none_drop=(0.0, 0.0, 0.0), soft_acc=0.01))
     assert verdict_word(line) == "not shown at this scale" and "expected to show at the full preset" in line
 
 
@@ -167,9 +167,9 @@ def test_adding_problem_mean_predictor():
         ("gru",): cell(0.01, 0.02, 0.01),
         ("lstm_peephole",): cell(0.003, 0.002, 0.004),
     }
-    assert verdict_word(claims.cells_adding(stats)) == "supported"
+    assert verdict_word(claims_recurrent.cells_adding(stats)) == "supported"
     stuck = {k: cell(0.17, 0.18, 0.175) for k in stats}
-    assert verdict_word(claims.cells_adding(stuck)) == "not shown at this scale"
+    assert verdict_word(claims_recurrent.cells_adding(stuck)) == "not shown at this scale"
 
 
 def test_heads_reports_equal_parameter_counts():
@@ -282,9 +282,9 @@ def test_bottleneck_translation_is_not_shown_when_none_translates_nothing():
     def tr(bleu: float, drop: float) -> dict:
         return arm(test__bleu=(bleu, bleu + 0.01, bleu - 0.005), test__len_drop__bleu_by_len=(drop, drop, drop))
 
-    line = claims.bottleneck_translation({("additive",): tr(0.2, 0.03), ("none",): tr(0.01, -0.01)})
+    line = claims_recurrent.bottleneck_translation({("additive",): tr(0.2, 0.03), ("none",): tr(0.01, -0.01)})
     assert verdict_word(line) == "not shown at this scale" and "additive attention beats none: supported" in line
-    line = claims.bottleneck_translation({("additive",): tr(0.3, 0.03), ("none",): tr(0.15, 0.12)})
+    line = claims_recurrent.bottleneck_translation({("additive",): tr(0.3, 0.03), ("none",): tr(0.15, 0.12)})
     assert verdict_word(line) == "supported", line
 
 
@@ -299,8 +299,8 @@ def test_cells_on_short_sequences_is_not_shown_at_this_scale():
         return {("rnn",): c(rnn, max_len), ("gru",): c(gru, max_len), ("lstm",): c(0.3, max_len),
                 ("lstm_peephole",): c(0.3, max_len)}
 
-    short = claims.cells(stats(0.4, 0.32, 15))
+    short = claims_recurrent.cells(stats(0.4, 0.32, 15))
     assert verdict_word(short) == "not shown at this scale", short
     assert "at most 15 tokens" in short and "gru beats the Elman RNN: not supported" in short
-    assert verdict_word(claims.cells(stats(0.4, 0.32, 50))) == "not supported"
-    assert verdict_word(claims.cells(stats(0.1, 0.8, 50))) == "supported"
+    assert verdict_word(claims_recurrent.cells(stats(0.4, 0.32, 50))) == "not supported"
+    assert verdict_word(claims_recurrent.cells(stats(0.1, 0.8, 50))) == "supported"

@@ -55,17 +55,23 @@ def test_overfits_one_batch():
     assert right >= 15 and ce < 0.3, f"{right}/16 right, cross-entropy {ce:.3f} (chance: 1.6/16, ln 10 = 2.30)"
 
 
-def test_figures_without_wandb_are_drawn_once_at_the_end_of_fit(tmp_path, monkeypatch):
-    """Without W&B only the last drawing of a fit is read (each overwrites figures/): 3 validations, 1
-    drawing, at the end of fit and in eval mode; ``validate`` draws at once."""
+def _count_drawings(monkeypatch, record) -> list:
+    """Every ``AttentionFigures._draw`` call, as ``record(trainer, pl_module, epoch)``, in order."""
     drawn = []
     original = AttentionFigures._draw
 
     def counting(self, trainer, pl_module, epoch):
-        drawn.append((trainer.state.stage, pl_module.training, epoch))
+        drawn.append(record(trainer, pl_module, epoch))
         original(self, trainer, pl_module, epoch)
 
     monkeypatch.setattr(AttentionFigures, "_draw", counting)
+    return drawn
+
+
+def test_figures_without_wandb_are_drawn_once_at_the_end_of_fit(tmp_path, monkeypatch):
+    """Without W&B only the last drawing of a fit is read (each overwrites figures/): 3 validations, 1
+    drawing, at the end of fit and in eval mode; ``validate`` draws at once."""
+    drawn = _count_drawings(monkeypatch, lambda trainer, module, epoch: (trainer.state.stage, module.training, epoch))
     torch.manual_seed(0)
     model = RecurrentAttentionModel(**SMALL)
     trainer = _trainer(tmp_path, [AttentionFigures(run_dir=tmp_path)], max_epochs=3)
@@ -83,14 +89,7 @@ def test_figures_with_wandb_are_spread_over_training(tmp_path, monkeypatch):
     from lightning.pytorch.loggers import WandbLogger
 
     monkeypatch.setenv("WANDB_MODE", "offline")
-    drawn = []
-    original = AttentionFigures._draw
-
-    def counting(self, trainer, pl_module, epoch):
-        drawn.append((trainer.state.stage, trainer.global_step, epoch))
-        original(self, trainer, pl_module, epoch)
-
-    monkeypatch.setattr(AttentionFigures, "_draw", counting)
+    drawn = _count_drawings(monkeypatch, lambda trainer, _, epoch: (trainer.state.stage, trainer.global_step, epoch))
     torch.manual_seed(0)
     logger = WandbLogger(save_dir=str(tmp_path), offline=True, project="t")
     trainer = _trainer(tmp_path, [AttentionFigures(run_dir=tmp_path, max_drawings=3)], max_epochs=6, logger=logger)

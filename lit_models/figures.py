@@ -119,7 +119,8 @@ class AttentionFigures(L.Callback):
 
     Args:
         run_dir: figures go to ``run_dir/figures``. every_n_epochs: consider validations of every n-th
-        epoch only. max_drawings: the most drawings one ``fit`` logs to W&B (the last at its end).
+        epoch only. max_drawings: the most drawings one ``fit`` logs to W&B (the last at its end);
+        ``--run.figure_drawings`` on the command line.
     """
 
     def __init__(self, *, run_dir: Path, every_n_epochs: int = 1, max_drawings: int = 8) -> None:

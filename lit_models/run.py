@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import lightning as L
 import torch
+from jsonargparse.typing import PositiveInt
 from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.loggers.logger import rank_zero_experiment
@@ -49,6 +50,8 @@ class RunOptions:
             each validation); bounds the work a crash or SIGKILL can cost.
         test_after_fit: after a finished ``fit``, test the best checkpoint in the same process and
             the same W&B run (for questions answered by a ``test/`` metric).
+        figure_drawings: with W&B, the most attention-figure drawings one ``fit`` keeps, at validations
+            spread evenly over training (``figures.AttentionFigures``); without W&B one is drawn, at the end.
     """
 
     root: str = "runs"
@@ -59,6 +62,7 @@ class RunOptions:
     wandb_project: str | None = None
     checkpoint_every_n_steps: int = 0
     test_after_fit: bool = False
+    figure_drawings: PositiveInt = 8
 
 
 def fresh_run_name() -> str:

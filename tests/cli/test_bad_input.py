@@ -54,6 +54,11 @@ def _copy_pair(tmp_path: Path, name: str) -> Path:
     return tmp_path / name
 
 
+def test_figure_drawings_must_be_positive(tmp_path, capsys):
+    line = _error_line(capsys, ["fit", *REVERSE, "--run.figure_drawings=0", f"--run.root={tmp_path}", "--print_config"])
+    assert "--run.figure_drawings" in line and "PositiveInt" in line
+
+
 def test_malformed_yaml_names_file_and_line(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_text("seed_everything: 1\ntrainer:\n  max_epochs: 1\n   devices: [1\n")

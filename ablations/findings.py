@@ -162,21 +162,11 @@ def report_question(question: Question, *, root: Path, out: Path) -> QuestionRes
 
 
 def _trial_span(runs: Sequence[Any]) -> list[float] | None:
-    """[first start, last end] of the runs' trials (epoch seconds), from the runner's trial.json: its
-    ``finished`` time (else the file's modification time) minus the trial's wall time."""
-    import json
-
-    starts, ends = [], []
-    for r in runs:
-        path = r.run_dir / "trial.json"
-        try:
-            trial = json.loads(path.read_text())
-            end = float(trial.get("finished") or path.stat().st_mtime)
-            starts.append(end - float(trial["wall_s"]))
-            ends.append(end)
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-    return [min(starts), max(ends)] if starts else None
+    """[first start, last end] of the runs' trials (epoch seconds), from the runner's records
+    (``results.load_run``: each trial's end minus its wall time)."""
+    ends = [(r.info["trial_finished"] - r.info["trial_wall_s"], r.info["trial_finished"])
+            for r in runs if "trial_finished" in r.info]
+    return [min(a for a, _ in ends), max(b for _, b in ends)] if ends else None
 
 
 def _distinct(values: Any) -> list[str]:

@@ -133,8 +133,18 @@ def load_run(run_dir: Path) -> RunRecord | None:
         experiment=run_dir.parent.name, name=run_dir.name, status=status, params=params,
         metrics=_floats(summary.get("metrics", {})), history=read_history(run_dir / "metrics.csv"),
         figures=sorted((run_dir / "figures").glob("*.png")), run_dir=run_dir,
-        info={k: summary[k] for k in INFO_KEYS if k in summary},
+        info={k: summary[k] for k in INFO_KEYS if k in summary} | _trial_times(run_dir, trial),
     )
+
+
+def _trial_times(run_dir: Path, trial: dict[str, Any]) -> dict[str, float]:
+    """The runner's ``trial_wall_s`` and ``trial_finished`` (epoch seconds; trial.json's modification time
+    when it predates the ``finished`` field), or nothing when the run has no runner record."""
+    try:
+        finished = float(trial.get("finished") or (run_dir / "trial.json").stat().st_mtime)
+        return {"trial_wall_s": float(trial["wall_s"]), "trial_finished": finished}
+    except (OSError, KeyError, TypeError, ValueError):
+        return {}
 
 
 def load_experiment(exp_dir: Path) -> list[RunRecord]:

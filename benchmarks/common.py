@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import Tensor
 
-from datamodules.batching import BOS, EOS
+from attnlab_core.tokens import BOS, EOS
 
 Precision = str  # "fp32" | "bf16" (bf16-mixed: autocast) | "bf16-true" (weights and optimizer state in bf16)
 PRECISIONS = ("fp32", "bf16", "bf16-true")

@@ -28,10 +28,10 @@ from types import SimpleNamespace
 
 import torch
 
+from attnlab_core.tokens import BOS, EOS, PAD
 from benchmarks.common import Size, interleaved_times, random_pair
 from benchmarks.systems import BUILDERS, System
 from benchmarks.training import train_step_fn
-from datamodules.batching import BOS, EOS, PAD
 from lit_models.blocks.decoding import greedy
 
 log = logging.getLogger(__name__)

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from attnlab_core.tokens import BOS, EOS, PAD
 from benchmarks.common import Size, no_eos_bias
-from datamodules.batching import BOS, EOS, PAD
 from lit_models.blocks.decoding import beam_search, greedy
 from lit_models.blocks.encoder_decoder import TokenEmbedding
 from lit_models.blocks.positions import SinusoidalPositions

@@ -7,29 +7,17 @@ PAD=0, BOS=1, EOS=2, UNK=3.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import lightning as L
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
+from attnlab_core.batches import RegressionBatch, Seq2SeqBatch, ids_to_text  # noqa: F401  (re-exported)
 from attnlab_core.tokens import BOS, EOS, PAD, UNK  # noqa: F401  (re-exported for datamodules)
 
 N_SPECIAL = 4
-
-
-class Seq2SeqBatch(NamedTuple):
-    """A padded batch of source/target pairs.
-
-    Attributes:
-        src: (B, S) source ids, right-padded with PAD (no BOS/EOS).
-        tgt: (B, T) target ids ``[BOS, y_1 .. y_n, EOS, PAD ...]``; decoder input is
-            ``tgt[:, :-1]`` and labels are ``tgt[:, 1:]``.
-    """
-
-    src: Tensor
-    tgt: Tensor
 
 
 def pad_sequences(seqs: Sequence[Sequence[int]], *, pad: int = PAD) -> Tensor:
@@ -49,45 +37,9 @@ def collate_pairs(pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> Seq2S
     return Seq2SeqBatch(src=src, tgt=tgt)
 
 
-class RegressionBatch(NamedTuple):
-    """A batch of real-valued sequences with one scalar target each.
-
-    Attributes:
-        x: (B, T, C) float inputs.
-        y: (B,) float targets.
-    """
-
-    x: Tensor
-    y: Tensor
-
-
 def collate_regression(items: Sequence[tuple[Tensor, Tensor]]) -> RegressionBatch:
     """Stack ``(x (T, C), y ())`` items into a :class:`RegressionBatch` (x (B, T, C), y (B,))."""
     return RegressionBatch(x=torch.stack([i[0] for i in items]), y=torch.stack([i[1] for i in items]))
-
-
-def ids_to_text(ids: Sequence[int] | Tensor, *, itos: Sequence[str] | None = None) -> str:
-    """Render token ids as space-separated text, for BLEU and figure labels.
-
-    Stops at the first EOS and drops PAD and BOS. UNK is kept (as ``itos[UNK]`` or ``"<unk>"``) so an
-    unknown output never silently disappears from a hypothesis.
-
-    Args:
-        ids: (L,) token ids, e.g. one row of a decoded batch.
-        itos: id -> token string table; ``None`` renders content id ``i`` as ``"t{i}"``.
-    """
-    seq = ids.tolist() if isinstance(ids, Tensor) else list(ids)
-    words: list[str] = []
-    for i in seq:
-        if i == EOS:
-            break
-        if i in (PAD, BOS):
-            continue
-        if itos is not None:
-            words.append(itos[i])
-        else:
-            words.append("<unk>" if i == UNK else f"t{i}")
-    return " ".join(words)
 
 
 def distributed_world() -> tuple[int, int]:

@@ -39,6 +39,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 from torchvision.transforms import v2
 
+from attnlab_core.batches import IMAGE_MEAN, IMAGE_STD  # noqa: F401  (re-exported)
 from attnlab_core.errors import UsageError
 from datamodules.batching import BOS, EOS, SplitDataModule, build_dataloader, pad_sequences
 from datamodules.caption_sources import (
@@ -57,8 +58,6 @@ from datamodules.tokenization import WordVocab
 CaptionSource = Literal["shapes", "flickr8k", "flickr30k", "coco", "karpathy", "folder"]
 """Where the images and captions come from (see the module docstring)."""
 
-IMAGE_MEAN = (0.485, 0.456, 0.406)  # ImageNet statistics, what torchvision's pretrained weights expect
-IMAGE_STD = (0.229, 0.224, 0.225)
 SHAPES_SIZES = {"train": 6000, "val": 250, "test": 500}
 DEFAULT_IMAGE_DIRS = {"flickr8k": "flickr8k/Flicker8k_Dataset",  # the folder name inside the published archive
                       "flickr30k": "flickr30k/flickr30k-images", "coco": "coco"}

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
+from attnlab_core.batches import DigitBatch
 from datamodules.batching import STAGE_SPLITS, SplitDataModule, build_dataloader
 from datamodules.synthetic import Split, split_generator
 
@@ -170,14 +171,6 @@ def _paste(canvas: Tensor, pieces: Tensor, corners: Tensor) -> None:
     Every piece must lie inside its canvas."""
     index = _window_index(corners, size=pieces.size(-1), width=canvas.size(-1))
     canvas.view(canvas.size(0), -1).scatter_reduce_(1, index, pieces.flatten(1), reduce="amax")
-
-
-class DigitBatch(NamedTuple):
-    """images (B, 1, H, W) float in [0, 1]; labels (B,) long; boxes (B, 4) long (x0, y0, x1, y1) of the digit."""
-
-    images: Tensor
-    labels: Tensor
-    boxes: Tensor
 
 
 class DigitCanvases(Dataset):

@@ -28,13 +28,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Literal
 
 import numpy as np
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader
 
+from attnlab_core.batches import TextBatch
 from attnlab_core.errors import UsageError
 from datamodules.batching import N_SPECIAL, PAD, UNK, SplitDataModule, distributed_world
 from datamodules.download import Resource, extract, fetch
@@ -54,26 +55,6 @@ WIKITEXT: dict[str, Resource] = {
 WIKITEXT_DIR = {"wikitext2": "wikitext-2-raw", "wikitext103": "wikitext-103-raw"}
 SPLIT_FILES = {"train": "wiki.train.raw", "val": "wiki.valid.raw", "test": "wiki.test.raw"}
 FILE_SPLITS = {"train": (0.0, 0.9), "val": (0.9, 0.95), "test": (0.95, 1.0)}
-
-
-class TextBatch(NamedTuple):
-    """Windows of running text, all with the same context.
-
-    Attributes:
-        tokens: (B, C + 1) ids; inputs are ``tokens[:, :-1]``, targets ``tokens[:, 1:]``.
-        score_from: (B,) long; targets before this index are context only (not scored).
-        context: C, the window's context length (the metric key of ``ppl_by_ctx``).
-    """
-
-    tokens: Tensor
-    score_from: Tensor
-    context: int
-
-    def targets(self) -> Tensor:
-        """(B, C) next-token targets with PAD where not scored."""
-        labels = self.tokens[:, 1:]
-        index = torch.arange(labels.size(1), device=labels.device)[None, :]
-        return labels.masked_fill(index < self.score_from[:, None], PAD)
 
 
 def windows(length: int, *, context: int, stride: int | None) -> list[tuple[int, int]]:

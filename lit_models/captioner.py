@@ -33,7 +33,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from datamodules.batching import PAD
+from attnlab_core.tokens import PAD
 from lit_models.axes import Attention, Baseline, Cell, Forcing, LRSchedule, ScheduledDecay, VisionBackbone
 from lit_models.blocks.alignment import HardEval
 from lit_models.builders import build_captioner

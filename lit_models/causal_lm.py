@@ -2,12 +2,12 @@
 
 One module, two kinds of batch (the batch's type decides, as data, which loss and metrics apply):
 
-- :class:`~datamodules.batching.Seq2SeqBatch` (``datamodules.lm_tasks``): the sequence is
+- :class:`~attnlab_core.batches.Seq2SeqBatch` (``datamodules.lm_tasks``): the sequence is
   ``prompt · BOS · answer · EOS``; the loss covers the answer and EOS only (the prompt is context,
   never a target). Training follows ``forcing``; validation and test decode free-running through
   ``blocks.decoding`` with the KV cache, exactly like the encoder-decoder families, so the metrics
   are the same keys (``val/loss``, ``val/exact_match``, ``test/acc_by_len/...``, BLEU, chrF).
-- :class:`~datamodules.wikitext.TextBatch` (``datamodules.wikitext``): windows of running text;
+- :class:`~attnlab_core.batches.TextBatch` (``datamodules.wikitext``): windows of running text;
   next-token loss on every scored position. Evaluation logs ``{split}/loss`` (mean NLL per token,
   no label smoothing), ``{split}/ppl`` and ``{split}/ppl_by_ctx/ctx_NNNNN``: perplexity with NNNNN
   tokens of context per window (Press et al. 2022, §4: train at L, evaluate at L, 2L, 4L).
@@ -22,8 +22,8 @@ import torch.nn.functional as F
 from torch import Tensor
 from torchmetrics import Metric
 
-from datamodules.batching import BOS, EOS, PAD, Seq2SeqBatch
-from datamodules.wikitext import TextBatch
+from attnlab_core.batches import Seq2SeqBatch, TextBatch
+from attnlab_core.tokens import BOS, EOS, PAD
 from lit_models.axes import AttnScale, Forcing, LRSchedule, Norm, Positions, ScheduledDecay, Tying
 from lit_models.builders import build_causal_lm
 from lit_models.forcing import ScheduledMode

@@ -30,7 +30,7 @@ from torchmetrics.classification import (  # noqa: E402
 )
 
 from attnlab_core.errors import UsageError  # noqa: E402
-from datamodules.batching import PAD  # noqa: E402
+from attnlab_core.tokens import PAD  # noqa: E402
 from lit_models.axes import AttnScale, Cell, EncoderFamily, LRSchedule, Norm, Positions  # noqa: E402
 from lit_models.blocks.classifier_net import ClassifierOut  # noqa: E402
 from lit_models.blocks.pooling import Pooling  # noqa: E402

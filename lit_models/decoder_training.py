@@ -24,7 +24,8 @@ import torch
 from torch import Tensor
 from torchmetrics import Metric
 
-from datamodules.batching import BOS, EOS, PAD, ids_to_text
+from attnlab_core.batches import ids_to_text
+from attnlab_core.tokens import BOS, EOS, PAD
 from lit_models.axes import Forcing, ScheduledDecay
 from lit_models.blocks.decoding import DecodeConfig, decode
 from lit_models.evaluation import EvaluationModule

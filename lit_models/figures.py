@@ -22,8 +22,8 @@ import torch  # noqa: E402
 from lightning.pytorch.loggers import WandbLogger  # noqa: E402
 from torch import Tensor  # noqa: E402
 
+from attnlab_core.batches import IMAGE_MEAN, IMAGE_STD  # noqa: E402
 from attnlab_core.tokens import PAD  # noqa: E402
-from datamodules.captioning import IMAGE_MEAN, IMAGE_STD  # noqa: E402
 from lit_models.protocols import HasAttentionMaps, PlotsFigures  # noqa: E402
 
 log = logging.getLogger(__name__)

@@ -31,8 +31,8 @@ from torch import Tensor, nn  # noqa: E402
 from torchmetrics import MeanMetric  # noqa: E402
 from torchmetrics.classification import MulticlassAccuracy  # noqa: E402
 
+from attnlab_core.batches import DigitBatch  # noqa: E402
 from attnlab_core.errors import UsageError  # noqa: E402
-from datamodules.digits import DigitBatch  # noqa: E402
 from lit_models.axes import Cell  # noqa: E402
 from lit_models.blocks.glimpse_net import RamOutput  # noqa: E402
 from lit_models.builders import build_ram  # noqa: E402

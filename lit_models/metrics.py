@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torchmetrics import Metric
 
-from datamodules.batching import PAD
+from attnlab_core.tokens import PAD
 
 LENGTH_BUCKET = 5  # target lengths 1-5, 6-10, ... share a bucket
 MAX_BUCKETS = 64

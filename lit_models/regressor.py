@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torchmetrics import MeanMetric
 
-from datamodules.batching import RegressionBatch
+from attnlab_core.batches import RegressionBatch
 from lit_models.axes import Cell
 from lit_models.blocks.recurrent import SequenceRegressor
 from lit_models.evaluation import EvaluationModule

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from datamodules.batching import PAD
+from attnlab_core.tokens import PAD
 from lit_models.axes import Baseline
 
 

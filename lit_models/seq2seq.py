@@ -13,7 +13,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from datamodules.batching import PAD, Seq2SeqBatch
+from attnlab_core.batches import Seq2SeqBatch
+from attnlab_core.tokens import PAD
 from lit_models.axes import AttnScale, Forcing, LRSchedule, Norm, Positions, ScheduledDecay, Tying
 from lit_models.bleu_by_length import BLEUByLength
 from lit_models.builders import build_transformer

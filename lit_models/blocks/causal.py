@@ -28,30 +28,20 @@ import torch
 from torch import Tensor, nn
 
 from attnlab_core.tokens import PAD
-from lit_models.axes import AttnScale, Norm
-from lit_models.blocks.attention import MultiHeadAttention, causal_mask
+from lit_models.blocks.attention import causal_mask
 from lit_models.blocks.decoding import State
 from lit_models.blocks.encoder_decoder import TokenEmbedding
 from lit_models.blocks.positions import PositionScheme
-from lit_models.blocks.transformer import FeedForward, Residual
+from lit_models.blocks.transformer import EncoderLayer
 
 
-class CausalLayer(nn.Module):
+class CausalLayer(EncoderLayer):
     """Masked self-attention then FFN, each inside a ``Residual`` (a decoder layer without cross-attention).
 
-    The layer keeps no state: ``cache`` ({'k', 'v'}: (B, H, t, d_k), rotated keys) is owned by the caller.
+    The sublayers are ``EncoderLayer``'s (same parameters, same names); only the attention differs: causal,
+    over a key/value cache. The layer keeps no state: ``cache`` ({'k', 'v'}: (B, H, t, d_k), rotated keys)
+    is owned by the caller.
     """
-
-    def __init__(
-        self, *, d_model: int, heads: int, d_ff: int, dropout: float, attn_dropout: float, norm: Norm,
-        attn_scale: AttnScale, positions: PositionScheme,
-    ) -> None:
-        super().__init__()
-        self.self_attn = MultiHeadAttention(d_model=d_model, heads=heads, attn_scale=attn_scale, dropout=attn_dropout,
-                                            positions=positions)
-        self.ffn = FeedForward(d_model=d_model, d_ff=d_ff)
-        self.res_attn = Residual(d_model=d_model, norm=norm, dropout=dropout)
-        self.res_ffn = Residual(d_model=d_model, norm=norm, dropout=dropout)
 
     def forward(
         self, x: Tensor, *, cache: dict[str, Tensor], mask: Tensor | None, need_weights: bool = False,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 import torch
@@ -103,14 +103,13 @@ PolicyFn = Callable[..., tuple[Tensor, object]]
 SCHEDULED_MODES: dict[ScheduledMode, PolicyFn] = {"two_pass": two_pass, "per_step": _mixed_loop}
 
 
+FEEDS: dict[Forcing, PolicyFn | None] = {"teacher": teacher, "student": student, "scheduled": None}
+"""Forcing arm -> what is fed back (``scheduled`` runs the ``SCHEDULED_MODES`` entry of its mode)."""
+
+
 def build_forcing(forcing: Forcing, *, scheduled_mode: ScheduledMode) -> PolicyFn:
     """Resolve the forcing axis once, at construction."""
-    policies: dict[Forcing, PolicyFn] = {
-        "teacher": teacher,
-        "student": student,
-        "scheduled": SCHEDULED_MODES[scheduled_mode],
-    }
-    return policies[forcing]
+    return FEEDS[forcing] or SCHEDULED_MODES[scheduled_mode]
 
 
 GOLD_PROBABILITY: dict[Forcing, Callable[..., float]] = {
@@ -123,7 +122,7 @@ GOLD_PROBABILITY: dict[Forcing, Callable[..., float]] = {
 
 @dataclass(frozen=True)
 class ForcingPolicy:
-    """One forcing arm, resolved once: what is fed back (``feed``) and p(gold) at each training step.
+    """One forcing arm, resolved once at construction: what is fed back (``feed``) and p(gold) per step.
 
     Args:
         forcing: the arm (teacher | student | scheduled).
@@ -136,13 +135,15 @@ class ForcingPolicy:
     decay: ScheduledDecay
     steps: int
     floor: float
+    feed: PolicyFn = field(init=False, repr=False, compare=False)
+    _gold: Callable[..., float] = field(init=False, repr=False, compare=False)
 
-    @property
-    def feed(self) -> PolicyFn:
-        return build_forcing(self.forcing, scheduled_mode=self.scheduled_mode)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "feed", build_forcing(self.forcing, scheduled_mode=self.scheduled_mode))
+        object.__setattr__(self, "_gold", GOLD_PROBABILITY[self.forcing])
 
     def p_gold(self, step: int) -> float:
-        return GOLD_PROBABILITY[self.forcing](step=step, decay=self.decay, steps=self.steps, floor=self.floor)
+        return self._gold(step=step, decay=self.decay, steps=self.steps, floor=self.floor)
 
     def __call__(self, net: ForcedDecoder, state: object, tgt_in: Tensor, *, step: int) -> tuple[Tensor, object, float]:
         """Training-time logits (B, T, V), the final state and the p(gold) used at this step."""

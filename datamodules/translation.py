@@ -16,6 +16,10 @@ SentencePiece (or words) into :class:`Seq2SeqBatch`\\ es:
 - ``wmt14``: not downloaded (4.5M pairs). Prepare it with fairseq's ``prepare-wmt14en2de.sh``
   **without the final BPE step** (SentencePiece is trained here) and put ``train|valid|test.<lang>``
   under ``data_dir/wmt14/``. Its training split is streamed and memory-mapped (``memory_map``).
+- ``bible``: verse pairs of two SWORD Bible modules read offline (``es`` Reina-Valera 1909, ``en`` King
+  James; 28,046 / 1,509 / 1,529 pairs, held-out whole books; :mod:`datamodules.bible`), written once as
+  ``train|val|test.<lang>`` under ``data_dir/bible/``; the library is ``sword_path`` (or ``$SWORD_PATH``,
+  else /usr/share/sword).
 - ``files``: each of ``train_path`` / ``val_path`` / ``test_path`` is a ``.tsv``/``.csv``/``.jsonl``
   file with ``src_column`` / ``tgt_column`` (header row), or a prefix ``P`` of two plain-text files
   ``P.<src_lang>`` and ``P.<tgt_lang>`` (one sentence per line; different line counts are an error
@@ -51,6 +55,7 @@ from datamodules.batching import (
     build_dataloader,
     collate_pairs,
 )
+from datamodules.bible import check_bible, locate_bible
 from datamodules.bucketing import TokenBudgetBatchSampler, token_budget_loader  # noqa: F401
 from datamodules.download import Resource, extract, fetch
 from datamodules.iwslt import prepare_iwslt14
@@ -67,9 +72,9 @@ from datamodules.tokenization import (
 )
 from datamodules.toy_language import Alignment, generate_splits, source_lexicon, target_lexicon
 
-TranslationSource = Literal["synthetic", "multi30k", "iwslt14", "wmt14", "files"]
+TranslationSource = Literal["synthetic", "multi30k", "iwslt14", "wmt14", "bible", "files"]
 """Parallel corpus: the generated pair (offline), Multi30k (downloaded), IWSLT14 / WMT14
-(fairseq-prepared), or local files."""
+(fairseq-prepared), Bible verses (SWORD modules, offline), or local files."""
 
 TextPair = tuple[str, str]
 
@@ -129,6 +134,7 @@ TRANSLATION_SOURCES: dict[str, Corpus] = {
     "multi30k": Corpus(locate=_multi30k),
     "iwslt14": Corpus(locate=_iwslt14),
     "wmt14": Corpus(locate=partial(_prepared, name="wmt14", script="wmt14en2de"), memory_map=True),
+    "bible": Corpus(locate=locate_bible, check=check_bible),
     "files": Corpus(locate=_files, requires=("train_path", "val_path", "test_path")),
 }
 """Every :data:`TranslationSource`, resolved once in ``TranslationData.__init__``."""
@@ -141,11 +147,13 @@ class TranslationData(SplitDataModule):
     train, an exactly-once ``UnpaddedShardSampler`` for val/test.
 
     Args:
-        source: synthetic | multi30k | iwslt14 | wmt14 | files.
-        src_lang / tgt_lang: language codes (file suffixes; Multi30k has de, en, fr, cs).
+        source: synthetic | multi30k | iwslt14 | wmt14 | bible | files.
+        src_lang / tgt_lang: language codes (file suffixes; Multi30k has de, en, fr, cs; bible: en, es).
         data_dir: downloads, extracted corpora and SentencePiece models.
         train_path / val_path / test_path: ``files`` source: a table file or a plain-text prefix.
         src_column / tgt_column: column (or JSON key) names in table files.
+        sword_path: ``bible`` source: the SWORD library (mods.d/ + modules/); None: ``$SWORD_PATH``,
+            else /usr/share/sword.
         tokenizer: bpe | unigram (SentencePiece) | word.
         vocab_size: size of each vocabulary, the 4 special ids included (known at init, so the CLI
             links src/tgt vocabulary sizes to the model before any data exists).
@@ -175,6 +183,7 @@ class TranslationData(SplitDataModule):
         test_path: str | None = None,
         src_column: str = "src",
         tgt_column: str = "tgt",
+        sword_path: str | None = None,
         tokenizer: Tokenization = "bpe",
         vocab_size: int = 8000,
         shared_vocab: bool = True,
@@ -206,7 +215,9 @@ class TranslationData(SplitDataModule):
         if max_tokens is not None and max_tokens < 1:
             raise UsageError(f"max_tokens must be >= 1 (or null for batch_size batches), got {max_tokens}")
         self.spec = SourceSpec(data_dir=self.data_dir, src_lang=src_lang, tgt_lang=tgt_lang, train_path=train_path,
-                               val_path=val_path, test_path=test_path)
+                               val_path=val_path, test_path=test_path, sword_path=sword_path)
+        if self.corpus.check is not None:
+            self.corpus.check(self.spec)
         self.memory_map = self.corpus.memory_map if memory_map is None else memory_map
         if self.memory_map and self.corpus.locate is None:
             raise UsageError(f"memory_map needs a corpus on disk; source={source} is generated in memory")

@@ -16,6 +16,10 @@ SentencePiece (or words) into :class:`Seq2SeqBatch`\\ es:
 - ``wmt14``: not downloaded (4.5M pairs). Prepare it with fairseq's ``prepare-wmt14en2de.sh``
   **without the final BPE step** (SentencePiece is trained here) and put ``train|valid|test.<lang>``
   under ``data_dir/wmt14/``. Its training split is streamed and memory-mapped (``memory_map``).
+- ``bible``: verse pairs of two SWORD Bible modules read offline (``es`` Reina-Valera 1909, ``en`` King
+  James; 28,046 / 1,509 / 1,529 pairs, held-out whole books; :mod:`datamodules.bible`), written once as
+  ``train|val|test.<lang>`` under ``data_dir/bible/``; the library is ``sword_path`` (or ``$SWORD_PATH``,
+  else /usr/share/sword).
 - ``files``: each of ``train_path`` / ``val_path`` / ``test_path`` is a ``.tsv``/``.csv``/``.jsonl``
   file with ``src_column`` / ``tgt_column`` (header row), or a prefix ``P`` of two plain-text files
   ``P.<src_lang>`` and ``P.<tgt_lang>`` (one sentence per line; different line counts are an error
@@ -51,10 +55,12 @@ from datamodules.batching import (
     build_dataloader,
     collate_pairs,
 )
+from datamodules.bible import check_bible, locate_bible
 from datamodules.bucketing import TokenBudgetBatchSampler, token_budget_loader  # noqa: F401
 from datamodules.download import Resource, extract, fetch
 from datamodules.iwslt import prepare_iwslt14
-from datamodules.parallel_files import Corpus, SplitFiles, find_file, pair_lengths, read_parallel
+from datamodules.parallel_files import find_file, pair_lengths, read_parallel
+from datamodules.sources import Corpus, SourceSpec, Split, SplitFiles
 from datamodules.token_store import ParallelText, TokenStore, build_token_store
 from datamodules.tokenization import (
     Tokenization,
@@ -66,11 +72,10 @@ from datamodules.tokenization import (
 )
 from datamodules.toy_language import Alignment, generate_splits, source_lexicon, target_lexicon
 
-TranslationSource = Literal["synthetic", "multi30k", "iwslt14", "wmt14", "files"]
+TranslationSource = Literal["synthetic", "multi30k", "iwslt14", "wmt14", "bible", "files"]
 """Parallel corpus: the generated pair (offline), Multi30k (downloaded), IWSLT14 / WMT14
-(fairseq-prepared), or local files."""
+(fairseq-prepared), Bible verses (SWORD modules, offline), or local files."""
 
-Split = Literal["train", "val", "test"]
 TextPair = tuple[str, str]
 
 _SHEF = "http://www.quest.dcs.shef.ac.uk/wmt16_files_mmt/"
@@ -88,49 +93,48 @@ MULTI30K_PREFIX = {"train": "train", "val": "val", "test": "test"}
 PREPARED_PREFIX = {"train": "train", "val": "valid", "test": "test"}  # fairseq's prepare-*.sh names
 
 
-def _multi30k(dm: TranslationData, split: Split) -> SplitFiles:
+def _multi30k(spec: SourceSpec, split: Split) -> SplitFiles:
     """Download (once, checksummed) and extract the split's archive; its ``<split>.<lang>`` files."""
-    src, tgt = dm.hparams.src_lang, dm.hparams.tgt_lang
-    root = extract(fetch(MULTI30K[split], cache_dir=dm.data_dir / "downloads"), dm.data_dir / "multi30k" / split)
+    root = extract(fetch(MULTI30K[split], cache_dir=spec.data_dir / "downloads"), spec.data_dir / "multi30k" / split)
     name = MULTI30K_PREFIX[split]
-    return find_file(root, f"{name}.{src}"), find_file(root, f"{name}.{tgt}")
+    return find_file(root, f"{name}.{spec.src_lang}"), find_file(root, f"{name}.{spec.tgt_lang}")
 
 
-def _prepared(dm: TranslationData, split: Split, *, script: str) -> SplitFiles:
-    """``data_dir/<source>/<train|valid|test>.<lang>`` as fairseq's ``prepare-<script>.sh`` writes them."""
-    hp = dm.hparams
-    prefix = dm.data_dir / dm.source / PREPARED_PREFIX[split]
-    if not prefix.with_name(f"{prefix.name}.{hp.src_lang}").is_file():
+def _prepared(spec: SourceSpec, split: Split, *, name: str, script: str) -> SplitFiles:
+    """``data_dir/<name>/<train|valid|test>.<lang>`` as fairseq's ``prepare-<script>.sh`` writes them."""
+    prefix = spec.data_dir / name / PREPARED_PREFIX[split]
+    src, tgt = (prefix.with_name(f"{prefix.name}.{lang}") for lang in (spec.src_lang, spec.tgt_lang))
+    if not src.is_file():
         raise UsageError(
-            f"{dm.source} is not downloaded automatically: run fairseq's examples/translation/"
+            f"{name} is not downloaded automatically: run fairseq's examples/translation/"
             f"prepare-{script}.sh without its BPE step "
-            f"and put train|valid|test.{{{hp.src_lang},{hp.tgt_lang}}} in {prefix.parent} (or use source=files)"
+            f"and put train|valid|test.{{{spec.src_lang},{spec.tgt_lang}}} in {prefix.parent} (or use source=files)"
         )
-    return prefix.with_name(f"{prefix.name}.{hp.src_lang}"), prefix.with_name(f"{prefix.name}.{hp.tgt_lang}")
+    return src, tgt
 
 
-def _iwslt14(dm: TranslationData, split: Split) -> SplitFiles:
+def _iwslt14(spec: SourceSpec, split: Split) -> SplitFiles:
     """Split a local copy of the WIT3 archive as fairseq does (once), then read it as prepared."""
-    langs = (dm.hparams.src_lang, dm.hparams.tgt_lang)
-    if not (dm.data_dir / "iwslt14" / f"train.{langs[0]}").is_file():
-        prepare_iwslt14(dm.data_dir, langs=langs)
-    return _prepared(dm, split, script="iwslt14")
+    langs = (spec.src_lang, spec.tgt_lang)
+    if not (spec.data_dir / "iwslt14" / f"train.{langs[0]}").is_file():
+        prepare_iwslt14(spec.data_dir, langs=langs)
+    return _prepared(spec, split, name="iwslt14", script="iwslt14")
 
 
-def _files(dm: TranslationData, split: Split) -> SplitFiles:
+def _files(spec: SourceSpec, split: Split) -> SplitFiles:
     """``train_path`` / ``val_path`` / ``test_path``: a table file or the prefix of two plain-text files."""
-    hp = dm.hparams
-    path = Path({"train": hp.train_path, "val": hp.val_path, "test": hp.test_path}[split])
+    path = Path(str(spec.path(split)))
     if path.suffix.lower() in (".tsv", ".csv", ".jsonl"):
         return path
-    return path.with_name(f"{path.name}.{hp.src_lang}"), path.with_name(f"{path.name}.{hp.tgt_lang}")
+    return path.with_name(f"{path.name}.{spec.src_lang}"), path.with_name(f"{path.name}.{spec.tgt_lang}")
 
 
 TRANSLATION_SOURCES: dict[str, Corpus] = {
     "synthetic": Corpus(generate=generate_splits, lexicons=lambda: (source_lexicon(), target_lexicon())),
     "multi30k": Corpus(locate=_multi30k),
     "iwslt14": Corpus(locate=_iwslt14),
-    "wmt14": Corpus(locate=partial(_prepared, script="wmt14en2de"), memory_map=True),
+    "wmt14": Corpus(locate=partial(_prepared, name="wmt14", script="wmt14en2de"), memory_map=True),
+    "bible": Corpus(locate=locate_bible, check=check_bible),
     "files": Corpus(locate=_files, requires=("train_path", "val_path", "test_path")),
 }
 """Every :data:`TranslationSource`, resolved once in ``TranslationData.__init__``."""
@@ -143,11 +147,13 @@ class TranslationData(SplitDataModule):
     train, an exactly-once ``UnpaddedShardSampler`` for val/test.
 
     Args:
-        source: synthetic | multi30k | iwslt14 | wmt14 | files.
-        src_lang / tgt_lang: language codes (file suffixes; Multi30k has de, en, fr, cs).
+        source: synthetic | multi30k | iwslt14 | wmt14 | bible | files.
+        src_lang / tgt_lang: language codes (file suffixes; Multi30k has de, en, fr, cs; bible: en, es).
         data_dir: downloads, extracted corpora and SentencePiece models.
         train_path / val_path / test_path: ``files`` source: a table file or a plain-text prefix.
         src_column / tgt_column: column (or JSON key) names in table files.
+        sword_path: ``bible`` source: the SWORD library (mods.d/ + modules/); None: ``$SWORD_PATH``,
+            else /usr/share/sword.
         tokenizer: bpe | unigram (SentencePiece) | word.
         vocab_size: size of each vocabulary, the 4 special ids included (known at init, so the CLI
             links src/tgt vocabulary sizes to the model before any data exists).
@@ -177,6 +183,7 @@ class TranslationData(SplitDataModule):
         test_path: str | None = None,
         src_column: str = "src",
         tgt_column: str = "tgt",
+        sword_path: str | None = None,
         tokenizer: Tokenization = "bpe",
         vocab_size: int = 8000,
         shared_vocab: bool = True,
@@ -207,6 +214,10 @@ class TranslationData(SplitDataModule):
                 raise UsageError(f"{split}_size must be >= 1 (or null for all), got {size}")
         if max_tokens is not None and max_tokens < 1:
             raise UsageError(f"max_tokens must be >= 1 (or null for batch_size batches), got {max_tokens}")
+        self.spec = SourceSpec(data_dir=self.data_dir, src_lang=src_lang, tgt_lang=tgt_lang, train_path=train_path,
+                               val_path=val_path, test_path=test_path, sword_path=sword_path)
+        if self.corpus.check is not None:
+            self.corpus.check(self.spec)
         self.memory_map = self.corpus.memory_map if memory_map is None else memory_map
         if self.memory_map and self.corpus.locate is None:
             raise UsageError(f"memory_map needs a corpus on disk; source={source} is generated in memory")
@@ -274,7 +285,7 @@ class TranslationData(SplitDataModule):
         """The two plain-text files of ``split`` (fetching or preparing them first), or its table file."""
         if self.corpus.locate is None:
             raise UsageError(f"source={self.source} is generated in memory: it has no files")
-        return self.corpus.locate(self, split)
+        return self.corpus.locate(self.spec, split)
 
     def _train_stream(self) -> ParallelText:
         """The training split as a re-iterable stream (``memory_map`` mode)."""

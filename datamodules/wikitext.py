@@ -1,9 +1,15 @@
-"""Character-level language modelling on WikiText-2 / WikiText-103 (raw) or any local text file.
+"""Character-level language modelling on WikiText-2 / WikiText-103 (raw), the World English Bible, or
+any local text file.
 
 WikiText (Merity et al. 2017) is downloaded once, checksummed (md5 of the published
 ``wikitext-{2,103}-raw-v1.zip``), cached and extracted under ``data_dir``; its layout is
 ``wikitext-2-raw/wiki.{train,valid,test}.raw``. A local file (``source=file``) is cut in order into
 train / validation / test (90 / 5 / 5 % of its characters; contiguous text, never shuffled).
+``source=web`` reads the World English Bible (public domain, modern English) from its SWORD module
+offline (:mod:`datamodules.bible`: ``sword_path``, else ``$SWORD_PATH``, else /usr/share/sword), one
+verse a line in canonical order, markup stripped, split by whole held-out books (validation: Acts,
+Galatians, Ephesians, Philippians, Colossians; test: John, 1 Corinthians, James, 1 Peter; training:
+every other book, the deuterocanon included).
 
 Tokens are characters: the ``vocab_size - 4`` most frequent characters of the training text (ties by
 code point), every other character is UNK; ids 0..3 are the special ids. Batches are :class:`TextBatch`.
@@ -28,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 import torch
@@ -38,10 +44,12 @@ from torch.utils.data import DataLoader
 from attnlab_core.batches import TextBatch
 from attnlab_core.errors import UsageError
 from datamodules.batching import N_SPECIAL, PAD, UNK, SplitDataModule, distributed_world
+from datamodules.bible import SPLITS, book_split, module_confs, read_verses, sword_root
 from datamodules.download import Resource, extract, fetch
 
-TextSource = Literal["wikitext2", "wikitext103", "file"]
-"""Where the text comes from: WikiText-2 raw, WikiText-103 raw (downloaded), or a local UTF-8 file."""
+TextSource = Literal["wikitext2", "wikitext103", "web", "file"]
+"""Where the text comes from: WikiText-2 raw, WikiText-103 raw (downloaded), the World English Bible
+(a SWORD module, offline), or a local UTF-8 file."""
 
 _S3 = "https://s3.amazonaws.com/research.metamind.io/wikitext/"
 WIKITEXT: dict[str, Resource] = {
@@ -88,11 +96,13 @@ def encode_chars(text: str, vocab: np.ndarray) -> Tensor:
 
 
 class TextLM(SplitDataModule):
-    """Character-level LM data: WikiText-2/103 raw or a local text file (see the module docstring).
+    """Character-level LM data: WikiText-2/103 raw, the WEB Bible or a local text file (see the module
+    docstring).
 
     Args:
-        source: wikitext2 | wikitext103 | file.
+        source: wikitext2 | wikitext103 | web | file.
         path: the UTF-8 text file for source=file.
+        sword_path: source=web: the SWORD library (None: ``$SWORD_PATH``, else /usr/share/sword).
         data_dir: download / extraction cache.
         vocab_size: ids including the 4 special ones; the most frequent vocab_size - 4 characters.
         context: training context length L (tokens per window, before the shifted target).
@@ -107,13 +117,14 @@ class TextLM(SplitDataModule):
     """
 
     def __init__(
-        self, *, source: TextSource = "wikitext2", path: str | None = None, data_dir: str = "data",
+        self, *, source: TextSource = "wikitext2", path: str | None = None, sword_path: str | None = None,
+        data_dir: str = "data",
         vocab_size: int = 200, context: int = 128, eval_contexts: list[int] | None = None,
         eval_stride: int | None = None, train_size: int | None = None, val_size: int | None = None,
         test_size: int | None = None, batch_size: int = 32, seed: int = 1234, num_workers: int = 0,
     ) -> None:
         super().__init__()
-        self.source, self.path, self.data_dir = source, path, Path(data_dir)
+        self.source, self.path, self.sword_path, self.data_dir = source, path, sword_path, Path(data_dir)
         self.vocab_size, self.context = vocab_size, context
         self.eval_contexts = list(eval_contexts) if eval_contexts else [context, 2 * context, 4 * context]
         self.eval_stride = eval_stride
@@ -125,7 +136,7 @@ class TextLM(SplitDataModule):
 
     def _validate(self) -> None:
         checks = [
-            (self.source in ("wikitext2", "wikitext103", "file"), f"unknown source {self.source!r}"),
+            (self.source in get_args(TextSource), f"unknown source {self.source!r}"),
             (self.source != "file" or bool(self.path), "source=file needs --data.path (a UTF-8 text file)"),
             (self.vocab_size > N_SPECIAL, f"vocab_size must be > {N_SPECIAL}, got {self.vocab_size}"),
             (self.context >= 1 and min(self.eval_contexts) >= 1, "context and eval_contexts must be >= 1"),
@@ -137,6 +148,8 @@ class TextLM(SplitDataModule):
         for ok, message in checks:
             if not ok:
                 raise UsageError(message)
+        if self.source == "web":
+            module_confs(sword_root(self.sword_path), ("web",))  # one line naming what to install
 
     @property
     def tgt_vocab_size(self) -> int:
@@ -148,8 +161,8 @@ class TextLM(SplitDataModule):
 
     # ------------------------------------------------------------------- text
     def prepare_data(self) -> None:
-        """Download and extract WikiText once (nothing to do for a local file)."""
-        if self.source != "file":
+        """Download and extract WikiText once (nothing to do for a local file or the Bible)."""
+        if self.source in WIKITEXT:
             archive = fetch(WIKITEXT[self.source], cache_dir=self.data_dir / "downloads")
             extract(archive, self.data_dir / self.source)
 
@@ -161,6 +174,12 @@ class TextLM(SplitDataModule):
                 raise UsageError(f"--data.path {file}: no such file")
             text = file.read_text(encoding="utf-8")
             return {k: text[int(a * len(text)): int(b * len(text))] for k, (a, b) in FILE_SPLITS.items()}
+        if self.source == "web":
+            lines: dict[str, list[str]] = {split: [] for split in SPLITS}
+            for verse in read_verses(sword_root(self.sword_path), "web"):
+                if verse.text:
+                    lines[book_split(verse.book)].append(verse.text)
+            return {split: "".join(line + "\n" for line in lines[split]) for split in SPLITS}
         root = self.data_dir / self.source / WIKITEXT_DIR[self.source]
         missing = [f for f in SPLIT_FILES.values() if not (root / f).is_file()]
         if missing:

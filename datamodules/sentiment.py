@@ -1,4 +1,4 @@
-"""Sentiment classification data: an offline synthetic language (default), IMDB, SST-2, local files.
+"""Sentiment classification data: an offline synthetic language (default), IMDB, SST-2, MR, local files.
 
 The synthetic language (the offline default) is built so that poolings differ: a long neutral
 filler text holds one to ``max_phrases`` polarity phrases, each a polarity word optionally
@@ -10,10 +10,11 @@ final text (so a filler negator that lands before a polarity word counts too).
 
 Real corpora: IMDB (Maas et al. 2011; ``aclImdb/{train,test}/{pos,neg}/*.txt``), SST-2 (GLUE TSV
 ``sentence<TAB>label`` with header; GLUE's test labels are hidden, so its dev set is our test
-set) and local TSV/CSV/JSONL files with text and label columns. Where no validation split is
-published, ``val_size`` examples are held out of train with a seeded shuffle. Bad input (label
-outside the declared set, non-UTF-8 bytes, an empty split) is a one-line UsageError naming the
-file, line or split.
+set), MR (the human-rated Rotten Tomatoes snippets of the vaderSentiment sdist, with tweets / NYT /
+Amazon snippets as out-of-domain test sets: :mod:`datamodules.vader_snippets`) and local TSV/CSV/JSONL
+files with text and label columns. Where no validation split is published, ``val_size`` examples are
+held out of train with a seeded shuffle. Bad input (label outside the declared set, non-UTF-8 bytes,
+an empty split) is a one-line UsageError naming the file, line or split.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, get_args
 
 import torch
 from torch import Tensor
@@ -42,9 +43,11 @@ from datamodules.tokenization import (
     read_records,
     read_text,
 )
+from datamodules.vader_snippets import VaderDomain, read_mr, require_sdist
 
-SentimentSource = Literal["synthetic", "imdb", "sst2", "files"]
-"""Where examples come from: the offline synthetic language, IMDB, SST-2 (GLUE), local files."""
+SentimentSource = Literal["synthetic", "imdb", "sst2", "mr", "files"]
+"""Where examples come from: the offline synthetic language, IMDB, SST-2 (GLUE), VADER's movie-review snippets,
+local files."""
 
 Split = Literal["train", "val", "test"]
 Example = tuple[str, int]  # (text, class index)
@@ -186,17 +189,22 @@ class SentimentCorpus:
         read: datamodule -> (train, val | None, test) from disk (fetching first); None: the generated language.
         requires: init arguments the source cannot do without.
         declared_labels: class names are the ``labels`` argument (else negative / positive).
+        check: data_dir -> None, raising a one-line UsageError at construction when local data is missing.
+        test_domains: the values ``test_domain`` may take (out-of-domain test sets the source offers).
     """
 
     read: Callable[[SentimentData], RawSplits] | None = None
     requires: tuple[str, ...] = ()
     declared_labels: bool = False
+    check: Callable[[Path], None] | None = None
+    test_domains: tuple[str, ...] = ()
 
 
 SENTIMENT_SOURCES: dict[str, SentimentCorpus] = {
     "synthetic": SentimentCorpus(),
     "imdb": SentimentCorpus(read=_read_imdb),
     "sst2": SentimentCorpus(read=_read_sst2),
+    "mr": SentimentCorpus(read=read_mr, check=require_sdist, test_domains=get_args(VaderDomain)),
     "files": SentimentCorpus(read=_read_files, requires=("train_path", "test_path"), declared_labels=True),
 }
 """Every :data:`SentimentSource`, resolved once in ``SentimentData.__init__``."""
@@ -214,8 +222,10 @@ class SentimentData(SplitDataModule):
     arguments, so the CLI can link ``src_vocab_size`` to the model before any data is read.
 
     Args:
-        source: synthetic | imdb | sst2 | files.
+        source: synthetic | imdb | sst2 | mr | files.
         data_dir: downloads, extracted corpora and SentencePiece models live here.
+        test_domain: ``mr`` only: the test set, its own held-out ids (``mr``, default) or all of
+            ``tweets`` | ``nyt`` | ``amazon`` (out of domain); train and val stay the mr splits.
         train_path / val_path / test_path: ``files`` source: TSV/CSV/JSONL with a header
             (val_path optional: then ``val_size`` examples are held out of train).
         text_column / label_column: column (or JSON key) names for ``files``.
@@ -236,6 +246,7 @@ class SentimentData(SplitDataModule):
         *,
         source: SentimentSource = "synthetic",
         data_dir: str = "data",
+        test_domain: VaderDomain | None = None,
         train_path: str | None = None,
         val_path: str | None = None,
         test_path: str | None = None,
@@ -284,6 +295,12 @@ class SentimentData(SplitDataModule):
         missing = [name for name in self.corpus.requires if hp[name] is None]
         if missing:
             raise UsageError(f"source={self.source} needs " + " and ".join(f"--data.init_args.{m}" for m in missing))
+        domain = hp.test_domain
+        if domain is not None and domain not in self.corpus.test_domains:
+            raise UsageError(f"--data.init_args.test_domain={domain} is not a test set of source={self.source} "
+                             f"(it offers: {', '.join(self.corpus.test_domains) or 'none'})")
+        if self.corpus.check is not None:
+            self.corpus.check(self.data_dir)
         if len(set(self.labels)) != len(self.labels) or len(self.labels) < 2:
             raise UsageError(f"labels must be at least two distinct values, got {self.labels}")
         if hp.batch_size < 1 or hp.max_len < 1:

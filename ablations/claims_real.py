@@ -92,7 +92,7 @@ def bottleneck_bible(stats: ArmStats) -> str:
         add = f"; additive there {add_short.text()}" if add_short is not None else ""
         gate = Check("the fixed-vector model translates short verses", "not shown at this scale",
                      f"none reaches BLEU {none_short.text()} in its shortest bucket ({where}), short of "
-                     f"{SHORT_BLEU:g}{add}, so its fall with verse length cannot be read",
+                     f"{SHORT_BLEU:g} (BLEU {100 * SHORT_BLEU:g}){add}, so its fall with verse length cannot be read",
                      why=f"expected at {SHOWS_AT_REAL['bottleneck_bible']}")
         return join([], gate) + " | " + beats.text()
     falls = {a: {FALL: f} for a in (("none",), ("additive",)) if (f := _fall(stats, a)) is not None}

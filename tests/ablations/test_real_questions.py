@@ -192,9 +192,15 @@ def test_lm_positions_web(good, bad, at_l, spread, expected):
 # ------------------------------------------------------------------------------------------------ registration
 def test_real_questions_are_found_by_name_but_not_run_by_the_synthetic_findings():
     assert not set(REAL_QUESTIONS) & set(QUESTIONS)
+    from ablations.runner import load_sweep
+
     for name, question in REAL_QUESTIONS.items():
         assert question_for(name) is question and question.sweep_path.is_file()
         assert question.claim and question.source and question.full
+        command = [str(c) for c in load_sweep(question.sweep_path)["command"]]
+        assert f"--run.experiment={name}" in command
+        reads_test = any(k.startswith("test/") for k in (question.metric, *question.probes))
+        assert ("--run.test_after_fit=true" in command) == reads_test, f"{name}: test after fit iff it reads test/"
 
 
 def test_findings_real_dry_run_lists_the_real_questions(tmp_path: Path, capsys):

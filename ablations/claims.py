@@ -9,7 +9,7 @@ with ``curve/``, ``attn/`` and ``/len_drop/`` are per-run numbers from ``ablatio
 
 from __future__ import annotations
 
-from ablations.stats import Stat, stat
+from ablations.stats import Goal, Stat, stat
 from ablations.verdicts import (
     ArmStats,
     Check,
@@ -130,12 +130,13 @@ def _gain(stats: ArmStats, hi: tuple, lo: tuple, metric: str) -> Stat | None:
     return stat([v for _, v in common], [k for k, _ in common]) if common else None
 
 
-def _worse_or_diverged(stats: ArmStats, good: tuple, bad: tuple, *, claim: str) -> Check:
-    """``good`` beats ``bad`` on exact match, or ``bad`` diverged on every seed while ``good`` did not."""
+def _worse_or_diverged(stats: ArmStats, good: tuple, bad: tuple, *, claim: str, metric: str = EXACT,
+                       negligible: float = NEGLIGIBLE) -> Check:
+    """``good`` beats ``bad`` on ``metric``, or ``bad`` diverged on every seed while ``good`` did not."""
     div_bad, div_good = get(stats, bad, "status/diverged"), get(stats, good, "status/diverged")
     if div_bad is not None and div_bad.mean == 1.0 and (div_good is None or div_good.mean < 1.0):
         return Check(claim, "supported", f"{name(bad)} diverged on all {div_bad.n} seeds")
-    return better(stats, good, bad, metric=EXACT, goal="maximize", negligible=NEGLIGIBLE, claim=claim)
+    return better(stats, good, bad, metric=metric, goal="maximize", negligible=negligible, claim=claim)
 
 
 POSITION_ARMS = [("sinusoidal",), ("rope",), ("learned",), ("alibi",), ("none",)]
@@ -167,30 +168,36 @@ def positions(stats: ArmStats) -> str:
     return join(checks, gate) + _ranking(stats, POSITION_ARMS)
 
 
-def _ranking(stats: ArmStats, arms: list[tuple]) -> str:
-    """'; beyond the training lengths ...: a x ± s, b ...' best first, for the arms that have the number."""
-    ranked = sorted((a for a in arms if get(stats, a, BEYOND) is not None), key=lambda a: -get(stats, a, BEYOND).mean)
+def _ranking(stats: ArmStats, arms: list[tuple], *, metric: str = BEYOND, maximize: bool = True,
+             label: str = "beyond the training lengths (free-running token accuracy)") -> str:
+    """'; <label>: a x ± s, b ...' best first, for the arms that have ``metric``."""
+    sign = -1.0 if maximize else 1.0
+    ranked = sorted((a for a in arms if get(stats, a, metric) is not None),
+                    key=lambda a: sign * get(stats, a, metric).mean)
     if not ranked:
         return ""
-    return "; beyond the training lengths (free-running token accuracy): " + ", ".join(
-        f"{name(a)} {get(stats, a, BEYOND).text()}" for a in ranked
-    )
+    return f"; {label}: " + ", ".join(f"{name(a)} {get(stats, a, metric).text()}" for a in ranked)
 
 
 LM_ARMS = [("none",), ("alibi",), ("rope",), ("sinusoidal",), ("learned",)]
 
 
-def lm_positions(stats: ArmStats) -> str:
+def lm_positions(stats: ArmStats, *, beyond: str = BEYOND, goal: Goal = "maximize", gate_metric: str = EXACT,
+                 gate_threshold: float = 0.5, shows_at: str = SHOWS_AT["lm_positions"],
+                 beyond_label: str = "beyond the training lengths (free-running token accuracy)") -> str:
     """Kazemnejad et al. 2023 (NoPE ≈ T5 bias > ALiBi > RoPE ≈ absolute) and Press et al. 2022: a causal
     decoder infers position from its mask, so NoPE and ALiBi extrapolate past the training lengths better
-    than absolute positions. Read on free-running token accuracy in the test buckets beyond training."""
-    gate = learned(stats, LM_ARMS, metric=EXACT, threshold=0.5, goal="maximize", shows_at=SHOWS_AT["lm_positions"])
+    than absolute positions. Read by default on free-running token accuracy in the test buckets beyond
+    training; ``beyond``/``goal`` read another number (e.g. perplexity at 4x the training context, minimized),
+    ``gate_metric``/``gate_threshold`` the number that says the task was learned."""
+    gate = learned(stats, LM_ARMS, metric=gate_metric, threshold=gate_threshold, goal=goal, shows_at=shows_at)
     checks = [
-        better(stats, good, bad, metric=BEYOND, goal="maximize",
+        better(stats, good, bad, metric=beyond, goal=goal,
                claim=f"{name(good)} extrapolates better than {name(bad)}")
         for good in [("none",), ("alibi",)] for bad in [("sinusoidal",), ("learned",)]
     ]
-    return join(checks, gate) + _ranking(stats, LM_ARMS)
+    return join(checks, gate) + _ranking(stats, LM_ARMS, metric=beyond, maximize=goal == "maximize",
+                                         label=beyond_label)
 
 
 def forcing(stats: ArmStats) -> str:
@@ -255,16 +262,9 @@ def _equal_parameters(stats: ArmStats, arms: list[tuple], tolerance: float = 0.0
     return Check(claim, "supported" if hi <= lo * (1 + tolerance) else "not supported", detail, control=True)
 
 
-def sentiment(stats: ArmStats) -> str:
+def sentiment(stats: ArmStats, *, shows_at: str = SHOWS_AT["sentiment_pooling"]) -> str:
     """Yang et al. 2016; Lin et al. 2017: attention pooling finds the deciding phrase; mean and max blur it."""
-    gate = learned(
-        stats,
-        [("attention",)],
-        metric="val/acc",
-        threshold=0.6,
-        goal="maximize",
-        shows_at=SHOWS_AT["sentiment_pooling"],
-    )
+    gate = learned(stats, [("attention",)], metric="val/acc", threshold=0.6, goal="maximize", shows_at=shows_at)
     checks = [
         better(stats, ("attention",), b, metric="val/acc", goal="maximize", claim=f"attention pooling beats {name(b)}")
         for b in [("mean",), ("max",)]

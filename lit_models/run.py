@@ -26,7 +26,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from attnlab_core.errors import UsageError
 from lit_models.environment import environment
 from lit_models.faults import is_preemption, preemption_exit_code
-from lit_models.rundir import DONE, Status, read_summary, write_summary
+from lit_models.rundir import DONE, Status, check_name, read_summary, run_dir_in, safe_name, write_summary
 from lit_models.wandb_mode import wandb_mode
 
 log = logging.getLogger(__name__)
@@ -114,15 +114,16 @@ def resolve_run_dir(opts: RunOptions, *, default_experiment: str, ckpt_path: str
     inherited = _inherited_run_dir()
     if inherited is not None:
         return inherited
-    if ckpt_path and Path(ckpt_path).parent.name == "checkpoints":
+    experiment = check_name(opts.experiment, option="--run.experiment") if opts.experiment is not None else (
+        safe_name(default_experiment))
+    name = check_name(opts.name, option="--run.name") if opts.name is not None else stable_run_name(opts)
+    options = ("--run.experiment", "--run.name" if opts.name is not None else "WANDB_RUN_ID")
+    if ckpt_path and Path(ckpt_path).parent.name == "checkpoints":  # the checkpoint's own run, in its own root
         run_dir = Path(ckpt_path).resolve().parent.parent
     else:
-        experiment = opts.experiment or default_experiment
-        base = Path(opts.root) / experiment
-        name = stable_run_name(opts)
-        run_dir = base / (name or fresh_run_name())
+        run_dir = run_dir_in(Path(opts.root), experiment, name or fresh_run_name(), options=options)
         while name is None and run_dir.exists():
-            run_dir = base / fresh_run_name()
+            run_dir = run_dir_in(Path(opts.root), experiment, fresh_run_name(), options=options)
     os.environ[RUN_DIR_ENV] = str(run_dir)
     return run_dir
 

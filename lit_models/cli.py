@@ -42,7 +42,14 @@ from lit_models.faults import (
     preemption_exit_code,
 )
 from lit_models.figures import AttentionFigures
-from lit_models.guards import DIVERGED_EXIT, check_parsed, command_line_keys, refuse_moot_overrides
+from lit_models.guards import (
+    DIVERGED_EXIT,
+    check_parsed,
+    command_line_keys,
+    nearest_existing,
+    refuse_moot_overrides,
+    remove_fresh,
+)
 from lit_models.inputs import CKPT_KEYWORDS, check_data_paths, load_checkpoint
 from lit_models.predictions import PredictionWriter
 from lit_models.probes import default_probes
@@ -106,6 +113,9 @@ class AttnlabCLI(LightningCLI):
     argv: tuple[str, ...] = ()
     """The command line (set by :func:`run_cli`): which ``--model.*`` options the user gave."""
     diverged_at: int | None = None
+    fresh: tuple[Path, Path] | None = None
+    """(run directory, its nearest existing ancestor) when this command creates the run directory:
+    refused input found later (e.g. in the data) removes what it created, up to that ancestor."""
     """Set after a ``fit`` that diverged (the step), for :func:`run_cli`'s exit status."""
 
     @staticmethod
@@ -153,13 +163,15 @@ class AttnlabCLI(LightningCLI):
             raise UsageError(f"{ckpt_path}: its hyper-parameters do not fit {class_path}") from None
 
     def _set_seed(self) -> None:
-        """Check names and model sizes first: bad input is refused before anything is seeded or built."""
+        """Check the input and choose the run directory first: bad input is one line, refused before
+        anything is seeded, built or created."""
         if self.subcommand is not None:
-            check_parsed(self.config[self.subcommand])
+            self._prepare_run()
         super()._set_seed()
 
-    def before_instantiate_classes(self) -> None:
+    def _prepare_run(self) -> None:
         cfg = self.config[self.subcommand]
+        check_parsed(cfg)
         data = cfg.get("data")
         check_data_paths(data.get("init_args") if data is not None else None)
         configs = cfg.get("config") or []
@@ -170,6 +182,7 @@ class AttnlabCLI(LightningCLI):
         self.run_dir = resolve_run_dir(self.run_opts, default_experiment=default_experiment,
                                        ckpt_path=cfg.get("ckpt_path"))
         check_writable(self.run_dir)
+        type(self).fresh = None if self.run_dir.exists() else (self.run_dir, nearest_existing(self.run_dir))
         refuse_finished_run(self.run_dir, subcommand=self.subcommand, ckpt_path=cfg.get("ckpt_path"))
         cfg.ckpt_path = resume_preempted(self.run_dir, subcommand=self.subcommand, ckpt_path=cfg.get("ckpt_path"))
         if self.subcommand == "fit" and not cfg.get("ckpt_path"):
@@ -341,6 +354,8 @@ def run_cli(args: list[str] | None = None, *, arm_axes: Callable[[str], tuple[st
         line = user_error_line(err)
         if line is None or os.environ.get("ATTNLAB_DEBUG"):
             raise
+        finish_wandb()
+        remove_fresh(cli_class.fresh)
         print(f"attnlab: error: {misspelt_option(line, argv) or line}", file=sys.stderr)
         raise SystemExit(2) from None
 

@@ -10,7 +10,9 @@ outcome a script reads from the exit status.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from attnlab_core.errors import UsageError
@@ -60,3 +62,23 @@ def refuse_moot_overrides(ckpt_path: str, *, hparams: Mapping[str, Any], configu
         asked = ", ".join(f"--model.{k}={configured.get(k)} (checkpoint: {hparams[k]})" for k in moot)
         raise UsageError(f"{ckpt_path} fixes the model it loads into, so {asked} cannot apply; "
                          "drop the option, or fit a new run to change the model")
+
+
+def nearest_existing(path: Path) -> Path:
+    """``path`` or its closest ancestor that exists."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def remove_fresh(fresh: tuple[Path, Path] | None) -> None:
+    """Remove a run directory this command created (and the empty folders it made above it): input
+    refused after the loggers started (data checked in ``setup``) leaves no run behind."""
+    if fresh is None:
+        return
+    run_dir, ancestor = fresh
+    shutil.rmtree(run_dir, ignore_errors=True)
+    for folder in run_dir.parents:
+        if folder == ancestor or not folder.is_dir() or any(folder.iterdir()):
+            break
+        folder.rmdir()

@@ -19,8 +19,8 @@ import torch
 
 from attnlab.cli import main
 from attnlab_core.errors import UsageError
-from lit_models.rundir import NAME_RULE, check_name, run_dir_in, safe_name
 from lit_models.run import RunOptions, resolve_run_dir
+from lit_models.rundir import NAME_RULE, check_name, run_dir_in, safe_name
 
 REPO = Path(__file__).parents[2]
 REVERSE = ["--config", str(REPO / "ablations" / "configs" / "transformer_reverse.yaml")]
@@ -181,7 +181,8 @@ def test_checkpoints(sandbox, capsys, case):
         ckpt.write_bytes({"junk": b"101\n", "empty": b"", "truncated": full[:2000]}[case])
     extra = ["--model.d_model=32"] if case == "moot_override" else []
     line = _one_line(capsys, ["test", *REVERSE, f"--ckpt_path={ckpt}", "--run.root=runs", *extra], sandbox)
-    expected = {"junk": "not a checkpoint (not a file torch.save writes)", "empty": "not a checkpoint (the file is empty)",
+    expected = {"junk": "not a checkpoint (not a file torch.save writes)",
+                "empty": "not a checkpoint (the file is empty)",
                 "truncated": "not a checkpoint that loads safely (the file is truncated or damaged)",
                 "moot_override": "--model.d_model=32 (checkpoint: 16) cannot apply"}[case]
     assert f"{ckpt}" in line and expected in line
@@ -199,7 +200,8 @@ def test_sweep_files(sandbox, capsys, case):
     line = _one_line(capsys, ["sweep", str(sweep), "--dry-run", "--root", "runs", *extra], sandbox,
                      prefix="attnlab sweep: error: ")
     expected = {"malformed": f"{sweep}:", "unknown_parameter": "no option model.haeds; did you mean model.heads?",
-                "unsafe_name": "name='../../precious' is not a valid name", "count": "argument --count: -1 is not allowed",
+                "unsafe_name": "name='../../precious' is not a valid name",
+                "count": "argument --count: -1 is not allowed",
                 "jobs": "argument --jobs: 0 is not allowed"}[case]
     assert expected in line
 
@@ -216,3 +218,48 @@ def test_credentials(sandbox, capsys, monkeypatch):
     line = _one_line(capsys, ["report", "runs", "--wandb-sweep", "me/proj/abc123"], sandbox,
                      prefix="attnlab report: error: ")
     assert "--wandb-sweep me/proj/abc123: W&B refused: No API key configured" in line and "wandb login" in line
+
+
+# ------------------------------------------------------------------------------------------ outcomes
+TINY = ["--data.init_args.train_size=32", "--data.init_args.val_size=8", "--data.init_args.test_size=8",
+        "--data.init_args.batch_size=16", "--model.init_args.d_model=16", "--model.init_args.d_ff=32",
+        "--model.init_args.encoder_layers=1", "--model.init_args.decoder_layers=1",
+        "--trainer.enable_progress_bar=false", "--trainer.accelerator=cpu"]
+
+
+def test_a_diverged_fit_says_so_and_exits_3(sandbox, capsys):
+    from lit_models.guards import DIVERGED_EXIT
+    from lit_models.rundir import Status, read_summary
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit", *REVERSE, *TINY, "--run.root=runs", "--run.name=d", "--trainer.max_steps=4", "--model.lr=1e30"])
+    assert exit_info.value.code == DIVERGED_EXIT == 3
+    run = sandbox / "runs" / "transformer_reverse" / "d"
+    assert read_summary(run).status is Status.DIVERGED
+    assert f"attnlab: diverged at step {read_summary(run).diverged_at} (non-finite loss)" in capsys.readouterr().err
+
+
+def test_best_of_a_run_that_never_validated(sandbox, capsys):
+    main(["fit", *REVERSE, *TINY, "--run.root=runs", "--run.name=short", "--trainer.max_steps=1"])
+    line = _one_line(capsys, ["test", *REVERSE, *TINY, "--run.root=runs", "--run.name=short", "--ckpt_path=best"],
+                     sandbox)
+    assert "has no best checkpoint: the run never validated" in line and "--ckpt_path last" in line
+
+
+def test_data_refused_in_setup_leaves_no_run(sandbox, capsys):
+    """Word vocabulary smaller than vocab_size: refused in the datamodule's setup, after the loggers
+    started; the run directory the command created is removed and no failed summary remains."""
+    fx = REPO / "tests" / "fixtures" / "multi30k"
+    argv = ["fit", "--config", str(REPO / "ablations" / "configs" / "multi30k_transformer.yaml"),
+            "--data.init_args.source=files", f"--data.init_args.train_path={fx / 'train'}",
+            f"--data.init_args.val_path={fx / 'val'}", f"--data.init_args.test_path={fx / 'test'}",
+            "--data.init_args.data_dir=data", "--data.init_args.tokenizer=word", "--run.root=runs", *TINY[4:]]
+    before = _tree(sandbox)
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--data.vocab_size=8000 is too large for the files-deen-shared training corpus" in err
+    assert "Traceback" not in err
+    assert not (sandbox / "runs").exists()
+    assert {k: v for k, v in _tree(sandbox).items() if not k.startswith(("data", "wandb_dir"))} == before

@@ -27,6 +27,39 @@ log = logging.getLogger(__name__)
 DEMO_QUESTION = "attention_bottleneck"
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad option is one line (``prog: error: ...``, exit 2) without the usage block."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not allowed: give an integer >= 1")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a number > 0."""
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} is not allowed: give a number > 0")
+    return value
+
+
+def wandb_failure(err: BaseException) -> str | None:
+    """One line for a W&B API error the user can fix (no credentials, no access), else None."""
+    if not type(err).__module__.startswith("wandb"):
+        return None
+    text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    if "API key" in text or type(err).__name__ in ("UsageError", "AuthenticationError"):
+        return f"W&B refused: {text} (run `wandb login` or set WANDB_API_KEY; this needs network access)"
+    return f"W&B request failed: {text}"
+
+
 def _sweep_path(arg: str) -> Path:
     """A sweep file path, or a bare sweep name resolved under ``sweeps/``."""
     path = Path(arg)
@@ -40,7 +73,7 @@ def _sweep_path(arg: str) -> Path:
 
 
 def sweep_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="attnlab sweep", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Run a W&B sweep file offline: W&B's own sweeps engine proposes each trial and the trial runs "
                     "as a subprocess with exactly the command `wandb agent` would run, plus --run.root/experiment/"
@@ -48,17 +81,17 @@ def sweep_parser() -> argparse.ArgumentParser:
                     "summary.json says finished or diverged; failed trials are recorded and retried next time.",
         epilog="Online instead: wandb sweep SWEEP.yaml && wandb agent ENTITY/PROJECT/ID (from the repo root).")
     p.add_argument("sweep", help="sweep YAML file (or a name under sweeps/, e.g. 'norm')")
-    p.add_argument("--count", type=int, default=None,
+    p.add_argument("--count", type=positive_int, default=None,
                    help="start at most N trials (required for random/bayes unless the file sets run_cap)")
     p.add_argument("--dry-run", action="store_true", help="print the trials' commands without running them")
     p.add_argument("--scale", choices=("quick", "full"), default="full",
                    help="quick: append the question's small-data overrides (a trial takes well under a minute on "
                         "a CPU core); full: the config as written (default)")
     p.add_argument("--root", default="runs", help="runs directory (default: runs)")
-    p.add_argument("--jobs", type=int, default=1, help="trials run at once (default 1)")
-    p.add_argument("--threads", type=int, default=None,
+    p.add_argument("--jobs", type=positive_int, default=1, help="trials run at once (default 1)")
+    p.add_argument("--threads", type=positive_int, default=None,
                    help="OMP/MKL threads per trial (default: 1 with --scale quick or --jobs > 1, else inherited)")
-    p.add_argument("--timeout", type=float, default=None, help="stop a trial after this many seconds")
+    p.add_argument("--timeout", type=positive_float, default=None, help="stop a trial after this many seconds")
     p.add_argument("--seed", type=int, default=0, help="seed of the engine's proposals (random/bayes)")
     p.add_argument("--report", action="store_true", help="write ROOT/<sweep name>/report.md when done")
     p.add_argument("--quiet", action="store_true",
@@ -76,12 +109,15 @@ def _threads(args: argparse.Namespace) -> int | None:
 def sweep_main(argv: list[str]) -> int:
     """``attnlab sweep``: exit 0 when no trial failed, 1 when one did, 2 for a bad sweep file."""
     from ablations.runner import SweepError, load_sweep, make_plan, run_sweep
+    from ablations.sweepspec import check_parameters
 
     args = sweep_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        sweep = load_sweep(_sweep_path(args.sweep))
+        path = _sweep_path(args.sweep)
+        sweep = load_sweep(path)
         plan = make_plan(sweep, root=args.root, scale=args.scale, threads=_threads(args))
+        check_parameters(sweep, path=path, cwd=plan.cwd)
         outcomes = run_sweep(plan, count=args.count, dry_run=args.dry_run, jobs=args.jobs, timeout_s=args.timeout,
                              seed=args.seed, echo=(lambda line: None) if args.quiet else print)
     except (SweepError, FileNotFoundError) as err:
@@ -114,7 +150,7 @@ def _print_report(exp_dir: Path) -> bool:
 
 
 def report_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="attnlab report",
         description="Compare the arms of each ablation question: table (mean ± std over seeds, diverged/failed "
                     "runs shown), learning curves with seed bands, accuracy by length, probe plots, attention "
@@ -135,7 +171,14 @@ def report_main(argv: list[str]) -> int:
     args = report_parser().parse_args(argv)
     root = Path(args.runs_dir)
     if args.wandb_sweep:
-        name, runs = load_wandb_sweep(args.wandb_sweep)
+        try:
+            name, runs = load_wandb_sweep(args.wandb_sweep)
+        except Exception as err:  # noqa: BLE001 - wandb's errors have no common base we can import cheaply
+            line = wandb_failure(err)
+            if line is None:
+                raise
+            print(f"attnlab report: error: --wandb-sweep {args.wandb_sweep}: {line}", file=sys.stderr)
+            return 2
         found = {name: (root / name, runs)}
     else:
         found = {name: (d, load_experiment(d)) for name, d in experiment_dirs(root).items()}
@@ -150,15 +193,16 @@ def report_main(argv: list[str]) -> int:
 
 
 def demo_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="attnlab demo",
         description=f"Run the {DEMO_QUESTION!r} question (recurrent seq2seq with attention none / additive / dot / "
                     "general / hard on reverse) at quick scale, all arms, 2 seeds, then write and print the report. "
                     "About 6-10 minutes on 2 CPU cores.")
     p.add_argument("--root", default="runs/demo", help="runs directory (default: runs/demo)")
-    p.add_argument("--seeds", type=int, default=2, help="seeds per arm (default 2)")
-    p.add_argument("--jobs", type=int, default=2, help="trials at once, one thread each (default 2)")
-    p.add_argument("--timeout", type=float, default=240.0, help="stop a trial after this many seconds (default 240)")
+    p.add_argument("--seeds", type=positive_int, default=2, help="seeds per arm (default 2)")
+    p.add_argument("--jobs", type=positive_int, default=2, help="trials at once, one thread each (default 2)")
+    p.add_argument("--timeout", type=positive_float, default=240.0,
+                   help="stop a trial after this many seconds (default 240)")
     return p
 
 
@@ -183,7 +227,14 @@ def dashboard_main(argv: list[str]) -> int:
     """``attnlab dashboard``: save a W&B workspace view of one question (wandb-workspaces extra)."""
     from ablations.dashboard import dashboard_main as run
 
-    return run(argv)
+    try:
+        return run(argv)
+    except Exception as err:  # noqa: BLE001 - wandb's errors have no common base we can import cheaply
+        line = wandb_failure(err)
+        if line is None:
+            raise
+        print(f"attnlab dashboard: error: {line}", file=sys.stderr)
+        return 2
 
 
 COMMANDS = {"sweep": sweep_main, "report": report_main, "demo": demo_main, "findings": findings_main,

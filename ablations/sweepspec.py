@@ -16,6 +16,9 @@ from typing import Any
 
 import yaml
 
+from attnlab_core.errors import UsageError
+from lit_models.rundir import check_name, safe_name
+
 DEFAULT_COMMAND = ["${env}", "${interpreter}", "${program}", "${args}"]  # wandb's DEFAULT_SWEEP_COMMAND
 ENVVAR_MACRO = re.compile(r"\$\{envvar:([A-Z0-9_]*)\}")  # wandb's SWEEP_COMMAND_ENV_VAR_REGEX
 SEED_KEY = "seed_everything"
@@ -27,11 +30,24 @@ class SweepError(ValueError):
 
 # ---------------------------------------------------------------- sweep files
 def load_sweep(path: str | Path) -> dict[str, Any]:
-    """Read a sweep YAML file into a dict (raises SweepError naming the file if it is not a mapping)."""
-    data = yaml.safe_load(Path(path).read_text())
+    """Read a sweep YAML file into a dict; SweepError naming the file (and line) when it is not readable
+    YAML, not a mapping, or its ``name`` (the experiment folder of its trials) is not a safe name."""
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        where = f":{mark.line + 1}" if mark is not None else ""
+        raise SweepError(f"{path}{where}: malformed YAML ({err.problem or err.context})") from None
+    except (yaml.YAMLError, UnicodeDecodeError, OSError) as err:
+        raise SweepError(f"{path}: cannot read the sweep file ({err})") from None
     if not isinstance(data, dict):
         raise SweepError(f"{path}: a sweep file must be a YAML mapping")
-    data.setdefault("name", Path(path).stem)
+    if "name" in data:
+        try:
+            check_name(str(data["name"]), option="name")
+        except UsageError as err:
+            raise SweepError(f"{path}: {err}") from None
+    data.setdefault("name", safe_name(Path(path).stem))
     for key, spec in (data.get("parameters") or {}).items():
         spec = spec if isinstance(spec, dict) else {}
         given = [spec["value"]] if "value" in spec else spec.get("values") or []
@@ -39,6 +55,36 @@ def load_sweep(path: str | Path) -> dict[str, Any]:
             raise SweepError(f"{path}: parameter {key} has the value null, which the agent passes as the string "
                              "'None'; remove it (leave the parameter out to keep the config's default)")
     return data
+
+
+CHECKED_GROUPS = ("model", "data", "trainer", "run", "decode")
+"""Parameter groups whose option names :func:`check_parameters` knows (``group.option``)."""
+
+
+def check_parameters(sweep: Mapping[str, Any], *, path: str | Path, cwd: Path) -> None:
+    """Every ``group.option`` parameter names an option of the class the sweep's command configures,
+    so a misspelt parameter fails the sweep (and ``--dry-run``) instead of every trial.
+
+    ``cwd`` is where trials run (relative ``--config`` paths are read from there). Parameters of
+    other groups, nested ones (``model.a.b``) and groups whose class is unknown are not checked.
+    """
+    import difflib
+
+    from lit_models.conventions import option_names
+
+    command = render_command(sweep, {})
+    argv = [str(cwd / a) if not Path(a).is_absolute() and (cwd / a).is_file() else a for a in command]
+    argv = [f"--config={cwd / a[9:]}" if a.startswith("--config=") and (cwd / a[9:]).is_file() else a for a in argv]
+    for key in sweep.get("parameters") or {}:
+        group, _, option = str(key).partition(".")
+        option = option.removeprefix("init_args.")
+        if group not in CHECKED_GROUPS or not option or "." in option:
+            continue
+        known = option_names(group, argv)
+        if known and option not in known:
+            close = difflib.get_close_matches(option, known, n=1, cutoff=0.6)
+            hint = f"; did you mean {group}.{close[0]}?" if close else ""
+            raise SweepError(f"{path}: parameter {key}: no option {group}.{option}{hint}")
 
 
 def schema_violations(sweep: Mapping[str, Any]) -> list[str]:

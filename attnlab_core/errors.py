@@ -20,6 +20,9 @@ def condense_parser_error(err: BaseException) -> str | None:
     if literal:
         allowed = ", ".join(v.strip().strip("'\"") for v in literal.group(1).split(","))
         return f"{_path(keys)}={literal.group(2)} is not allowed; choose one of: {allowed}"
+    unaccepted = re.search(r"Problem with given class_path '([\w.]+)':\s*Option '([^']+)' is not accepted", text)
+    if unaccepted:
+        return f"{_path(keys)}.{unaccepted.group(2)} is not an option of {unaccepted.group(1)}"
     expected = re.search(r"Expected a (<class '(\w+)'>|[^.]+)\. Got value: (.+)", text)
     if expected:
         kind = expected.group(2) or expected.group(1)

@@ -31,6 +31,7 @@ from lit_models.blocks.recurrent_decoder import AttentionalDecoder
 from lit_models.blocks.recurrent_net import RecurrentEncoderDecoder
 from lit_models.blocks.transformer import FINAL_NORM, DecoderLayer, EncoderLayer
 from lit_models.blocks.vision import CaptionNet, build_vision_encoder
+from lit_models.validation import check_heads
 
 
 def _tie_none(src: TokenEmbedding, tgt: TokenEmbedding, out: nn.Linear) -> TokenEmbedding:
@@ -67,8 +68,7 @@ def build_encoder(
 ) -> Encoder:
     """Vaswani §3.1: N identical self-attention + FFN layers (+ a final LayerNorm for Pre-Norm),
     every self-attention holding the side's position scheme."""
-    if d_model % heads:
-        raise ValueError(f"d_model={d_model} is not divisible by heads={heads}")
+    check_heads(d_model=d_model, heads=heads)
     made = [EncoderLayer(d_model=d_model, heads=heads, d_ff=d_ff, dropout=dropout, attn_dropout=attn_dropout,
                          norm=norm, attn_scale=attn_scale, positions=positions) for _ in range(layers)]
     return Encoder(layers=made, final_norm=nn.LayerNorm(d_model) if FINAL_NORM[norm] else None)
@@ -97,8 +97,7 @@ def build_transformer(
     One position scheme per side, built once: the network registers it and applies its embedding
     hook; the side's self-attention modules hold it for their q/k and score-bias hooks.
     """
-    if d_model % heads:
-        raise ValueError(f"d_model={d_model} is not divisible by heads={heads}")
+    check_heads(d_model=d_model, heads=heads)
     layer_kw = dict(d_model=d_model, heads=heads, d_ff=d_ff, dropout=dropout, attn_dropout=attn_dropout,
                     norm=norm, attn_scale=attn_scale)
     src_pos = build_positions(positions, d_model=d_model, heads=heads, max_len=max_len)
@@ -163,8 +162,7 @@ def build_classifier(
         states: nn.Module = RecurrentStates(encoder=rnn, dropout=dropout)
         width, directions, cls_dim = rnn.output_size, 2 if bidirectional else 1, embed_dim
     else:
-        if d_model % heads:
-            raise UsageError(f"d_model={d_model} is not divisible by heads={heads}")
+        check_heads(d_model=d_model, heads=heads)
         pos = build_positions(positions, d_model=d_model, heads=heads, max_len=max_positions)
         stack = build_encoder(d_model=d_model, heads=heads, d_ff=d_ff, layers=num_layers, dropout=dropout,
                               attn_dropout=0.0, norm=norm, attn_scale=attn_scale, positions=pos)
@@ -221,8 +219,7 @@ def build_causal_lm(
     the input embedding is the only one: ``tying`` "decoder" and "all" both tie it to the output
     projection (Press & Wolf 2017), "none" keeps them apart.
     """
-    if d_model % heads:
-        raise UsageError(f"d_model={d_model} is not divisible by heads={heads}")
+    check_heads(d_model=d_model, heads=heads)
     pos = build_positions(positions, d_model=d_model, heads=heads, max_len=max_len)
     embed = TokenEmbedding(vocab_size=vocab_size, d_model=d_model)
     generator = nn.Linear(d_model, vocab_size)

@@ -42,6 +42,14 @@ from lit_models.faults import (
     preemption_exit_code,
 )
 from lit_models.figures import AttentionFigures
+from lit_models.guards import (
+    DIVERGED_EXIT,
+    check_parsed,
+    command_line_keys,
+    nearest_existing,
+    refuse_moot_overrides,
+    remove_fresh,
+)
 from lit_models.inputs import CKPT_KEYWORDS, check_data_paths, load_checkpoint
 from lit_models.predictions import PredictionWriter
 from lit_models.probes import default_probes
@@ -102,6 +110,13 @@ class AttnlabCLI(LightningCLI):
 
     only: str | None = None
     """The subcommand on the command line (set by :func:`run_cli`); only its parser is built."""
+    argv: tuple[str, ...] = ()
+    """The command line (set by :func:`run_cli`): which ``--model.*`` options the user gave."""
+    diverged_at: int | None = None
+    fresh: tuple[Path, Path] | None = None
+    """(run directory, its nearest existing ancestor) when this command creates the run directory:
+    refused input found later (e.g. in the data) removes what it created, up to that ancestor."""
+    """Set after a ``fit`` that diverged (the step), for :func:`run_cli`'s exit status."""
 
     @staticmethod
     def arm_axes(experiment: str) -> tuple[str, ...]:
@@ -132,19 +147,31 @@ class AttnlabCLI(LightningCLI):
         class_path = hparams.pop("_class_path", None)
         if not hparams or class_path is None:
             return super()._parse_ckpt_path()
-        configured = self.config[self.config.subcommand].get("model", {}).get("class_path")
+        model_cfg = self.config[self.config.subcommand].get("model", {})
+        configured = model_cfg.get("class_path")
         if configured and configured != class_path:
             raise UsageError(f"{ckpt_path} is a checkpoint of {class_path}, but the config's model is {configured}")
         module, _, name = class_path.rpartition(".")
         accepted = inspect.signature(getattr(importlib.import_module(module), name)).parameters
-        model = {"class_path": class_path, "dict_kwargs": {k: v for k, v in hparams.items() if k in accepted}}
+        kept = {k: v for k, v in hparams.items() if k in accepted}
+        refuse_moot_overrides(str(ckpt_path), hparams=kept, configured=dict(vars(model_cfg.get("init_args") or {})),
+                              given=command_line_keys(self.argv))
+        model = {"class_path": class_path, "dict_kwargs": kept}
         try:
             self.config = self.parser.parse_object({self.config.subcommand: {"model": model}}, self.config)
         except SystemExit:
             raise UsageError(f"{ckpt_path}: its hyper-parameters do not fit {class_path}") from None
 
-    def before_instantiate_classes(self) -> None:
+    def _set_seed(self) -> None:
+        """Check the input and choose the run directory first: bad input is one line, refused before
+        anything is seeded, built or created."""
+        if self.subcommand is not None:
+            self._prepare_run()
+        super()._set_seed()
+
+    def _prepare_run(self) -> None:
         cfg = self.config[self.subcommand]
+        check_parsed(cfg)
         data = cfg.get("data")
         check_data_paths(data.get("init_args") if data is not None else None)
         configs = cfg.get("config") or []
@@ -155,6 +182,7 @@ class AttnlabCLI(LightningCLI):
         self.run_dir = resolve_run_dir(self.run_opts, default_experiment=default_experiment,
                                        ckpt_path=cfg.get("ckpt_path"))
         check_writable(self.run_dir)
+        type(self).fresh = None if self.run_dir.exists() else (self.run_dir, nearest_existing(self.run_dir))
         refuse_finished_run(self.run_dir, subcommand=self.subcommand, ckpt_path=cfg.get("ckpt_path"))
         cfg.ckpt_path = resume_preempted(self.run_dir, subcommand=self.subcommand, ckpt_path=cfg.get("ckpt_path"))
         if self.subcommand == "fit" and not cfg.get("ckpt_path"):
@@ -207,7 +235,10 @@ class AttnlabCLI(LightningCLI):
 
     def after_fit(self) -> None:
         # Rank 0 owns summary.json; every rank must take the same decision, or the others' collectives hang.
-        finished = self.trainer.is_global_zero and read_summary(self.run_dir).status is Status.FINISHED
+        summary = read_summary(self.run_dir)
+        finished = self.trainer.is_global_zero and summary.status is Status.FINISHED
+        if self.trainer.is_global_zero and summary.status is Status.DIVERGED:
+            self.diverged_at = summary.diverged_at if summary.diverged_at is not None else summary.global_step
         if self.run_opts.test_after_fit and self.trainer.strategy.broadcast(finished, src=0):
             self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=_best_or_last(self.trainer))
         _report(self.run_dir, self.trainer)
@@ -287,7 +318,7 @@ def run_cli(args: list[str] | None = None, *, arm_axes: Callable[[str], tuple[st
         arm_axes: experiment name -> the CLI paths that define its arms (W&B tags, display name).
     """
     argv = sys.argv[1:] if args is None else list(args)
-    fields: dict[str, Any] = {"only": argv[0] if argv else None}
+    fields: dict[str, Any] = {"only": argv[0] if argv else None, "argv": tuple(argv)}
     if arm_axes is not None:
         fields["arm_axes"] = staticmethod(arm_axes)
     cli_class = type("QuestionCLI" if arm_axes is not None else "AttnlabCLI", (AttnlabCLI,), fields)
@@ -295,7 +326,7 @@ def run_cli(args: list[str] | None = None, *, arm_axes: Callable[[str], tuple[st
     try:
         check_config_files(argv)
         import_named_classes(argv)
-        cli_class(
+        cli = cli_class(
             L.LightningModule,
             L.LightningDataModule,
             subclass_mode_model=True,
@@ -308,6 +339,10 @@ def run_cli(args: list[str] | None = None, *, arm_axes: Callable[[str], tuple[st
             args=args,
         )
         finish_wandb()
+        if cli.diverged_at is not None:
+            print(f"attnlab: diverged at step {cli.diverged_at} (non-finite loss); run directory "
+                  f"{cli.run_dir} (exit {DIVERGED_EXIT})", file=sys.stderr)
+            raise SystemExit(DIVERGED_EXIT)
     except SystemExit as exc:
         if not is_preemption(exc):
             raise
@@ -319,6 +354,8 @@ def run_cli(args: list[str] | None = None, *, arm_axes: Callable[[str], tuple[st
         line = user_error_line(err)
         if line is None or os.environ.get("ATTNLAB_DEBUG"):
             raise
+        finish_wandb()
+        remove_fresh(cli_class.fresh)
         print(f"attnlab: error: {misspelt_option(line, argv) or line}", file=sys.stderr)
         raise SystemExit(2) from None
 

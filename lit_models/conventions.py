@@ -84,8 +84,11 @@ def misspelt_option(line: str, argv: list[str]) -> str | None:
 
     nested = re.search(r"--(\w+): Given value: NestedArg\(key='([^']+)'", line)
     unknown = re.search(r"unrecognized arguments: --([\w.]+)", line)
+    unaccepted = re.match(r"--(\w+)\.(\w+) is not an option of ", line)
     if nested:
         group, key = nested.group(1), nested.group(2)
+    elif unaccepted:
+        group, key = unaccepted.group(1), unaccepted.group(2)
     elif unknown and "." in unknown.group(1):
         group, _, key = unknown.group(1).partition(".")
     else:

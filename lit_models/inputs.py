@@ -6,6 +6,7 @@ directory, no W&B run and no cache folder exists yet when these checks run.
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,8 @@ from attnlab_core.errors import UsageError
 
 CKPT_KEYWORDS = ("best", "last", "hpc", "registry")
 """``--ckpt_path`` values that name a checkpoint by role, resolved later (not files)."""
+ZIP_MAGIC = b"PK\x03\x04"
+"""The first bytes of a file ``torch.save`` writes (a zip archive)."""
 CACHE_DIRS = ("data_dir",)
 """Data options that name a folder the datamodule creates (downloads, prepared corpora, tokenizers)."""
 
@@ -32,14 +35,31 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         raise UsageError(f"{path}: is a directory, not a checkpoint file")
     if not os.access(path, os.R_OK):
         raise UsageError(f"{path}: not readable (check its permissions)")
+    with path.open("rb") as f:
+        head = f.read(4)
+    if not head:
+        raise UsageError(f"{path}: not a checkpoint (the file is empty)")
+    if head != ZIP_MAGIC and not head.startswith(b"\x80"):  # torch.save: a zip archive (legacy: a pickle)
+        raise UsageError(f"{path}: not a checkpoint (not a file torch.save writes)")
     try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the unpickler's protocol notice: the error below says it all
+            ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - pickle/zip/EOF/unsafe-type errors all mean "not ours"
-        reason = str(err).strip().splitlines()[0][:120] if str(err).strip() else type(err).__name__
-        raise UsageError(f"{path}: not a checkpoint that loads safely ({reason})") from None
+        raise UsageError(f"{path}: not a checkpoint that loads safely ({_load_failure(err)})") from None
     if not isinstance(ckpt, dict) or "state_dict" not in ckpt:
         raise UsageError(f"{path}: not a checkpoint (a Lightning checkpoint holds a state_dict)")
     return ckpt
+
+
+def _load_failure(err: BaseException) -> str:
+    """Why ``torch.load(weights_only=True)`` refused a file, in words (torch's own text is long and internal)."""
+    text = str(err)
+    if "Weights only load failed" in text or type(err).__name__ == "UnpicklingError":
+        return "it holds Python objects beyond tensors and plain values, which weights_only loading refuses"
+    if "zip archive" in text or isinstance(err, EOFError):
+        return "the file is truncated or damaged"
+    return type(err).__name__
 
 
 def check_data_paths(init_args: Any) -> None:

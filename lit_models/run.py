@@ -23,10 +23,10 @@ from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.loggers.logger import rank_zero_experiment
 from lightning.pytorch.utilities import rank_zero_only
 
-from attnlab_core.errors import UsageError
+from attnlab_core.errors import UsageError, user_error_line
 from lit_models.environment import environment
 from lit_models.faults import is_preemption, preemption_exit_code
-from lit_models.rundir import DONE, Status, read_summary, write_summary
+from lit_models.rundir import DONE, Status, check_name, read_summary, run_dir_in, safe_name, write_summary
 from lit_models.wandb_mode import wandb_mode
 
 log = logging.getLogger(__name__)
@@ -114,15 +114,16 @@ def resolve_run_dir(opts: RunOptions, *, default_experiment: str, ckpt_path: str
     inherited = _inherited_run_dir()
     if inherited is not None:
         return inherited
-    if ckpt_path and Path(ckpt_path).parent.name == "checkpoints":
+    experiment = check_name(opts.experiment, option="--run.experiment") if opts.experiment is not None else (
+        safe_name(default_experiment))
+    name = check_name(opts.name, option="--run.name") if opts.name is not None else stable_run_name(opts)
+    options = ("--run.experiment", "--run.name" if opts.name is not None else "WANDB_RUN_ID")
+    if ckpt_path and Path(ckpt_path).parent.name == "checkpoints":  # the checkpoint's own run, in its own root
         run_dir = Path(ckpt_path).resolve().parent.parent
     else:
-        experiment = opts.experiment or default_experiment
-        base = Path(opts.root) / experiment
-        name = stable_run_name(opts)
-        run_dir = base / (name or fresh_run_name())
+        run_dir = run_dir_in(Path(opts.root), experiment, name or fresh_run_name(), options=options)
         while name is None and run_dir.exists():
-            run_dir = base / fresh_run_name()
+            run_dir = run_dir_in(Path(opts.root), experiment, fresh_run_name(), options=options)
     os.environ[RUN_DIR_ENV] = str(run_dir)
     return run_dir
 
@@ -154,6 +155,11 @@ def refuse_finished_run(run_dir: Path, *, subcommand: str, ckpt_path: str | None
 def named_checkpoint(run_dir: Path, which: str) -> Path:
     """``best`` / ``last`` of a run; a missing run or checkpoint is a usage error naming the path."""
     path = run_dir / "checkpoints" / f"{which}.ckpt"
+    if which == "best" and not path.is_file() and (run_dir / "checkpoints" / "last.ckpt").is_file():
+        validated = any(k.startswith("val/") for k in read_summary(run_dir).metrics)
+        why = ("its validations never logged the monitored metric (--run.monitor)" if validated else
+               "the run never validated (it stopped before its first validation)")
+        raise UsageError(f"--ckpt_path=best: {run_dir} has no best checkpoint: {why}; use --ckpt_path last")
     if not path.is_file():
         raise UsageError(f"--ckpt_path={which}: no checkpoint at {path} (give --run.name of a finished run)")
     return path
@@ -296,6 +302,7 @@ class RunSummary(L.Callback):
         self.run_dir, self.seed, self.subcommand = run_dir, seed, subcommand
         self.t0 = time.time()
         self.train_time = 0.0
+        self.started = False  # a loop began: before that, bad input (e.g. data) leaves no run behind
 
     def _update(self, trainer: L.Trainer, pl_module: L.LightningModule, **fields: Any) -> None:
         if not trainer.is_global_zero:
@@ -319,7 +326,7 @@ class RunSummary(L.Callback):
         write_summary(self.run_dir, summary)
 
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.t0 = time.time()
+        self.t0, self.started = time.time(), True
         self._update(trainer, pl_module, status=Status.RUNNING)
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -335,6 +342,12 @@ class RunSummary(L.Callback):
             wall_time_s=wall, tokens_seen=tokens, tokens_per_s=tokens / max(wall, 1e-9),
         )
 
+    def on_test_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.started = True
+
+    def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.started = True
+
     def on_test_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._update(trainer, pl_module, status=read_summary(self.run_dir).status or Status.FINISHED)
 
@@ -347,5 +360,7 @@ class RunSummary(L.Callback):
             self._update(trainer, pl_module, status=Status.PREEMPTED, exit_code=preemption_exit_code(exception),
                          resume_hint="--ckpt_path last")
             return
+        if not self.started and user_error_line(exception) is not None:
+            return  # refused input (the CLI prints its one line): nothing was run, nothing to record
         status = Status.INTERRUPTED if isinstance(exception, KeyboardInterrupt) else Status.FAILED
         self._update(trainer, pl_module, status=status, error=f"{type(exception).__name__}: {exception}")

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
 from pathlib import Path
 from typing import Any
+
+from attnlab_core.errors import UsageError
 
 
 class Status(str, Enum):
@@ -43,6 +46,42 @@ class Status(str, Enum):
 
 DONE = frozenset({Status.FINISHED, Status.DIVERGED})
 """A run in one of these states is complete: a sweep skips it, a new fit refuses to overwrite it."""
+
+
+NAME_RULE = ("1 to 128 characters from letters, digits and _ . , = + -, starting with a letter, digit or _ "
+             "(one folder name: no '/', no '..')")
+"""What a run or experiment name may be; every message that refuses a name quotes it."""
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.,=+-]{0,127}")
+
+
+def check_name(value: str, *, option: str) -> str:
+    """``value`` when it is a safe single path component (:data:`NAME_RULE`), else a UsageError
+    naming ``option``: nothing built from it can leave the folder it is joined to."""
+    if not isinstance(value, str) or _SAFE_NAME.fullmatch(value) is None:
+        raise UsageError(f"{option}={value!r} is not a valid name: use {NAME_RULE}")
+    return value
+
+
+def safe_name(text: str) -> str:
+    """A derived default name (e.g. a config file's stem) made to follow :data:`NAME_RULE`."""
+    name = re.sub(r"[^A-Za-z0-9_.,=+-]", "_", text).lstrip(".,=+-")[:128]
+    return name or "default"
+
+
+def inside(root: Path, path: Path) -> Path:
+    """``path`` resolved (symlinks followed), refused unless it lies strictly inside ``root`` resolved."""
+    base, target = Path(root).resolve(), Path(path).resolve()
+    if target == base or not target.is_relative_to(base):
+        raise UsageError(f"{path} resolves to {target}, outside the run root {base}; nothing is written there")
+    return target
+
+
+def run_dir_in(root: Path, experiment: str, name: str, *, options: tuple[str, str]) -> Path:
+    """``<root>/<experiment>/<name>``, each name checked by :func:`check_name` (``options`` name the
+    options they came from) and the result checked to lie inside ``root``."""
+    run = Path(root) / check_name(experiment, option=options[0]) / check_name(name, option=options[1])
+    inside(root, run)
+    return run
 
 
 @dataclass(frozen=True)

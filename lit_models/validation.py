@@ -1,0 +1,49 @@
+"""Model sizes checked once, before any arithmetic with them: every width, count and layer number a
+model takes is a positive integer, and the attention width splits evenly over the heads.
+
+The CLI calls :func:`check_model_sizes` on the parsed ``--model`` options (so a bad value is refused
+at parse time, naming its option, before any run directory exists); the builders call
+:func:`check_heads` so a model built from Python is held to the same rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from attnlab_core.errors import UsageError
+
+SIZES = frozenset({
+    "d_model", "heads", "d_ff", "layers", "encoder_layers", "decoder_layers", "num_layers", "embed_dim",
+    "hidden_size", "attn_size", "max_positions", "grid_size", "cnn_width", "num_classes", "in_channels",
+    "glimpses", "patch_size", "scales", "scale_factor", "glimpse_hidden", "location_hidden", "glimpse_size",
+    "src_vocab_size", "tgt_vocab_size", "vocab_size",
+})
+"""Model arguments that count something (a width, a number of heads, layers or positions): each must be >= 1."""
+
+
+def check_model_sizes(values: Mapping[str, Any], *, prefix: str = "--model.") -> None:
+    """Refuse any :data:`SIZES` entry of ``values`` that is not a positive integer, and a ``d_model``
+    that ``heads`` does not divide; the message names the option (``prefix`` + name) and the rule.
+
+    Values left unset (None, e.g. vocabulary sizes filled in later from the data) are not checked.
+    """
+    for name in sorted(SIZES & set(values)):
+        value = values[name]
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise UsageError(f"{prefix}{name}={value} is not allowed: it must be a positive integer (>= 1)")
+    d_model, heads = values.get("d_model"), values.get("heads")
+    if isinstance(d_model, int) and isinstance(heads, int):
+        check_heads(d_model=d_model, heads=heads)
+
+
+def check_heads(*, d_model: int, heads: int) -> None:
+    """Vaswani et al. 2017 §3.2.2: ``h`` heads of width ``d_k = d_model / h``; both positive and
+    ``h`` divides ``d_model``."""
+    for name, value in (("d_model", d_model), ("heads", heads)):
+        if value < 1:
+            raise UsageError(f"{name}={value} is not allowed: it must be a positive integer (>= 1)")
+    if d_model % heads:
+        raise UsageError(f"d_model={d_model} is not divisible by heads={heads}")

@@ -201,7 +201,7 @@ class AttnlabCLI(LightningCLI):
                             monitor=self.run_opts.monitor, mode=self.run_opts.mode, save_last=False),
             RunSummary(run_dir=self.run_dir, seed=seed if isinstance(seed, int) else None,
                        subcommand=self.subcommand, evaluation=evaluation, options=options, checkpoint=checkpoint),
-            BestValidation(monitor=self.run_opts.monitor, mode=self.run_opts.mode),
+            BestValidation(),
             AttentionFigures(run_dir=self.run_dir, max_drawings=self.run_opts.figure_drawings),
             *default_probes(),
             *_fault_callbacks(self.run_dir, self.run_opts),

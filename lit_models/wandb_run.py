@@ -78,9 +78,14 @@ def wandb_identity(run_dir: Path, *, subcommand: str, arm: dict[str, Any], seed:
 class QuietWandbLogger(WandbLogger):
     """Lightning's WandbLogger minus the ``anonymous`` init argument that wandb now warns about, with
     the run directory created before ``wandb.init`` looks for its git root there, and (given
-    ``best_of``) each ``val/<name>`` metric defined, before its first value, to keep its best value
-    in the W&B summary beside its last (``define_metric(name, summary="max,last"|"min,last")``, see
-    :class:`BestValidation`).
+    ``best_of``) the best value of each ``val/<name>`` metric kept in the W&B summary.
+
+    W&B's summary holds a metric's last logged value unless ``define_metric(name, summary=...)`` says
+    otherwise; each tracked metric is defined, before its first value, with ``summary="max,last"``
+    (``"min,last"`` for a lower-is-better one), so the summary holds ``{"max": best, "last": v}``.
+    The step has no W&B aggregate, so ``best_step/<name>`` (the ``trainer/global_step`` of the logged
+    row) is written beside it, and ``best/<name>`` holds the value as a plain number. ``best`` is
+    saved in checkpoints by :class:`BestValidation`, so a resumed fit reports the best of the whole run.
 
     Args:
         best_of: the monitored metric and its direction (``--run.monitor``, ``--run.mode``); None: W&B's
@@ -92,15 +97,31 @@ class QuietWandbLogger(WandbLogger):
         self._wandb_init.pop("anonymous", None)
         self._best_of = best_of
         self._defined: set[str] = set()
+        self.best: dict[str, tuple[float, int]] = {}
+
+    def _goal(self, name: str) -> Literal["min", "max"]:
+        assert self._best_of is not None
+        return self._best_of[1] if name == self._best_of[0] else metric_goal(name)
 
     def log_metrics(self, metrics: dict[str, Any], step: int | None = None) -> None:
+        tracked_now = {}
         if self._best_of is not None and rank_zero_only.rank == 0:
-            for name in metrics:
-                if name not in self._defined and tracked(name, monitor=self._best_of[0]):
-                    goal = self._best_of[1] if name == self._best_of[0] else metric_goal(name)
-                    self.experiment.define_metric(name, summary=f"{goal},last", step_metric="trainer/global_step")
+            for name, value in metrics.items():
+                if not tracked(name, monitor=self._best_of[0]):
+                    continue
+                if name not in self._defined:
+                    summary = f"{self._goal(name)},last"
+                    self.experiment.define_metric(name, summary=summary, step_metric="trainer/global_step")
                     self._defined.add(name)
+                tracked_now[name] = float(value)
         super().log_metrics(metrics, step)
+        for name, value in tracked_now.items():
+            known = self.best.get(name)
+            if better(value, known[0] if known else None, goal=self._goal(name)):
+                self.best[name] = (value, int(step or 0))
+            if name in self.best:
+                self.experiment.summary[f"best/{name}"] = self.best[name][0]
+                self.experiment.summary[f"best_step/{name}"] = self.best[name][1]
 
     @property
     def experiment(self) -> Any:
@@ -147,6 +168,13 @@ def tracked(name: str, *, monitor: str) -> bool:
     return name == monitor or (name.startswith("val/") and name.count("/") == 1 and not name.startswith("val/attn_"))
 
 
+def better(value: float, known: float | None, *, goal: Literal["min", "max"]) -> bool:
+    """Whether ``value`` beats ``known`` (None: nothing yet) in direction ``goal``; NaN never does."""
+    if value != value:
+        return False
+    return known is None or (value < known if goal == "min" else value > known)
+
+
 def metric_goal(name: str) -> Literal["min", "max"]:
     """Whether ``name`` (``val/loss``, ``val/exact_match``) is optimised downwards or upwards."""
     leaf = name.rsplit("/", 1)[-1].lower()
@@ -154,56 +182,24 @@ def metric_goal(name: str) -> Literal["min", "max"]:
 
 
 class BestValidation(L.Callback):
-    """The W&B summary keeps the best validation value of each ``val/<name>`` metric (and of the
-    monitored one), in the direction it is optimised, with the step it was reached.
+    """Saves the best ``val/<name>`` values :class:`QuietWandbLogger` tracked in each checkpoint and
+    hands them back on resume, so the W&B summary's ``best/`` and ``best_step/`` keys cover the whole
+    run, its attempts before a preemption included (offline, those lie in another folder)."""
 
-    W&B's summary holds a metric's last logged value unless ``define_metric(name, summary=...)`` says
-    otherwise (:class:`QuietWandbLogger` does, before the first value): with ``summary="max,last"`` it
-    holds ``{"max": best, "last": v}`` (``"min,last"`` for a lower-is-better metric). The step has no
-    W&B aggregate, so ``best_step/<name>`` is written beside it, and ``best/<name>`` holds the value
-    as a plain number.
-    Both are kept in this callback's state, which Lightning saves in the checkpoint, so a resumed fit
-    still reports the best of the whole run (the offline history of its earlier attempt included).
+    def __init__(self) -> None:
+        self._logger: QuietWandbLogger | None = None
+        self._restored: dict[str, tuple[float, int]] = {}
 
-    Args:
-        monitor: the metric the best checkpoint is chosen by (``--run.monitor``).
-        mode: its direction (``--run.mode``); other metrics follow :func:`metric_goal`.
-    """
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        self._logger = next((lg for lg in trainer.loggers if isinstance(lg, QuietWandbLogger)), None)
 
-    def __init__(self, *, monitor: str, mode: Literal["min", "max"]) -> None:
-        self.monitor, self.mode = monitor, mode
-        self.best: dict[str, tuple[float, int]] = {}
-
-    def _goal(self, name: str) -> Literal["min", "max"]:
-        return self.mode if name == self.monitor else metric_goal(name)
-
-    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if trainer.sanity_checking or not trainer.is_global_zero:
-            return
-        step = int(trainer.global_step)
-        for name, value in trainer.callback_metrics.items():
-            if not tracked(name, monitor=self.monitor) or getattr(value, "numel", lambda: 1)() != 1:
-                continue
-            value = float(value)
-            if value != value:  # NaN never becomes the best
-                continue
-            known = self.best.get(name)
-            better = known is None or (value < known[0] if self._goal(name) == "min" else value > known[0])
-            if better:
-                self.best[name] = (value, step)
-        self._publish(trainer)
-
-    def _publish(self, trainer: L.Trainer) -> None:
-        for logger in trainer.loggers:
-            if not isinstance(logger, WandbLogger):
-                continue
-            run = logger.experiment
-            for name, (value, step) in self.best.items():
-                run.summary[f"best/{name}"] = value
-                run.summary[f"best_step/{name}"] = step
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._logger is not None:  # after the checkpoint's callback states are loaded
+            self._logger.best = {**self._restored, **self._logger.best}
 
     def state_dict(self) -> dict[str, Any]:
-        return {"best": {k: list(v) for k, v in self.best.items()}}
+        best = self._logger.best if self._logger is not None else self._restored
+        return {"best": {k: [v, s] for k, (v, s) in best.items()}}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self.best = {k: (float(v[0]), int(v[1])) for k, v in state_dict.get("best", {}).items()}
+        self._restored = {k: (float(v[0]), int(v[1])) for k, v in state_dict.get("best", {}).items()}

@@ -67,11 +67,26 @@ log = logging.getLogger(__name__)
 
 
 class RunConfigSaver(SaveConfigCallback):
-    """Saves the resolved config as ``config.yaml`` in the first logger's directory, always attnlab's CSV
-    logger (``<run>/`` for fit, ``<run>/test/<evaluation>/`` when evaluating a run, so nothing is
-    overwritten, whatever ``--trainer.logger`` adds) and logs it to W&B as flat dotted keys."""
+    """Saves the resolved config as ``config.yaml`` in ``config_dir`` (``<run>/`` for fit,
+    ``<run>/test/<evaluation>/`` when evaluating a run, so nothing is overwritten), whatever
+    ``--trainer.logger`` adds and also under ``fast_dev_run`` (where Lightning swaps every logger for
+    a dummy, and its own choice, the first logger's folder, is no folder), and logs it to W&B as flat
+    dotted keys.
+
+    Args:
+        config_dir: where ``config.yaml`` goes; None: Lightning's choice (``trainer.log_dir``).
+    """
+
+    def __init__(self, *args: Any, config_dir: str | None = None, **kwargs: Any) -> None:
+        to_log_dir = config_dir is None and kwargs.pop("save_to_log_dir", True)
+        super().__init__(*args, save_to_log_dir=to_log_dir, **kwargs)
+        self.config_dir = config_dir
 
     def save_config(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if self.config_dir is not None:  # rank 0 only (Lightning calls this there)
+            Path(self.config_dir).mkdir(parents=True, exist_ok=True)
+            self.parser.save(self.config, str(Path(self.config_dir) / self.config_filename), skip_none=False,
+                             overwrite=True, multifile=self.multifile)
         flat = _flatten(self.parser.dump(self.config, skip_none=False, format="yaml"))
         for logger in trainer.loggers:
             if isinstance(logger, WandbLogger):
@@ -220,8 +235,15 @@ class AttnlabCLI(LightningCLI):
                                                 identity=identity, evaluation=evaluation),
                                  *user_loggers(trainer_cfg.get("logger"))]  # ours first: config.yaml goes there
         trainer_cfg["default_root_dir"] = str(self.run_dir)
+        paths = RunPaths(self.run_dir)
+        config_dir = paths.run if self.subcommand == "fit" else (
+            paths.evaluation_log(evaluation) if evaluation else paths.evaluation(self.subcommand))
+        self.save_config_kwargs = {**self.save_config_kwargs, "config_dir": str(config_dir)}
         warn_slow_bf16(trainer_cfg)
         extra = [self._get(self.config_init, c) for c in self._parser(self.subcommand).callback_keys]
+        if trainer_cfg.get("fast_dev_run"):  # Lightning saves no config then; a smoke run's config is re-runnable
+            extra.append(RunConfigSaver(self._parser(self.subcommand), self.config[self.subcommand],
+                                        **self.save_config_kwargs))
         return self._instantiate_trainer({**trainer_cfg, **kwargs}, extra)
 
     def after_instantiate_classes(self) -> None:

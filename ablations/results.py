@@ -279,7 +279,7 @@ def load_wandb_sweep(sweep_path: str) -> tuple[str, list[RunRecord]]:
     metric = (sweep.config.get("metric") or {}).get("name")
     records = []
     for run in sweep.runs:
-        if run.job_type not in ("fit", None, ""):
+        if getattr(run, "job_type", None) not in ("fit", None, ""):
             continue
         params = {normalize_key(k): v for k, v in dict(run.config).items() if not k.startswith("_")}
         status = {"finished": "finished", "running": "running"}.get(run.state, "failed")

@@ -205,3 +205,10 @@ def test_log_model_uploads_the_best_checkpoint_through_lightning_when_online(tmp
                  if isinstance(lg, QuietWandbLogger)]
         expected = log_model if mode == "online" and subcommand == "fit" else False
         assert wb._log_model == expected, (mode, log_model, subcommand)
+
+
+def test_an_online_record_reads_the_last_value_beside_a_kept_best():
+    from ablations.results import _last_values
+
+    summary = {"val/acc": {"max": 0.9, "last": 0.5}, "val/loss": {"min": 0.1}, "test/acc": 0.7}
+    assert _last_values(summary) == {"val/acc": 0.5, "val/loss": {"min": 0.1}, "test/acc": 0.7}

@@ -4,6 +4,10 @@ contract) or, for online sweeps, from the W&B API with the same keys.
 A record's ``params`` are flat dotted CLI paths without ``init_args`` (``model.norm``,
 ``data.test_max_len``, ``seed_everything``): the keys the sweep files, the W&B config
 (``RunConfigSaver``) and the report columns share.
+
+A run's ``metrics`` are its fit's, plus at most one evaluation of each kind (``test``, ``validate``)
+from summary.json's ``evaluations`` (:func:`choose_evaluations`): a report never mixes the numbers
+of two evaluations, and ``RunRecord.evaluations`` names the ones it read.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 import yaml
 
@@ -26,6 +30,10 @@ from lit_models.rundir import Status
 
 log = logging.getLogger(__name__)
 
+EvaluationChoice = Union[str, Mapping[str, Any], None]
+"""Which evaluation of a run to read: its id (``test-1a2b3c4d``), the options it must have had
+(``{"decode.strategy": "beam"}``), or None: the latest with the run's own decode settings."""
+SPLITS = {"test": "test/", "validate": "val/"}  # an evaluation's kind -> the prefix of its metrics
 INFO_KEYS = ("parameters", "global_step", "tokens_seen", "wall_time_s", "environment", "git_commit")
 STATUSES = tuple(status.value for status in Status)  # the run directory's status enum
 
@@ -45,6 +53,7 @@ class RunRecord:
         run_dir: where the run lives (None for W&B-only records).
         info: summary.json's bookkeeping: ``parameters``, ``global_step``, ``tokens_seen``,
             ``wall_time_s``, ``git_commit`` and the ``environment`` record (``lit_models.environment``).
+        evaluations: kind (``test`` / ``validate``) -> id of the evaluation whose metrics ``metrics`` holds.
     """
 
     experiment: str
@@ -56,6 +65,7 @@ class RunRecord:
     figures: list[Path] = field(default_factory=list)
     run_dir: Path | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    evaluations: dict[str, str] = field(default_factory=dict)
 
     @property
     def seed(self) -> Any:
@@ -121,20 +131,57 @@ def _status(summary_status: str | None, trial_status: str | None) -> str:
     return summary_status if summary_status in STATUSES else "failed"
 
 
-def load_run(run_dir: Path) -> RunRecord | None:
-    """A record from ``run_dir`` (None if it holds none of summary.json, config.yaml, trial.json)."""
+def load_run(run_dir: Path, *, evaluation: EvaluationChoice = None) -> RunRecord | None:
+    """A record from ``run_dir`` (None if it holds none of summary.json, config.yaml, trial.json),
+    with the metrics of the evaluations ``evaluation`` chooses (:func:`choose_evaluations`)."""
     summary, config, trial = (_read(run_dir / f) for f in ("summary.json", "config.yaml", "trial.json"))
     if not (summary or config or trial):
         return None
     params = {normalize_key(k): v for k, v in (trial.get("params") or {}).items()}
     params.update(flatten(config))
     status = _status(summary.get("status"), trial.get("status"))
+    evaluations = {k: v for k, v in (summary.get("evaluations") or {}).items() if isinstance(v, dict)}
+    chosen = choose_evaluations(evaluations, params, evaluation)
     return RunRecord(
         experiment=run_dir.parent.name, name=run_dir.name, status=status, params=params,
-        metrics=_floats(summary.get("metrics", {})), history=read_history(run_dir / "metrics.csv"),
+        metrics=with_evaluations(_floats(summary.get("metrics", {})), {k: evaluations[v] for k, v in chosen.items()}),
+        history=read_history(run_dir / "metrics.csv"),
         figures=sorted((run_dir / "figures").glob("*.png")), run_dir=run_dir,
-        info={k: summary[k] for k in INFO_KEYS if k in summary} | _trial_times(run_dir, trial),
+        info={k: summary[k] for k in INFO_KEYS if k in summary} | _trial_times(run_dir, trial), evaluations=chosen,
     )
+
+
+def choose_evaluations(evaluations: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any],
+                       choice: EvaluationChoice = None) -> dict[str, str]:
+    """Kind (``test`` / ``validate``) -> the id of the one evaluation of that kind a report reads.
+
+    ``choice`` an id: that evaluation alone. A mapping of options: of each kind, the latest evaluation
+    that had those options. None: of each kind, the run's only evaluation, or else the latest whose
+    ``decode.*`` settings are the run's own (the question's; its sweep sets them); none if none has.
+    """
+    if isinstance(choice, str):
+        return {str(evaluations[choice].get("subcommand")): choice} if choice in evaluations else {}
+    wanted = dict(choice) if choice is not None else {k: v for k, v in params.items() if k.startswith("decode.")}
+    out: dict[str, str] = {}
+    for kind in SPLITS:
+        mine = {k: e for k, e in evaluations.items() if e.get("subcommand") == kind}
+        if choice is None and len(mine) == 1:
+            out[kind] = next(iter(mine))
+            continue
+        fits = [(float(e.get("ended") or 0.0), k) for k, e in mine.items()
+                if all((e.get("options") or {}).get(o) == v for o, v in wanted.items())]
+        if fits:
+            out[kind] = max(fits)[1]
+    return out
+
+
+def with_evaluations(metrics: Mapping[str, float], chosen: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
+    """The fit's metrics with each chosen evaluation's in place of that kind's (``test/`` or ``val/``)."""
+    out = dict(metrics)
+    for kind, evaluation in chosen.items():
+        out = {k: v for k, v in out.items() if not k.startswith(SPLITS[kind])}
+        out.update(_floats(evaluation.get("metrics") or {}))
+    return out
 
 
 def _trial_times(run_dir: Path, trial: dict[str, Any]) -> dict[str, float]:
@@ -147,9 +194,9 @@ def _trial_times(run_dir: Path, trial: dict[str, Any]) -> dict[str, float]:
         return {}
 
 
-def load_experiment(exp_dir: Path) -> list[RunRecord]:
-    """Every run under ``<root>/<experiment>/``."""
-    runs = (load_run(d) for d in sorted(exp_dir.iterdir()) if d.is_dir() and _is_run_dir(d))
+def load_experiment(exp_dir: Path, *, evaluation: EvaluationChoice = None) -> list[RunRecord]:
+    """Every run under ``<root>/<experiment>/``, each with the evaluation ``evaluation`` chooses."""
+    runs = (load_run(d, evaluation=evaluation) for d in sorted(exp_dir.iterdir()) if d.is_dir() and _is_run_dir(d))
     return [r for r in runs if r is not None]
 
 
@@ -221,7 +268,9 @@ def load_wandb_sweep(sweep_path: str) -> tuple[str, list[RunRecord]]:
 
     Needs network access and credentials, so it is not exercised by the test suite. The W&B
     config holds the flat keys ``RunConfigSaver`` logs; W&B run states map to our statuses
-    (crashed/killed -> failed). Figures stay on W&B (the report links none).
+    (crashed/killed -> failed). Figures stay on W&B (the report links none). Only fit runs are read
+    (evaluations are runs of their own, ``job_type="eval"``); a ``val/<name>`` summary that keeps its
+    best (``{"max": best, "last": v}``) gives its last value, as summary.json's ``metrics`` do.
     """
     import wandb
 
@@ -230,12 +279,19 @@ def load_wandb_sweep(sweep_path: str) -> tuple[str, list[RunRecord]]:
     metric = (sweep.config.get("metric") or {}).get("name")
     records = []
     for run in sweep.runs:
+        if getattr(run, "job_type", None) not in ("fit", None, ""):
+            continue
         params = {normalize_key(k): v for k, v in dict(run.config).items() if not k.startswith("_")}
         status = {"finished": "finished", "running": "running"}.get(run.state, "failed")
         history = [_wandb_row(row) for row in run.scan_history(keys=[metric, "trainer/global_step"])] if metric else []
         records.append(RunRecord(experiment=name, name=run.name, status=status, params=params,
-                                 metrics=_floats(dict(run.summary)), history=history))
+                                 metrics=_floats(_last_values(dict(run.summary))), history=history))
     return name, records
+
+
+def _last_values(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """A W&B summary with each aggregated value (``{"max": best, "last": v}``) as its last value."""
+    return {k: v.get("last") if isinstance(v, Mapping) and "last" in v else v for k, v in summary.items()}
 
 
 def _wandb_row(row: Mapping[str, Any]) -> dict[str, float]:

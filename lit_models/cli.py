@@ -61,28 +61,61 @@ from lit_models.run import (
     check_writable,
     named_checkpoint,
     refuse_finished_run,
+    relative_checkpoint,
     resolve_run_dir,
     resume_preempted,
     set_aside_stale_log,
     stable_run_name,
-    wandb_identity,
 )
-from lit_models.rundir import RunPaths, Status, read_summary
+from lit_models.rundir import RunPaths, Status, evaluation_id, read_summary
+from lit_models.wandb_run import BestValidation, wandb_identity
 
 os.environ.setdefault("JSONARGPARSE_DEPRECATION_WARNINGS", "off")
 log = logging.getLogger(__name__)
 
 
 class RunConfigSaver(SaveConfigCallback):
-    """Saves the resolved config as ``config.yaml`` in the logger's directory (``<run>/`` for fit,
-    ``<run>/<subcommand>/`` when evaluating a run, so nothing is overwritten) and logs it to W&B
-    as flat dotted keys."""
+    """Saves the resolved config as ``config.yaml`` in ``config_dir`` (``<run>/`` for fit,
+    ``<run>/test/<evaluation>/`` when evaluating a run, so nothing is overwritten), whatever
+    ``--trainer.logger`` adds and also under ``fast_dev_run`` (where Lightning swaps every logger for
+    a dummy, and its own choice, the first logger's folder, is no folder), and logs it to W&B as flat
+    dotted keys.
+
+    Args:
+        config_dir: where ``config.yaml`` goes; None: Lightning's choice (``trainer.log_dir``).
+    """
+
+    def __init__(self, *args: Any, config_dir: str | None = None, **kwargs: Any) -> None:
+        to_log_dir = config_dir is None and kwargs.pop("save_to_log_dir", True)
+        super().__init__(*args, save_to_log_dir=to_log_dir, **kwargs)
+        self.config_dir = config_dir
 
     def save_config(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if self.config_dir is not None:  # rank 0 only (Lightning calls this there)
+            Path(self.config_dir).mkdir(parents=True, exist_ok=True)
+            self.parser.save(self.config, str(Path(self.config_dir) / self.config_filename), skip_none=False,
+                             overwrite=True, multifile=self.multifile)
         flat = _flatten(self.parser.dump(self.config, skip_none=False, format="yaml"))
         for logger in trainer.loggers:
             if isinstance(logger, WandbLogger):
                 logger.experiment.config.update(flat, allow_val_change=True)
+
+
+def _evaluation_options(cfg: Any) -> dict[str, Any]:
+    """What decides an evaluation's numbers: the flat ``decode.*`` and ``data.*`` settings of ``cfg``."""
+    import json
+
+    groups = {k: cfg[k].as_dict() if hasattr(cfg[k], "as_dict") else cfg[k] for k in ("decode", "data") if cfg.get(k)}
+    return _flatten(json.dumps(groups, default=str, sort_keys=True))
+
+
+def _save_experiment(cfg: Any, experiment: str) -> None:
+    """Write the resolved experiment name into the config that ``config.yaml`` saves, so re-running
+    ``<run>/config.yaml`` lands in the same experiment (not in one named after the file, ``config``)."""
+    if isinstance(cfg.run, dict):
+        cfg.run["experiment"] = experiment
+    else:
+        cfg.run.experiment = experiment
 
 
 def _flatten(dumped: str) -> dict[str, Any]:
@@ -185,6 +218,8 @@ class AttnlabCLI(LightningCLI):
         type(self).fresh = None if self.run_dir.exists() else (self.run_dir, nearest_existing(self.run_dir))
         refuse_finished_run(self.run_dir, subcommand=self.subcommand, ckpt_path=cfg.get("ckpt_path"))
         cfg.ckpt_path = resume_preempted(self.run_dir, subcommand=self.subcommand, ckpt_path=cfg.get("ckpt_path"))
+        if self.subcommand == "fit":
+            _save_experiment(cfg, self.run_dir.parent.name)
         if self.subcommand == "fit" and not cfg.get("ckpt_path"):
             set_aside_stale_log(self.run_dir)
         if cfg.get("ckpt_path") in ("best", "last") and stable_run_name(self.run_opts) is None:
@@ -199,11 +234,17 @@ class AttnlabCLI(LightningCLI):
     def instantiate_trainer(self, **kwargs: Any) -> L.Trainer:
         cfg = self.config_init[self.subcommand]
         seed = cfg.get("seed_everything")
+        options = _evaluation_options(self.config[self.subcommand])
+        checkpoint = evaluation = None
+        if self.subcommand in ("test", "validate"):  # its own record, log folder and W&B run
+            checkpoint = relative_checkpoint(self.run_dir, self.config[self.subcommand].get("ckpt_path"))
+            evaluation = evaluation_id(self.subcommand, options, checkpoint)
         callbacks = [
             ModelCheckpoint(dirpath=str(self.run_dir / "checkpoints"), filename="best", enable_version_counter=False,
                             monitor=self.run_opts.monitor, mode=self.run_opts.mode, save_last=False),
             RunSummary(run_dir=self.run_dir, seed=seed if isinstance(seed, int) else None,
-                       subcommand=self.subcommand),
+                       subcommand=self.subcommand, evaluation=evaluation, options=options, checkpoint=checkpoint),
+            BestValidation(),
             AttentionFigures(run_dir=self.run_dir, max_drawings=self.run_opts.figure_drawings),
             *default_probes(),
             *_fault_callbacks(self.run_dir, self.run_opts),
@@ -216,12 +257,21 @@ class AttnlabCLI(LightningCLI):
         experiment = self.run_dir.parent.name
         arm = arm_values(self.config[self.subcommand], self.arm_axes(experiment))
         identity = wandb_identity(self.run_dir, subcommand=self.subcommand, arm=arm,
-                                  seed=seed if isinstance(seed, int) else None)
-        trainer_cfg["logger"] = [*user_loggers(trainer_cfg.get("logger")),
-                                 *build_loggers(self.run_dir, self.run_opts, identity=identity)]
+                                  seed=seed if isinstance(seed, int) else None, evaluation=evaluation,
+                                  checkpoint=checkpoint)
+        trainer_cfg["logger"] = [*build_loggers(self.run_dir, self.run_opts, subcommand=self.subcommand,
+                                                identity=identity, evaluation=evaluation),
+                                 *user_loggers(trainer_cfg.get("logger"))]  # ours first: config.yaml goes there
         trainer_cfg["default_root_dir"] = str(self.run_dir)
+        paths = RunPaths(self.run_dir)
+        config_dir = paths.run if self.subcommand == "fit" else (
+            paths.evaluation_log(evaluation) if evaluation else paths.evaluation(self.subcommand))
+        self.save_config_kwargs = {**self.save_config_kwargs, "config_dir": str(config_dir)}
         warn_slow_bf16(trainer_cfg)
         extra = [self._get(self.config_init, c) for c in self._parser(self.subcommand).callback_keys]
+        if trainer_cfg.get("fast_dev_run"):  # Lightning saves no config then; a smoke run's config is re-runnable
+            extra.append(RunConfigSaver(self._parser(self.subcommand), self.config[self.subcommand],
+                                        **self.save_config_kwargs))
         return self._instantiate_trainer({**trainer_cfg, **kwargs}, extra)
 
     def after_instantiate_classes(self) -> None:

@@ -18,16 +18,28 @@ from typing import Any, Literal
 import lightning as L
 import torch
 from jsonargparse.typing import PositiveInt
-from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
+from lightning.pytorch.loggers import CSVLogger, Logger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.loggers.logger import rank_zero_experiment
-from lightning.pytorch.utilities import rank_zero_only
 
 from attnlab_core.errors import UsageError, user_error_line
 from lit_models.environment import environment
 from lit_models.faults import is_preemption, preemption_exit_code
-from lit_models.rundir import DONE, Status, check_name, read_summary, run_dir_in, safe_name, write_summary
+from lit_models.rundir import (
+    DONE,
+    Evaluation,
+    RunPaths,
+    Status,
+    check_name,
+    evaluation_id,
+    read_summary,
+    record_evaluation,
+    run_dir_in,
+    safe_name,
+    write_summary,
+)
 from lit_models.wandb_mode import wandb_mode
+from lit_models.wandb_run import WandbIdentity, wandb_logger, wandb_run_id
 
 log = logging.getLogger(__name__)
 RUN_DIR_ENV = "ATTNLAB_RUN_DIR"
@@ -52,6 +64,9 @@ class RunOptions:
             the same W&B run (for questions answered by a ``test/`` metric).
         figure_drawings: with W&B, the most attention-figure drawings one ``fit`` keeps, at validations
             spread evenly over training (``figures.AttentionFigures``); without W&B one is drawn, at the end.
+        log_model: upload the best checkpoint to W&B as a model artifact (Lightning's WandbLogger
+            ``log_model``: true = at the end of the fit, ``all`` = every time one is saved); online only,
+            an offline run keeps its checkpoints in ``<run>/checkpoints``.
     """
 
     root: str = "runs"
@@ -63,6 +78,7 @@ class RunOptions:
     checkpoint_every_n_steps: int = 0
     test_after_fit: bool = False
     figure_drawings: PositiveInt = 8
+    log_model: bool | Literal["all"] = False
 
 
 def fresh_run_name() -> str:
@@ -205,74 +221,28 @@ class ResumableCSVLogger(CSVLogger):
         return self._experiment
 
 
-@dataclass(frozen=True)
-class WandbIdentity:
-    """How a run shows on W&B dashboards: grouped by question, typed by subcommand, tagged by arm.
-
-    Args:
-        group: the experiment (= question) name.
-        job_type: fit | validate | test | predict.
-        name: display name (the arm and seed, e.g. ``positions=rope,seed=2``).
-        tags: the arm's ``axis=value`` and ``seed=N``.
-        run_id: the W&B run to continue (a requeued trial, or the fit an evaluation belongs to).
-    """
-
-    group: str
-    job_type: str
-    name: str
-    tags: tuple[str, ...] = ()
-    run_id: str | None = None
-
-
-def wandb_identity(run_dir: Path, *, subcommand: str, arm: dict[str, Any], seed: int | None) -> WandbIdentity:
-    """The identity of the run in ``run_dir``; an evaluation or a resumed fit continues the W&B run
-    recorded in its summary, a sweep trial takes the id the agent exported (``WANDB_RUN_ID``)."""
-    tags = tuple(f"{key}={value}" for key, value in arm.items()) + ((f"seed={seed}",) if seed is not None else ())
-    run_id = read_summary(run_dir).wandb_run_id or os.environ.get("WANDB_RUN_ID") or None
-    return WandbIdentity(group=run_dir.parent.name, job_type=subcommand, name=",".join(tags) if arm else run_dir.name,
-                         tags=tags, run_id=run_id)
-
-
-class QuietWandbLogger(WandbLogger):
-    """Lightning's WandbLogger minus the ``anonymous`` init argument that wandb now warns about, and
-    with the run directory created before ``wandb.init`` looks for its git root there."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._wandb_init.pop("anonymous", None)
-
-    @property
-    def experiment(self) -> Any:
-        """As Lightning's, but the run directory exists first: wandb looks for the git root from it
-        (and warns "git root ... does not exist" otherwise)."""
-        if self._experiment is None and self._save_dir and rank_zero_only.rank == 0:
-            Path(self._save_dir).mkdir(parents=True, exist_ok=True)
-        return super().experiment
-
-
-def wandb_run_id(trainer: L.Trainer) -> str | None:
-    """The id of the trainer's W&B run, if it has one."""
-    return next((str(lg.version) for lg in trainer.loggers if isinstance(lg, WandbLogger) and lg.version), None)
-
-
-def build_loggers(run_dir: Path, opts: RunOptions, *, identity: WandbIdentity) -> list[Logger]:
+def build_loggers(run_dir: Path, opts: RunOptions, *, subcommand: str, identity: WandbIdentity,
+                  evaluation: str | None = None) -> list[Logger]:
     """CSV always; W&B unless WANDB_MODE=disabled (online or offline as :func:`wandb_mode` decides).
 
-    ``fit`` logs to ``<run>/metrics.csv``; evaluating an existing run (test / validate / predict)
-    logs to ``<run>/<subcommand>/metrics.csv`` so the training log is never overwritten, and adds
-    its metrics to the fit's W&B run (resumed by id).
+    ``fit`` logs to ``<run>/metrics.csv``; an evaluation of the run logs to its own folder
+    (``<run>/test/<evaluation>/metrics.csv``, ``<run>/predict/``), so neither the training log nor
+    another evaluation's is overwritten, and to its own W&B run (:mod:`lit_models.wandb_run`).
+    The CSV logger comes first: Lightning saves ``config.yaml`` in the first logger's folder.
     """
-    subcommand = identity.job_type
-    version = "" if subcommand == "fit" else subcommand
-    csv_logger = ResumableCSVLogger if subcommand == "fit" else CSVLogger  # an evaluation's log is its own
-    loggers: list[Logger] = [csv_logger(save_dir=str(run_dir), name="", version=version)]
+    paths = RunPaths(run_dir)
+    if subcommand == "fit":
+        csv_logger: Logger = ResumableCSVLogger(save_dir=str(run_dir), name="", version="")
+    else:  # an evaluation's log is its own
+        log_dir = paths.evaluation_log(evaluation) if evaluation else paths.evaluation(subcommand)
+        csv_logger = CSVLogger(save_dir=str(log_dir.parent), name="", version=log_dir.name)
+    loggers: list[Logger] = [csv_logger]
     mode = wandb_mode()
     if mode != "disabled":
-        loggers.append(QuietWandbLogger(
-            save_dir=str(run_dir), project=opts.wandb_project or os.environ.get("WANDB_PROJECT") or "attnlab",
-            group=identity.group, job_type=identity.job_type,
-            name=identity.name, tags=list(identity.tags), id=identity.run_id, resume="allow",
-            offline=mode == "offline", mode=mode))  # explicit: wandb's settings may predate Lightning's env var
+        fit = subcommand == "fit"
+        loggers.append(wandb_logger(
+            run_dir, identity=identity, project=opts.wandb_project or os.environ.get("WANDB_PROJECT") or "attnlab",
+            mode=mode, log_model=opts.log_model if fit else False, best_of=(opts.monitor, opts.mode) if fit else None))
     return loggers
 
 
@@ -295,11 +265,38 @@ def _scalars(metrics: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-class RunSummary(L.Callback):
-    """Writes summary.json: status, final and best metrics, parameters, wall time, tokens/s, seed, commit."""
+def relative_checkpoint(run_dir: Path, ckpt_path: str | os.PathLike[str] | None) -> str | None:
+    """A checkpoint path as an evaluation records it: relative to the run directory when it lies inside."""
+    if not ckpt_path:
+        return None
+    path = Path(ckpt_path).resolve()
+    try:
+        return str(path.relative_to(Path(run_dir).resolve()))
+    except ValueError:
+        return str(path)
 
-    def __init__(self, *, run_dir: Path, seed: int | None, subcommand: str) -> None:
+
+class RunSummary(L.Callback):
+    """Writes summary.json: the fit's status, final and best metrics, parameters, wall time, tokens/s,
+    seed and commit, and each evaluation of the run as a record of its own (``Summary.evaluations``).
+
+    A ``test`` / ``validate`` of a fitted run adds its record and leaves the fit's fields alone (its
+    seed, metrics, status and W&B id stay the fit's). ``--run.test_after_fit`` is part of the fit: its
+    ``test/`` metrics are also the fit's. A ``--trainer.fast_dev_run`` fit ends as ``smoke``.
+
+    Args:
+        run_dir: the run directory.
+        seed: this command's seed.
+        subcommand: fit / validate / test / predict.
+        evaluation: the id of this command's evaluation (``rundir.evaluation_id``), for test / validate.
+        options: the evaluation's flat ``decode.*`` / ``data.*`` settings.
+        checkpoint: the checkpoint it evaluates (:func:`relative_checkpoint`).
+    """
+
+    def __init__(self, *, run_dir: Path, seed: int | None, subcommand: str, evaluation: str | None = None,
+                 options: dict[str, Any] | None = None, checkpoint: str | None = None) -> None:
         self.run_dir, self.seed, self.subcommand = run_dir, seed, subcommand
+        self.evaluation, self.options, self.checkpoint = evaluation, dict(options or {}), checkpoint
         self.t0 = time.time()
         self.train_time = 0.0
         self.started = False  # a loop began: before that, bad input (e.g. data) leaves no run behind
@@ -325,6 +322,21 @@ class RunSummary(L.Callback):
                             "checkpoint": ckpt.best_model_path}
         write_summary(self.run_dir, summary)
 
+    def _record(self, trainer: L.Trainer, pl_module: L.LightningModule, *, subcommand: str, split: str) -> None:
+        """Write this evaluation's record; a run directory with no fit of its own (a checkpoint from
+        elsewhere) also gets the summary fields, as the only thing it holds."""
+        if not trainer.is_global_zero:
+            return
+        if self.subcommand == "fit" or read_summary(self.run_dir).status is None:
+            self._update(trainer, pl_module, status=read_summary(self.run_dir).status or Status.FINISHED)
+        in_fit = self.subcommand == "fit"
+        checkpoint = relative_checkpoint(self.run_dir, trainer.ckpt_path) if in_fit else self.checkpoint
+        key = self.evaluation or evaluation_id(subcommand, self.options, checkpoint)
+        metrics = {k: v for k, v in _scalars(trainer.callback_metrics).items() if k.startswith(f"{split}/")}
+        record_evaluation(self.run_dir, key, Evaluation(
+            subcommand=subcommand, options=self.options, checkpoint=checkpoint, metrics=metrics, ended=time.time(),
+            seed=self.seed, wandb_run_id=wandb_run_id(trainer), in_fit=in_fit, git_commit=git_commit()))
+
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.t0, self.started = time.time(), True
         self._update(trainer, pl_module, status=Status.RUNNING)
@@ -336,9 +348,9 @@ class RunSummary(L.Callback):
         wall = time.time() - self.t0
         tokens = getattr(pl_module, "tokens_seen", 0)
         diverged = getattr(pl_module, "diverged_at", None)
+        status = Status.DIVERGED if diverged is not None else Status.SMOKE if trainer.fast_dev_run else Status.FINISHED
         self._update(
-            trainer, pl_module, status=Status.DIVERGED if diverged is not None else Status.FINISHED,
-            diverged_at=diverged,
+            trainer, pl_module, status=status, diverged_at=diverged,
             wall_time_s=wall, tokens_seen=tokens, tokens_per_s=tokens / max(wall, 1e-9),
         )
 
@@ -349,11 +361,11 @@ class RunSummary(L.Callback):
         self.started = True
 
     def on_test_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._update(trainer, pl_module, status=read_summary(self.run_dir).status or Status.FINISHED)
+        self._record(trainer, pl_module, subcommand="test", split="test")
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.subcommand == "validate":
-            self._update(trainer, pl_module, status=read_summary(self.run_dir).status or Status.FINISHED)
+            self._record(trainer, pl_module, subcommand="validate", split="val")
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
         if is_preemption(exception):

@@ -8,7 +8,9 @@ The CLI writes it, the sweep runner and the report read it; nobody else parses t
     <run>/summary.json       status, final and best metrics, parameters, wall time, seed, commit, W&B id
     <run>/checkpoints/       best.ckpt, last.ckpt
     <run>/figures/           attention maps, caption overlays
-    <run>/<subcommand>/      an evaluation of the run (test / validate / predict): its config and log
+    <run>/<subcommand>/<id>/ one evaluation of the run (test / validate): its config and log, id as in
+                             summary.json's ``evaluations`` (:func:`evaluation_id`)
+    <run>/predict/           predictions of the run
     <run>/trial.json         the sweep runner's record of the trial (command, exit code, status)
 """
 
@@ -34,6 +36,7 @@ class Status(str, Enum):
     FAILED = "failed"
     INTERRUPTED = "interrupted"
     PREEMPTED = "preempted"
+    SMOKE = "smoke"  # a --trainer.fast_dev_run check: proves the run starts, never blocks a real fit
 
     @classmethod
     def parse(cls, value: Any) -> Status | None:
@@ -123,8 +126,12 @@ class RunPaths:
         return self.run / "trial.log"
 
     def evaluation(self, subcommand: str) -> Path:
-        """Where ``test`` / ``validate`` / ``predict`` of this run write their own log and config."""
+        """Where ``test`` / ``validate`` / ``predict`` of this run write (one folder per evaluation below it)."""
         return self.run / subcommand
+
+    def evaluation_log(self, evaluation: str) -> Path:
+        """The log and config of one evaluation (``test-1a2b3c4d`` -> ``<run>/test/test-1a2b3c4d``)."""
+        return self.evaluation(evaluation.partition("-")[0]) / evaluation
 
     @property
     def predictions(self) -> Path:
@@ -153,6 +160,7 @@ class Summary:
     run_dir: str | None = None
     wandb_run_id: str | None = None
     environment: dict[str, Any] | None = None  # lit_models.environment: hardware, library versions, precision
+    evaluations: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> Evaluation.to_dict()
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -162,10 +170,13 @@ class Summary:
                   extra={k: v for k, v in data.items() if k not in known})
         out.status = Status.parse(out.status)
         out.metrics = {k: float(v) for k, v in (out.metrics or {}).items() if isinstance(v, (int, float))}
+        out.evaluations = {k: v for k, v in (out.evaluations or {}).items() if isinstance(v, dict)}
         return out
 
     def to_dict(self) -> dict[str, Any]:
         data = {k: v for k, v in asdict(self).items() if k != "extra" and v is not None}
+        if not self.evaluations:
+            data.pop("evaluations")
         if self.status is not None:
             data["status"] = self.status.value
         return {**self.extra, **data}
@@ -191,3 +202,63 @@ def write_summary(run_dir: Path, summary: Summary) -> None:
     tmp = paths.summary.with_name("summary.json.tmp")
     tmp.write_text(json.dumps(summary.to_dict(), indent=2, sort_keys=True))
     os.replace(tmp, paths.summary)
+
+
+@dataclass
+class Evaluation:
+    """One ``test`` / ``validate`` of a run, kept apart from the fit and from every other evaluation
+    (``Summary.evaluations[id]``), so that a report reads exactly one of them.
+
+    Args:
+        subcommand: test or validate.
+        options: what decides the numbers: the flat ``decode.*`` and ``data.*`` settings (CLI paths).
+        checkpoint: the checkpoint evaluated, relative to the run directory when it lies inside it.
+        metrics: its scalar metrics (``test/...`` or ``val/...``).
+        ended: when it finished (epoch seconds); the latest of several evaluations wins a tie.
+        seed: the evaluation's own seed (sampled decoding); the fit's stays in ``Summary.seed``.
+        wandb_run_id: its own W&B run (the fit's run for ``--run.test_after_fit``).
+        in_fit: run by the fit itself (``--run.test_after_fit``); its metrics are also the fit's.
+        git_commit: the code that evaluated.
+    """
+
+    subcommand: str
+    options: dict[str, Any]
+    checkpoint: str | None
+    metrics: dict[str, float] = field(default_factory=dict)
+    ended: float | None = None
+    seed: int | None = None
+    wandb_run_id: str | None = None
+    in_fit: bool = False
+    git_commit: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Evaluation:
+        known = {f.name for f in fields(cls)}
+        out = cls(**{k: v for k, v in data.items() if k in known})
+        out.metrics = {k: float(v) for k, v in (out.metrics or {}).items() if isinstance(v, (int, float))}
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+def evaluation_id(subcommand: str, options: dict[str, Any], checkpoint: str | None) -> str:
+    """A short, stable id of what an evaluation evaluated (``test-1a2b3c4d``): the same command with
+    the same options and checkpoint replaces its earlier record; any other option makes a new one."""
+    import hashlib
+
+    key = json.dumps({"options": options, "checkpoint": checkpoint}, sort_keys=True, default=str)
+    return f"{subcommand}-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
+
+
+def evaluations(summary: Summary) -> dict[str, Evaluation]:
+    """The run's evaluations by id, oldest first."""
+    found = {k: Evaluation.from_dict(v) for k, v in summary.evaluations.items()}
+    return dict(sorted(found.items(), key=lambda item: item[1].ended or 0.0))
+
+
+def record_evaluation(run_dir: Path, evaluation_key: str, evaluation: Evaluation) -> None:
+    """Add (or replace) one evaluation in summary.json; the fit's own fields are left as they are."""
+    summary = read_summary(run_dir)
+    summary.evaluations = {**summary.evaluations, evaluation_key: evaluation.to_dict()}
+    write_summary(run_dir, summary)

@@ -51,9 +51,12 @@ def test_run_directory_contract_and_test_on_finished_run(tmp_path, capsys):
     config_before = (run / "config.yaml").read_text()
     main(["test", "--config", CONFIG, f"--run.root={tmp_path}", "--run.name=r1", "--ckpt_path=best", *TINY])
     summary = json.loads((run / "summary.json").read_text())
-    assert "test/exact_match" in summary["metrics"] and summary["status"] == "finished"
+    (evaluation,) = summary["evaluations"].values()  # the test is its own record; the fit's metrics stay the fit's
+    assert "test/exact_match" in evaluation["metrics"] and summary["status"] == "finished"
+    assert not any(k.startswith("test/") for k in summary["metrics"])
     assert (run / "config.yaml").read_text() == config_before, "test must not overwrite the training config"
-    assert (run / "test" / "config.yaml").is_file() and (run / "test" / "metrics.csv").is_file()
+    (log_dir,) = (run / "test").iterdir()
+    assert (log_dir / "config.yaml").is_file() and (log_dir / "metrics.csv").is_file()
     assert "val/exact_match" in (run / "metrics.csv").read_text(), "the training log must survive a test run"
     assert str(run) in capsys.readouterr().out
 

@@ -34,4 +34,22 @@ def test_paths_and_done_states(tmp_path):
     assert paths.checkpoint("best") == tmp_path / "checkpoints" / "best.ckpt"
     assert paths.predictions == tmp_path / "predict" / "predictions.jsonl"
     assert DONE == {Status.FINISHED, Status.DIVERGED}
-    assert {s.value for s in Status} == {"running", "finished", "diverged", "failed", "interrupted", "preempted"}
+    assert {s.value for s in Status} == {"running", "finished", "diverged", "failed", "interrupted", "preempted",
+                                         "smoke"}
+    assert Status.SMOKE not in DONE, "a fast_dev_run smoke check never blocks a real fit"
+    assert paths.evaluation_log("test-1a2b3c4d") == tmp_path / "test" / "test-1a2b3c4d"
+
+
+def test_evaluations_round_trip_beside_the_fit_fields(tmp_path):
+    from lit_models.rundir import Evaluation, evaluations, record_evaluation
+
+    write_summary(tmp_path, Summary(status=Status.FINISHED, seed=2, metrics={"val/loss": 1.0}))
+    for key, ended in (("test-b", 2.0), ("test-a", 1.0)):
+        record_evaluation(tmp_path, key, Evaluation(subcommand="test", options={"decode.strategy": key},
+                                                   checkpoint="checkpoints/best.ckpt", metrics={"test/bleu": ended},
+                                                   ended=ended, seed=1))
+    summary = read_summary(tmp_path)
+    assert (summary.status, summary.seed, summary.metrics) == (Status.FINISHED, 2, {"val/loss": 1.0})
+    assert list(evaluations(summary)) == ["test-a", "test-b"], "oldest first"
+    assert evaluations(summary)["test-b"].metrics == {"test/bleu": 2.0}
+    assert "evaluations" not in Summary().to_dict()

@@ -1,6 +1,6 @@
 """What reaches W&B, read back from the offline run directory, for each family: the run config
 (every setting once, under its CLI path), the metric names, and the attention/overlay images the
-run also writes to ``figures/``. Evaluating a run continues its W&B run instead of opening another."""
+run also writes to ``figures/``. Evaluations open W&B runs of their own: ``test_evaluations.py``."""
 
 from __future__ import annotations
 
@@ -68,15 +68,3 @@ def test_what_reaches_wandb(family, tmp_path):
     if family != "regressor":
         assert figures and images, "attention maps / overlays / glimpses reach figures/ and W&B"
     assert read_summary(run).wandb_run_id == wb["runs"][0]["id"]
-
-
-def test_evaluation_continues_the_fit_wandb_run(tmp_path):
-    config = str(CONFIGS / "transformer_reverse.yaml")
-    main(["fit", "--config", config, f"--run.root={tmp_path}", "--run.name=r", *QUIET, *TRANSFORMER])
-    main(["test", "--config", config, f"--run.root={tmp_path}", "--run.name=r", "--ckpt_path=best", *QUIET,
-          *TRANSFORMER])
-    run = tmp_path / "transformer_reverse" / "r"
-    wb = offline_run(run)
-    assert [(r["job_type"]) for r in wb["runs"]] == ["fit", "test"]
-    assert len({r["id"] for r in wb["runs"]}) == 1, "test/* is added to the fit's W&B run, not a new one"
-    assert "test/exact_match" in wb["history"] and "val/exact_match" in wb["history"]

@@ -100,3 +100,31 @@ def offline_run(run_dir: Path) -> dict[str, Any]:
             elif kind == "summary":
                 info["summary"].update(u.key or "/".join(u.nested_key) for u in rec.summary.update)
     return info
+
+
+def offline_runs(run_dir: Path) -> list[dict[str, Any]]:
+    """Each offline W&B run folder under ``run_dir/wandb/`` on its own, oldest first: its folder, the
+    run record's fields (``id``, ``group``, ``job_type``, ``name``, ``tags``), ``config`` and ``summary``
+    as key -> decoded JSON value (the last update of each key), and ``history`` as the logged rows."""
+    import json
+
+    out = []
+    for path in sorted(Path(run_dir).glob("wandb/offline-run-*/run-*.wandb")):
+        info: dict[str, Any] = {"folder": path.parent, "config": {}, "summary": {}, "history": []}
+        for rec in complete_records(path):
+            kind = rec.WhichOneof("record_type")
+            if kind == "run":
+                r = rec.run
+                info.update(id=r.run_id, group=r.run_group, job_type=r.job_type, name=r.display_name,
+                            tags=list(r.tags), project=r.project)
+                info["config"].update({u.key: json.loads(u.value_json) for u in r.config.update})
+            elif kind == "config":
+                info["config"].update({u.key: json.loads(u.value_json) for u in rec.config.update})
+            elif kind == "history":
+                info["history"].append({i.key or "/".join(i.nested_key): json.loads(i.value_json)
+                                        for i in rec.history.item})
+            elif kind == "summary":
+                info["summary"].update({u.key or "/".join(u.nested_key): json.loads(u.value_json)
+                                        for u in rec.summary.update})
+        out.append(info)
+    return out

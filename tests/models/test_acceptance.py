@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ablations.results import load_run
 from lit_models.cli import main
 
 CONFIGS = Path(__file__).parents[2] / "ablations" / "configs"
@@ -24,7 +25,9 @@ def _run(tmp_path: Path, config: str, name: str, *overrides: str) -> dict:
             "--trainer.enable_progress_bar=false"]
     main(["fit", *args, *overrides])
     main(["test", *args, "--ckpt_path=best"])
-    return json.loads((tmp_path / Path(config).stem / name / "summary.json").read_text())["metrics"]
+    record = load_run(tmp_path / Path(config).stem / name)  # the fit's metrics and its test's
+    assert record is not None
+    return record.metrics
 
 
 def test_transformer_reverse_solves_the_task(tmp_path):

@@ -48,11 +48,12 @@ def test_lm_reverse_fit_then_test_on_the_best_checkpoint(tmp_path):
     run = _fit_then_test("lm_reverse.yaml", REVERSE, tmp_path)
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "finished" and summary["model"] == "CausalLM"
-    metrics = summary["metrics"]
+    (evaluation,) = summary["evaluations"].values()  # the test is its own record beside the fit's metrics
+    metrics = {**summary["metrics"], **evaluation["metrics"]}
     assert {"val/loss", "val/exact_match", "test/exact_match", "test/bleu"} <= set(metrics)
     beyond = [k for k in metrics if k.startswith("test/acc_by_len/len_") and int(k.split("_")[-2]) > 10]
     assert beyond, "no accuracy bucket beyond the training lengths (1-10)"
-    assert (run / "test" / "metrics.csv").is_file() and (run / "config.yaml").is_file()
+    assert list((run / "test").glob("test-*/metrics.csv")) and (run / "config.yaml").is_file()
     assert (run / "figures" / "self_ex0.png").is_file()  # attention over prompt · <s> · output
     assert any(k.startswith("val/attn_entropy/self/") for k in metrics)  # the shared probes found the maps
 

@@ -107,8 +107,8 @@ class QuietWandbLogger(WandbLogger):
         tracked_now = {}
         if self._best_of is not None and rank_zero_only.rank == 0:
             for name, value in metrics.items():
-                if not tracked(name, monitor=self._best_of[0]):
-                    continue
+                if not tracked(name, monitor=self._best_of[0]) or not _scalar(value):
+                    continue  # media (e.g. val/confusion images) and breakdowns have no best
                 if name not in self._defined:
                     summary = f"{self._goal(name)},last"
                     self.experiment.define_metric(name, summary=summary, step_metric="trainer/global_step")
@@ -160,6 +160,11 @@ def wandb_run_id(trainer: L.Trainer) -> str | None:
 MINIMIZED = ("loss", "mse", "mae", "ppl", "perplexity", "error", "wer", "cer", "nll", "gap")
 """Words that make a metric lower-is-better (``val/loss``, ``val/mse``); every other ``val/<name>``
 (accuracy, BLEU, exact match, CIDEr-D) is higher-is-better."""
+
+
+def _scalar(value: Any) -> bool:
+    """A number or a one-element tensor (what a best value can be taken of)."""
+    return isinstance(value, (int, float)) or (hasattr(value, "numel") and value.numel() == 1)
 
 
 def tracked(name: str, *, monitor: str) -> bool:

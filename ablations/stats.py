@@ -188,6 +188,8 @@ class Comparison:
         kind = "paired" if self.paired else "unpaired"
         width = bounds[1] - bounds[0]
         lo, hi = _clip(self.lo, self.hi, (-width, width))
+        if all(_is_integer(x) for x in (self.diff, lo, hi)):  # whole-number metrics with identical differences
+            digits = 0
         p = f", p={self.p:.3f}" if math.isfinite(self.p) else ""
         eff = "∞" if math.isinf(self.effect) else f"{self.effect:.2f}"
         return (

@@ -335,6 +335,14 @@ FIGURE_TITLES = {"seeds": "Headline metric per arm (every seed)",
                  "attention": "Attention maps (one seed per arm; arms without attention left out)"}
 
 
+ALIGN_NOTE = ("Alignment mass: the share of cross-attention on each output token's source position, read at the "
+              "decoder step that predicts the token (`val/align_mass/predicted`, the row the token labels in "
+              "Bahdanau et al.'s Fig. 3) and at the step fed it, one row later (`val/align_mass/fed`; the recurrent "
+              "decoders read there). `val/align_mass`, the larger of the two, is what the claim reads: each output "
+              "token aligned with its source, wherever the decoder reads it. Attention figures label decoder rows "
+              "`fed→predicted`.")
+
+
 def _verdict_lines(verdict: str) -> list[str]:
     """``**Verdict:** <answer>`` and one bullet per check (a verdict joins its checks with `` | ``)."""
     head, _, rest = verdict.partition(": ")
@@ -364,6 +372,7 @@ def _markdown(question: Question, runs: list[RunRecord], header: list[str], rows
         "did count as their last step + 1); `curve/mean/val/exact_match`: mean over the run's equally spaced "
         "validations, the area under the learning curve (larger = learned faster). Comparisons in the verdict are "
         "paired by seed: Δ with its 95% interval, the exact sign-flip p and the effect size d.", "",
+        *([ALIGN_NOTE, ""] if any(h.startswith("val/align_mass") for h in header) else []),
         markdown_table(header, rows), "",
     ]
     for fig in figures:

@@ -214,3 +214,13 @@ def test_attention_panels_draw_saved_weights_and_leave_out_arms_without_attentio
     assert left_out == ["attn_scale=none (no attention)", "attn_scale=dk (no attention weights saved)"]
     path = plot_attention(arms, order, label=str, out=tmp_path)
     assert path is not None and path.stat().st_size > 1000
+
+
+def test_report_says_which_alignment_reading_the_claim_reads():
+    from ablations.report import ALIGN_NOTE, _markdown
+
+    question = QUESTIONS["attention_bottleneck"]
+    assert {"val/align_mass", "val/align_mass/predicted", "val/align_mass/fed"} <= set(question.probes)
+    text = _markdown(question, [], ["arm", "n", "val/align_mass", "val/align_mass/fed"], [], "inconclusive", [])
+    assert ALIGN_NOTE in text and "what the claim reads" in text
+    assert ALIGN_NOTE not in _markdown(question, [], ["arm", "n", "val/loss"], [], "inconclusive", [])

@@ -9,6 +9,7 @@ with ``curve/``, ``attn/`` and ``/len_drop/`` are per-run numbers from ``ablatio
 
 from __future__ import annotations
 
+from ablations.ranges import metric_range
 from ablations.stats import Stat, stat
 from ablations.verdicts import (
     ArmStats,
@@ -173,7 +174,7 @@ def _ranking(stats: ArmStats, arms: list[tuple]) -> str:
     if not ranked:
         return ""
     return "; beyond the training lengths (free-running token accuracy): " + ", ".join(
-        f"{name(a)} {get(stats, a, BEYOND).text()}" for a in ranked
+        f"{name(a)} {get(stats, a, BEYOND).text(bounds=metric_range(BEYOND))}" for a in ranked
     )
 
 

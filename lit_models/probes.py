@@ -262,8 +262,9 @@ def alignment_readings(weights: Tensor, predicted: Tensor) -> dict[str, Tensor]:
     ``predicted``: at the query that predicts the token (row t of the map, which predicts y_{t+1}): Bahdanau et
     al.'s α_ij indexed by the step that emits output word i (their eq. 6 scores it with s_{i-1}). ``fed``: at the
     query that is fed the token (one row later). A decoder that reads, while predicting y_{t+1}, the source of
-    the token it was just fed (y_t; a bidirectional encoder state there also carries its neighbour, the token
-    predicted) is sharply aligned in the ``fed`` reading and near uniform in the ``predicted`` one.
+    the token it was just fed (y_t; the encoder state there also carries its neighbour, in reversal the token
+    predicted, which a left-to-right encoder read one step before) is sharply aligned in the ``fed`` reading and
+    near uniform in the ``predicted`` one.
 
     Args:
         weights: (B, H, T, S) cross-attention. predicted: (B, T, S) from ``target_positions``.

@@ -337,10 +337,10 @@ FIGURE_TITLES = {"seeds": "Headline metric per arm (every seed)",
 
 ALIGN_NOTE = ("Alignment mass: the share of cross-attention on each output token's source position, read at the "
               "decoder step that predicts the token (`val/align_mass/predicted`, the row the token labels in "
-              "Bahdanau et al.'s Fig. 3) and at the step fed it, one row later (`val/align_mass/fed`; the recurrent "
-              "decoders read there). `val/align_mass`, the larger of the two, is what the claim reads: each output "
-              "token aligned with its source, wherever the decoder reads it. Attention figures label decoder rows "
-              "`fed→predicted`.")
+              "Bahdanau et al.'s Fig. 3) and at the step fed it, one row later (`val/align_mass/fed`, where some "
+              "trained decoders read it instead). `val/align_mass`, the larger of the two, is what the claim "
+              "reads: each output token aligned with its source, wherever the decoder reads it. Attention figures "
+              "label decoder rows `fed→predicted`.")
 
 
 def _verdict_lines(verdict: str) -> list[str]:

@@ -242,7 +242,7 @@ def decoder_row_labels(out: list[str]) -> list[str]:
     """``fed→predicted`` per decoder step: row t of a decoder map is the query fed out[t-1] that predicts out[t].
 
     Labelling rows with the predicted token alone reads a decoder that attends to the source of the token it
-    was just fed (the trained recurrent decoders do: their maps are sharp one row below the token predicted)
+    was just fed (some trained recurrent decoders do: their maps are sharp one row below the token predicted)
     as misaligned; naming both says what each row is (``lit_models.probes.AlignmentMass`` measures both readings).
     """
     return [f"{f}→{p}" for f, p in zip(fed_tokens(out), out, strict=True)]

@@ -219,7 +219,7 @@ def test_alignment_mass_is_one_on_the_anti_diagonal_and_one_over_s_when_uniform(
 def test_alignment_readings_pin_which_query_reads_each_token():
     """Reverse ``a b c`` (positions 0-2) into ``c b a``: decoder query t is fed [<s>, c, b, a][t] and predicts
     [c, b, a, </s>][t]. A map that reads, at each query, the source of the token it predicts scores 1 in the
-    ``predicted`` reading; one that reads the source of the token it was fed (one row later, what the trained
+    ``predicted`` reading; one that reads the source of the token it was fed (one row later, what some trained
     recurrent decoders do) scores 1 in the ``fed`` reading; the probe's headline is the larger."""
     src = torch.tensor([[5, 6, 7]])  # a b c
     tgt = torch.tensor([[BOS, 7, 6, 5, EOS]])  # <s> c b a </s>

@@ -10,6 +10,8 @@ report and the verdicts print the interval clipped to it (``ablations.stats.Stat
 * [-1, 1]: ``len_drop`` (a [0, 1] score at the shortest bucket minus at the longest).
 * [0, ∞): losses, MSE, entropies, gradient norms, CIDEr-D, counts (steps, parameters, tokens).
 * Everything else (the exposure gap, slopes, rewards): unbounded.
+
+``is_count``: the keys that count something (steps to a target, parameters, tokens), which print as integers.
 """
 
 from __future__ import annotations
@@ -34,6 +36,14 @@ RULES: tuple[tuple[re.Pattern[str], Bounds], ...] = (
                 r"|global_step|tokens_seen|max_len)$"), NON_NEGATIVE),
     (re.compile(r"(?:^|/)(?:attn_)?entropy(?:_\w+)?(?:/|$)|(?:^|/)grad_(?:norm|qk)/"), NON_NEGATIVE),
 )
+
+
+COUNT = re.compile(r"(?:^|/)(?:steps_to_target|parameters|global_step|tokens_seen|max_len)$")
+
+
+def is_count(key: str) -> bool:
+    """Whether ``key`` counts something (steps, parameters, tokens): printed as whole numbers."""
+    return bool(COUNT.search(key))
 
 
 def metric_range(key: str) -> Bounds:

@@ -27,7 +27,7 @@ import yaml  # noqa: E402
 from ablations.derived import derive  # noqa: E402
 from ablations.plots import colors, length_limits, plot_attention, plot_seeds, save_figure  # noqa: E402
 from ablations.questions import Arm, ArmStats, Question, Stat, question_for  # noqa: E402
-from ablations.ranges import metric_range  # noqa: E402
+from ablations.ranges import is_count, metric_range  # noqa: E402
 from ablations.results import RunRecord, arm_stats, group_arms, stat, varying_params  # noqa: E402
 from lit_models.environment import differences  # noqa: E402
 
@@ -162,7 +162,7 @@ def table(question: Question, arms: Mapping[Arm, list[RunRecord]], order: list[A
     for arm in order:
         runs = arms[arm]
         done = [r for r in runs if r.status == "finished"]
-        cells = [_column_stat(done, c, question).text(4, bounds=metric_range(c)) for c in cols]
+        cells = [_column_stat(done, c, question).text(4, bounds=metric_range(c), count=is_count(c)) for c in cols]
         compute = [_compute_cell(done or runs, key) for _, key in COMPUTE]
         notes = _notes(runs) if done else f"no finished run ({_notes(runs)})"
         rows.append([_arm_label(question, arm), f"{len(done)}/{len(runs)}", *cells, *compute, notes])

@@ -118,22 +118,16 @@ class Stat:
         half = t975(self.n - 1) * self.std / math.sqrt(self.n)
         return self.mean - half, self.mean + half
 
-    @property
-    def integer(self) -> bool:
-        """Whether every value is a whole number (step counts, parameter counts): shown without decimals."""
-        return bool(self.values) and all(_is_integer(v) for _, v in self.values)
-
-    def text(self, digits: int = 3, *, bounds: Bounds = UNBOUNDED) -> str:
+    def text(self, digits: int = 3, *, bounds: Bounds = UNBOUNDED, count: bool = False) -> str:
         """``mean ± std [lo, hi]`` (no interval below two seeds); the interval clipped to the metric's
-        ``bounds`` (a mean of values in [0, 1] cannot lie outside it). Whole-number values print as
-        integers, and a non-whole mean of them with one decimal."""
+        ``bounds`` (a mean of values in [0, 1] cannot lie outside it). For a ``count`` (steps, parameters),
+        whole numbers print as integers and others with one decimal."""
         if self.n == 0:
             return "—"
-        if self.integer:
-            digits = 1
+        digits = 1 if count else digits
 
         def num(x: float) -> str:
-            return f"{x:.0f}" if self.integer and _is_integer(x) else f"{x:.{digits}f}"
+            return f"{x:.0f}" if count and _is_integer(x) else f"{x:.{digits}f}"
 
         lo, hi = _clip(*self.ci95, bounds)
         ci = f" [{num(lo)}, {num(hi)}]" if math.isfinite(lo) and math.isfinite(hi) else ""
@@ -183,13 +177,14 @@ class Comparison:
             return "worse"
         return "within seed noise"
 
-    def text(self, digits: int = 3, *, bounds: Bounds = UNBOUNDED) -> str:
-        """``Δ=... [lo, hi] (...)``; the interval clipped to what a difference of values in ``bounds`` can be."""
+    def text(self, digits: int = 3, *, bounds: Bounds = UNBOUNDED, count: bool = False) -> str:
+        """``Δ=... [lo, hi] (...)``; the interval clipped to what a difference of values in ``bounds`` can be;
+        a difference of counts that is a whole number prints as one."""
         kind = "paired" if self.paired else "unpaired"
         width = bounds[1] - bounds[0]
         lo, hi = _clip(self.lo, self.hi, (-width, width))
-        if all(_is_integer(x) for x in (self.diff, lo, hi)):  # whole-number metrics with identical differences
-            digits = 0
+        if count:
+            digits = 0 if all(_is_integer(x) for x in (self.diff, lo, hi)) else 1
         p = f", p={self.p:.3f}" if math.isfinite(self.p) else ""
         eff = "∞" if math.isinf(self.effect) else f"{self.effect:.2f}"
         return (

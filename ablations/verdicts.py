@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ablations.ranges import metric_range
+from ablations.ranges import is_count, metric_range
 from ablations.stats import Goal, Stat, compare
 
 Arm = tuple[Any, ...]
@@ -57,8 +57,9 @@ def get(stats: ArmStats, arm: Arm, metric: str) -> Stat | None:
 
 def _pair_detail(metric: str, a: Arm, sa: Stat, b: Arm, sb: Stat, comparison: str) -> str:
     """``metric: a <stat> vs b <stat>; <comparison>``, each interval clipped to the metric's range."""
-    bounds = metric_range(metric)
-    return f"{metric}: {name(a)} {sa.text(bounds=bounds)} vs {name(b)} {sb.text(bounds=bounds)}; {comparison}"
+    bounds, count = metric_range(metric), is_count(metric)
+    return (f"{metric}: {name(a)} {sa.text(bounds=bounds, count=count)} vs {name(b)} "
+            f"{sb.text(bounds=bounds, count=count)}; {comparison}")
 
 
 def better(
@@ -87,7 +88,7 @@ def better(
             claim, "inconclusive", f"{metric}: no finished seed", why=f"no finished seed for {', '.join(missing)}"
         )
     cmp = compare(sa, sb, goal=goal)
-    detail = _pair_detail(metric, a, sa, b, sb, cmp.text(bounds=metric_range(metric)))
+    detail = _pair_detail(metric, a, sa, b, sb, cmp.text(bounds=metric_range(metric), count=is_count(metric)))
     outcome = cmp.outcome(floor=floor)
     if outcome == "better":
         return Check(claim, "supported", detail)
@@ -111,7 +112,7 @@ def similar(stats: ArmStats, a: Arm, b: Arm, *, metric: str, margin: float, clai
     if sa is None or sb is None:
         return Check(claim, "inconclusive", f"{metric}: no finished seed", why="n too small")
     cmp = compare(sa, sb, goal="maximize")
-    detail = _pair_detail(metric, a, sa, b, sb, cmp.text(bounds=metric_range(metric)))
+    detail = _pair_detail(metric, a, sa, b, sb, cmp.text(bounds=metric_range(metric), count=is_count(metric)))
     if cmp.n < 2 or not math.isfinite(cmp.lo):
         return Check(claim, "inconclusive", detail, why="n too small")
     if -margin <= cmp.lo and cmp.hi <= margin:
@@ -139,7 +140,8 @@ def _bound(stats: ArmStats, arm: Arm, *, metric: str, bound: float, claim: str, 
     s = get(stats, arm, metric)
     if s is None:
         return Check(claim, "inconclusive", f"{metric}: no finished seed", why=f"no finished seed for {name(arm)}")
-    detail = f"{metric}: {name(arm)} {s.text(bounds=metric_range(metric))} ({'≤' if upper else '≥'} {bound:g} wanted)"
+    shown = s.text(bounds=metric_range(metric), count=is_count(metric))
+    detail = f"{metric}: {name(arm)} {shown} ({'≤' if upper else '≥'} {bound:g} wanted)"
     lo, hi = s.ci95
     if s.n < 2 or not (math.isfinite(lo) and math.isfinite(hi)):
         return Check(claim, "inconclusive", detail, why="n too small")

@@ -9,6 +9,7 @@ import math
 import pytest
 
 from ablations import claims, claims_recurrent
+from ablations.ranges import is_count, metric_range
 from ablations.stats import Stat, compare, sign_flip_p, stat, t975, t_quantile
 from ablations.verdicts import at_scale, better, join, similar, verdict_word
 
@@ -45,8 +46,10 @@ def test_t_interval_of_three_seeds():
 
 
 def test_text_prints_whole_numbers_as_integers_and_clips_the_interval():
-    assert seeds(1280.0, 1280.0, 1280.0).text(4) == "1280 ± 0 [1280, 1280]"
-    assert seeds(128.0, 170.0, 147.0).text(4) == "148.3 ± 21.0 [96.1, 200.6]"
+    assert seeds(1280.0, 1280.0, 1280.0).text(4, count=True) == "1280 ± 0 [1280, 1280]"
+    assert seeds(128.0, 170.0, 147.0).text(4, count=True) == "148.3 ± 21.0 [96.1, 200.6]"
+    assert seeds(1.0, 1.0, 1.0).text(4) == "1.0000 ± 0.0000 [1.0000, 1.0000]", "a score is not a count"
+    assert is_count("curve/steps_to_target") and is_count("run/parameters") and not is_count("val/exact_match")
     assert seeds(0.93, 0.96, 0.99).text(3) == "0.960 ± 0.030 [0.885, 1.035]"
     assert seeds(0.93, 0.96, 0.99).text(3, bounds=(0.0, 1.0)) == "0.960 ± 0.030 [0.885, 1.000]"
     cmp = compare(seeds(0.99, 0.6, 0.99), seeds(0.0, 0.5, 0.0), goal="maximize")
@@ -293,6 +296,16 @@ def test_shape_bounds_are_inconclusive_when_the_interval_straddles():
     assert at_least(tight, ("a",), metric="drop", bound=0.15, claim="falls").answer == "not supported"
     assert at_most({("a",): {"drop": seeds(0.05)}}, ("a",), metric="drop", bound=0.15, claim="x").answer == (
         "inconclusive")
+
+
+def test_metric_ranges():
+    assert metric_range("val/exact_match") == (0.0, 1.0) == metric_range("test/beyond/token_acc_by_len")
+    assert metric_range("val/len_drop/acc_by_len") == (-1.0, 1.0)
+    assert metric_range("val/align_mass/fed/cross/layer1") == (0.0, 1.0) == metric_range("curve/mean/val/exact_match")
+    assert metric_range("val/loss") == (0.0, math.inf) == metric_range("val/attn_entropy/*")
+    assert metric_range("attn/entropy_first") == (0.0, math.inf) == metric_range("run/parameters")
+    assert metric_range("curve/steps_to_target") == (0.0, math.inf) == metric_range("train/grad_qk/*")
+    assert metric_range("val/exposure_gap") == (-math.inf, math.inf) == metric_range("val/len_slope/acc_by_len")
 
 
 def test_verdict_details_clip_intervals_to_the_metric_range():

@@ -17,6 +17,7 @@ paired by seed with an effect size, and the three-way outcome a verdict is built
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Iterable, Sequence
@@ -31,8 +32,8 @@ UNBOUNDED: Bounds = (-math.inf, math.inf)
 
 
 def _beta_fraction(a: float, b: float, x: float) -> float:
-    """The continued fraction of the regularized incomplete beta I_x(a, b) (DLMF 8.17.22), by the modified
-    Lentz method; converges fast for x < (a + 1) / (a + b + 2)."""
+    """The continued fraction of the regularized incomplete beta I_x(a, b) (DLMF §8.17(v)), evaluated by the
+    modified Lentz method; converges fast for x < (a + 1) / (a + b + 2)."""
     tiny = 1e-300
     c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
     d = 1.0 / (d if abs(d) > tiny else tiny)
@@ -52,7 +53,8 @@ def _beta_fraction(a: float, b: float, x: float) -> float:
 
 
 def betainc(a: float, b: float, x: float) -> float:
-    """The regularized incomplete beta function I_x(a, b) for a, b > 0 and x in [0, 1] (DLMF 8.17.2)."""
+    """The regularized incomplete beta function I_x(a, b) for a, b > 0 and x in [0, 1] (DLMF §8.17), with the
+    symmetry I_x(a, b) = 1 - I_{1-x}(b, a) where the fraction would converge slowly."""
     if x <= 0.0:
         return 0.0
     if x >= 1.0:
@@ -64,7 +66,8 @@ def betainc(a: float, b: float, x: float) -> float:
 
 
 def t_sf(t: float, df: float) -> float:
-    """P(T > t) of Student's t with ``df`` degrees of freedom, t >= 0: ½ I_{df/(df+t²)}(df/2, ½) (DLMF 8.17.13)."""
+    """P(T > t) of Student's t with ``df`` degrees of freedom, t >= 0: ½ I_{df/(df+t²)}(df/2, ½), the standard
+    relation of the t distribution to the incomplete beta function."""
     return 0.5 * betainc(df / 2.0, 0.5, df / (df + t * t))
 
 
@@ -73,6 +76,8 @@ def t_quantile(p: float, df: float) -> float:
     by bisection on ``t_sf`` to float precision (no table, no normal approximation)."""
     if not (0.5 <= p < 1.0 and df > 0):
         return math.nan
+    if p == 0.5:
+        return 0.0
     tail = 1.0 - p
     lo, hi = 0.0, 1.0
     while t_sf(hi, df) > tail:
@@ -83,6 +88,7 @@ def t_quantile(p: float, df: float) -> float:
     return 0.5 * (lo + hi)
 
 
+@functools.lru_cache(maxsize=1024)  # a report asks for the same few df (seeds - 1) many times
 def t975(df: float) -> float:
     """t_{0.975, df}, exact for every df (e.g. 12.706 at df 1, 2.0395 at df 31, 1.9623 at df 1000); nan for df < 1."""
     if not df >= 1:

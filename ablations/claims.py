@@ -9,6 +9,7 @@ with ``curve/``, ``attn/`` and ``/len_drop/`` are per-run numbers from ``ablatio
 
 from __future__ import annotations
 
+from ablations.ranges import metric_range
 from ablations.stats import Goal, Stat, stat
 from ablations.verdicts import (
     ArmStats,
@@ -176,7 +177,8 @@ def _ranking(stats: ArmStats, arms: list[tuple], *, metric: str = BEYOND, maximi
                     key=lambda a: sign * get(stats, a, metric).mean)
     if not ranked:
         return ""
-    return f"; {label}: " + ", ".join(f"{name(a)} {get(stats, a, metric).text()}" for a in ranked)
+    return f"; {label}: " + ", ".join(f"{name(a)} {get(stats, a, metric).text(bounds=metric_range(metric))}"
+                                      for a in ranked)
 
 
 LM_ARMS = [("none",), ("alibi",), ("rope",), ("sinusoidal",), ("learned",)]

@@ -162,13 +162,17 @@ QUICK_SCALING = tuple(a.replace("val_check_interval=0.5", "val_check_interval=0.
 # its area under the learning curve 0.546 and 0.583 against student's 0.561 and teacher's 0.682.
 QUICK_FORCING = ("--trainer.max_epochs=6", *QUICK_SCALING[1:], "--model.scheduled_steps=280")
 
+# Both readings of the alignment probe beside its headline (lit_models.probes.AlignmentMass): the mass on each
+# output token's source at the step that predicts it and at the step fed it; val/align_mass is the larger.
+ALIGN_READINGS = ("val/align_mass/predicted", "val/align_mass/fed")
+
 QUESTIONS: dict[str, Question] = {
     q.name: q
     for q in [
         Question(
             name="scaling", sweep="scaling.yaml", axes=("model.attn_scale",), metric="val/exact_match",
             goal="maximize", probes=("val/loss", "attn/entropy_first", "train/grad_qk/total", "val/align_mass",
-                                     "val/attn_entropy/", "curve/early/train/grad_qk/total",
+                                     *ALIGN_READINGS, "val/attn_entropy/", "curve/early/train/grad_qk/total",
                                      "curve/mean/val/exact_match", "train/grad_qk/", "train/grad_norm/"),
             expected="At d_k = 128, unscaled dot products saturate the softmax (near one-hot weights, tiny "
                      "gradients) and 1/d_k flattens it; 1/sqrt(d_k) keeps logits at unit variance and learns "
@@ -195,7 +199,8 @@ QUESTIONS: dict[str, Question] = {
         ),
         Question(
             name="positions", sweep="positions.yaml", axes=("model.positions",), metric="test/exact_match",
-            goal="maximize", probes=("val/exact_match", "val/align_mass", "test/acc_by_len/", "test/token_acc_by_len/",
+            goal="maximize", probes=("val/exact_match", "val/align_mass", *ALIGN_READINGS,
+                                     "test/acc_by_len/", "test/token_acc_by_len/",
                                      "val/attn_entropy/"),
             expected="Without positions a Transformer cannot reverse; learned and sinusoidal positions are equally "
                      "good in range (Vaswani et al. 2017, Table 3 row E); beyond the training lengths the schemes "
@@ -209,7 +214,7 @@ QUESTIONS: dict[str, Question] = {
             name="forcing", sweep="forcing.yaml", axes=("model.forcing",), metric="val/exact_match",
             goal="maximize", probes=("val/loss", "val/free_running_loss", "val/exposure_gap",
                                      "curve/mean/val/exposure_gap", "curve/mean/val/exact_match",
-                                     "val/len_drop/acc_by_len", "val/align_mass", "val/acc_by_len/"),
+                                     "val/len_drop/acc_by_len", "val/align_mass", *ALIGN_READINGS, "val/acc_by_len/"),
             expected="Teacher forcing learns fastest but shows a gap between free-running and teacher-forced "
                      "loss (exposure bias); scheduled sampling narrows the gap; always sampling (student) learns "
                      "slowest (Bengio et al. 2015, Table 1). At the quick scale the exposure gap lives in the same "
@@ -224,7 +229,7 @@ QUESTIONS: dict[str, Question] = {
         ),
         Question(
             name="heads", sweep="heads.yaml", axes=("model.heads",), metric="val/exact_match", goal="maximize",
-            probes=("val/loss", "val/align_mass", "val/attn_entropy/"),
+            probes=("val/loss", "val/align_mass", *ALIGN_READINGS, "val/attn_entropy/"),
             expected="A single head is worse than several at the same width; very narrow heads (d_k = 4) lose "
                      "quality again (Vaswani et al. 2017, Table 3 rows A).",
             verdict=claims.heads, quick=QUICK_TF_WARM, target=0.5,
@@ -235,7 +240,8 @@ QUESTIONS: dict[str, Question] = {
         Question(
             name="attention_bottleneck", sweep="attention_bottleneck.yaml", axes=("model.attention",),
             metric="val/exact_match", goal="maximize",
-            probes=("val/loss", "val/len_drop/acc_by_len", "val/align_mass", "val/acc_by_len/", "val/attn_entropy/"),
+            probes=("val/loss", "val/len_drop/acc_by_len", "val/align_mass", *ALIGN_READINGS, "val/acc_by_len/",
+                    "val/attn_entropy/"),
             expected="Without attention accuracy falls with sequence length (the fixed-vector bottleneck, Cho "
                      "et al. 2014); soft attention keeps long sequences right (Bahdanau et al. 2015); hard "
                      "attention learns more slowly (REINFORCE variance, Xu et al. 2015).",

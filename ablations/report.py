@@ -25,8 +25,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import yaml  # noqa: E402
 
 from ablations.derived import derive  # noqa: E402
-from ablations.plots import colors, figure_of, length_limits, plot_seeds, save_figure  # noqa: E402
+from ablations.plots import colors, length_limits, plot_attention, plot_seeds, save_figure  # noqa: E402
 from ablations.questions import Arm, ArmStats, Question, Stat, question_for  # noqa: E402
+from ablations.ranges import is_count, metric_range  # noqa: E402
 from ablations.results import RunRecord, arm_stats, group_arms, stat, varying_params  # noqa: E402
 from lit_models.environment import differences  # noqa: E402
 
@@ -161,7 +162,7 @@ def table(question: Question, arms: Mapping[Arm, list[RunRecord]], order: list[A
     for arm in order:
         runs = arms[arm]
         done = [r for r in runs if r.status == "finished"]
-        cells = [_column_stat(done, c, question).text(4) for c in cols]
+        cells = [_column_stat(done, c, question).text(4, bounds=metric_range(c), count=is_count(c)) for c in cols]
         compute = [_compute_cell(done or runs, key) for _, key in COMPUTE]
         notes = _notes(runs) if done else f"no finished run ({_notes(runs)})"
         rows.append([_arm_label(question, arm), f"{len(done)}/{len(runs)}", *cells, *compute, notes])
@@ -297,35 +298,11 @@ def plot_probe(question: Question, prefix: str, arms: Mapping[Arm, list[RunRecor
         ax.bar(xs, [s.mean if s.n else 0.0 for s in stats], width, yerr=[s.std if s.n > 1 else 0 for s in stats],
                color=color, label=_arm_label(question, arm), capsize=2)
     ax.set_xticks(range(len(keys)), [k[len(prefix):] for k in keys], rotation=45, ha="right", fontsize=7)
-    ax.set(title=prefix.rstrip("/") + (" (mean over logged steps)" if prefix.startswith("train/") else " (final)"))
+    ax.set(title=prefix.rstrip("/") + (" (mean over logged steps)" if prefix.startswith("train/") else " (final)"),
+           xlabel=f"key under {prefix}", ylabel=f"{prefix.rstrip('/')} (mean ± std over seeds)")
     ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=7)
     return save_figure(fig, out / f"probe_{prefix.strip('/').replace('/', '_')}.png")
-
-
-ATTENTION_COLS = 3  # arms per row of the side-by-side attention figure (more would shrink the maps)
-
-
-def plot_attention(question: Question, arms: Mapping[Arm, list[RunRecord]], order: list[Arm],
-                   out: Path) -> Path | None:
-    """The arms' attention figures side by side (the lowest-seed finished run of each arm)."""
-    picks = []
-    for arm in order:
-        done = sorted((r for r in arms[arm] if r.status == "finished" and r.figures), key=lambda r: str(r.seed))
-        fig_path = figure_of(done[0]) if done else None
-        if fig_path is not None:
-            picks.append((arm, done[0], fig_path))
-    if not picks:
-        return None
-    cols = min(ATTENTION_COLS, len(picks))
-    rows = -(-len(picks) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(6.5 * cols, 5.5 * rows), squeeze=False)
-    for ax in axes.flat:
-        ax.axis("off")
-    for ax, (arm, run, path) in zip(axes.flat, picks, strict=False):
-        ax.imshow(plt.imread(str(path)))
-        ax.set_title(f"{_arm_label(question, arm)}\nseed {run.seed} · {path.stem}", fontsize=10)
-    return save_figure(fig, out / "attention.png")
 
 
 # -------------------------------------------------------------------- report
@@ -345,7 +322,7 @@ def write_report(name: str, runs: list[RunRecord], out: Path, question: Question
         plot_acc_by_len(question, arms, order, out),
         *(plot_probe(question, pr, arms, order, out) for pr in question.probes
           if pr.endswith("/") and "acc_by_len" not in pr),
-        plot_attention(question, arms, order, out),
+        plot_attention(arms, order, label=lambda a: _arm_label(question, a), out=out),
     ) if p is not None]
     path = out / "report.md"
     warning = environment_warning(runs)
@@ -355,7 +332,15 @@ def write_report(name: str, runs: list[RunRecord], out: Path, question: Question
 
 FIGURE_TITLES = {"seeds": "Headline metric per arm (every seed)",
                  "curves": "Learning curves (mean ± 1 std over finished seeds)", "acc_by_len": "Accuracy by length",
-                 "attention": "Attention maps (one seed per arm)"}
+                 "attention": "Attention maps (one seed per arm; arms without attention left out)"}
+
+
+ALIGN_NOTE = ("Alignment mass: the share of cross-attention on each output token's source position, read at the "
+              "decoder step that predicts the token (`val/align_mass/predicted`, the row the token labels in "
+              "Bahdanau et al.'s Fig. 3) and at the step fed it, one row later (`val/align_mass/fed`, where some "
+              "trained decoders read it instead). `val/align_mass`, the larger of the two, is what the claim "
+              "reads: each output token aligned with its source, wherever the decoder reads it. Attention figures "
+              "label decoder rows `fed→predicted`.")
 
 
 def _verdict_lines(verdict: str) -> list[str]:
@@ -379,11 +364,15 @@ def _markdown(question: Question, runs: list[RunRecord], header: list[str], rows
         *([f"> **Warning:** {warning}", ""] if warning else []),
         "## Results", "",
         "Mean ± std [95% Student-t interval] over finished seeds (n = finished/total); diverged and failed runs "
-        "are counted in notes, never averaged. Final values; `train/` probes averaged over their logged steps; "
+        "are counted in notes, never averaged. Intervals are clipped to the range the metric can take (e.g. [0, 1] "
+        "for exact match, ≥ 0 for a loss or a step count; the verdict's Δ intervals to ± that range's width); "
+        "whole-number columns (steps, counts) print without decimals. Final values; `train/` probes averaged over "
+        "their logged steps; "
         "`curve/steps_to_target`: first step at which the metric reached the question's target (runs that never "
         "did count as their last step + 1); `curve/mean/val/exact_match`: mean over the run's equally spaced "
         "validations, the area under the learning curve (larger = learned faster). Comparisons in the verdict are "
         "paired by seed: Δ with its 95% interval, the exact sign-flip p and the effect size d.", "",
+        *([ALIGN_NOTE, ""] if any(h.startswith("val/align_mass") for h in header) else []),
         markdown_table(header, rows), "",
     ]
     for fig in figures:

@@ -2,7 +2,10 @@
 paired by seed with an effect size, and the three-way outcome a verdict is built from.
 
 * ``Stat``: mean, sample std, n and the per-seed values of one metric of one arm; ``ci95`` is the
-  Student-t interval of the mean (t_{0.975, n-1}; no interval for n < 2).
+  Student-t interval of the mean (t_{0.975, n-1}; no interval for n < 2). The t quantile is exact for
+  every df (``t_quantile``, from the regularized incomplete beta function), not a table with a normal
+  tail. ``text`` clips a printed interval to the metric's range (``ablations.ranges``); the comparisons
+  and verdicts compute with the unclipped one.
 * ``compare``: arm a against arm b on the seeds both finished. The per-seed differences give the
   mean difference, its t interval, an exact sign-flip permutation p-value (one-sided, 2^n sign
   patterns: its smallest value is 1/2^n, so with 3 seeds it can never go below 0.125 and the
@@ -14,6 +17,7 @@ paired by seed with an effect size, and the three-way outcome a verdict is built
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Iterable, Sequence
@@ -23,46 +27,81 @@ from typing import Any, Literal
 Goal = Literal["maximize", "minimize"]
 Outcome = Literal["better", "worse", "within seed noise", "n too small"]
 
-# Two-sided 95% Student-t critical values t_{0.975, df} for df = 1..30 (standard tables).
-_T975 = (
-    12.706,
-    4.303,
-    3.182,
-    2.776,
-    2.571,
-    2.447,
-    2.365,
-    2.306,
-    2.262,
-    2.228,
-    2.201,
-    2.179,
-    2.160,
-    2.145,
-    2.131,
-    2.120,
-    2.110,
-    2.101,
-    2.093,
-    2.086,
-    2.080,
-    2.074,
-    2.069,
-    2.064,
-    2.060,
-    2.056,
-    2.052,
-    2.048,
-    2.045,
-    2.042,
-)
+Bounds = tuple[float, float]
+UNBOUNDED: Bounds = (-math.inf, math.inf)
 
 
+def _beta_fraction(a: float, b: float, x: float) -> float:
+    """The continued fraction of the regularized incomplete beta I_x(a, b) (DLMF §8.17(v)), evaluated by the
+    modified Lentz method; converges fast for x < (a + 1) / (a + b + 2)."""
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    f = d
+    for m in range(1, 10_000):
+        even = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
+        odd = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))
+        for coef in (even, odd):
+            d = 1.0 + coef * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + coef / c
+            c = c if abs(c) > tiny else tiny
+            f *= c * d
+        if abs(c * d - 1.0) < 1e-16:
+            break
+    return f
+
+
+def betainc(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b) for a, b > 0 and x in [0, 1] (DLMF §8.17), with the
+    symmetry I_x(a, b) = 1 - I_{1-x}(b, a) where the fraction would converge slowly."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _beta_fraction(a, b, x) / a
+    return 1.0 - front * _beta_fraction(b, a, 1.0 - x) / b
+
+
+def t_sf(t: float, df: float) -> float:
+    """P(T > t) of Student's t with ``df`` degrees of freedom, t >= 0: ½ I_{df/(df+t²)}(df/2, ½), the standard
+    relation of the t distribution to the incomplete beta function."""
+    return 0.5 * betainc(df / 2.0, 0.5, df / (df + t * t))
+
+
+def t_quantile(p: float, df: float) -> float:
+    """The quantile t_{p, df} of Student's t for p in [0.5, 1) and any real df > 0 (Welch's df is fractional),
+    by bisection on ``t_sf`` to float precision (no table, no normal approximation)."""
+    if not (0.5 <= p < 1.0 and df > 0):
+        return math.nan
+    if p == 0.5:
+        return 0.0
+    tail = 1.0 - p
+    lo, hi = 0.0, 1.0
+    while t_sf(hi, df) > tail:
+        lo, hi = hi, 2.0 * hi
+    while hi - lo > 1e-14 * hi:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if t_sf(mid, df) > tail else (lo, mid)
+    return 0.5 * (lo + hi)
+
+
+@functools.lru_cache(maxsize=1024)  # a report asks for the same few df (seeds - 1) many times
 def t975(df: float) -> float:
-    """t_{0.975, df}; 1.96 beyond the table (df > 30), nan for df < 1. Fractional df round down (conservative)."""
+    """t_{0.975, df}, exact for every df (e.g. 12.706 at df 1, 2.0395 at df 31, 1.9623 at df 1000); nan for df < 1."""
     if not df >= 1:
         return math.nan
-    return _T975[int(df) - 1] if df < 31 else 1.96
+    return t_quantile(0.975, df)
+
+
+def _is_integer(x: float) -> bool:
+    return math.isfinite(x) and float(x).is_integer()
+
+
+def _clip(lo: float, hi: float, bounds: Bounds) -> tuple[float, float]:
+    return max(lo, bounds[0]), min(hi, bounds[1])
 
 
 @dataclass(frozen=True)
@@ -85,13 +124,20 @@ class Stat:
         half = t975(self.n - 1) * self.std / math.sqrt(self.n)
         return self.mean - half, self.mean + half
 
-    def text(self, digits: int = 3) -> str:
-        """``mean ± std [lo, hi]`` (no interval below two seeds)."""
+    def text(self, digits: int = 3, *, bounds: Bounds = UNBOUNDED, count: bool = False) -> str:
+        """``mean ± std [lo, hi]`` (no interval below two seeds); the interval clipped to the metric's
+        ``bounds`` (a mean of values in [0, 1] cannot lie outside it). For a ``count`` (steps, parameters),
+        whole numbers print as integers and others with one decimal."""
         if self.n == 0:
             return "—"
-        lo, hi = self.ci95
-        ci = f" [{lo:.{digits}f}, {hi:.{digits}f}]" if math.isfinite(lo) else ""
-        return f"{self.mean:.{digits}f} ± {self.std:.{digits}f}{ci}"
+        digits = 1 if count else digits
+
+        def num(x: float) -> str:
+            return f"{x:.0f}" if count and _is_integer(x) else f"{x:.{digits}f}"
+
+        lo, hi = _clip(*self.ci95, bounds)
+        ci = f" [{num(lo)}, {num(hi)}]" if math.isfinite(lo) and math.isfinite(hi) else ""
+        return f"{num(self.mean)} ± {num(self.std)}{ci}"
 
 
 def stat(values: Iterable[float], seeds: Sequence[Any] | None = None) -> Stat:
@@ -137,12 +183,18 @@ class Comparison:
             return "worse"
         return "within seed noise"
 
-    def text(self, digits: int = 3) -> str:
+    def text(self, digits: int = 3, *, bounds: Bounds = UNBOUNDED, count: bool = False) -> str:
+        """``Δ=... [lo, hi] (...)``; the interval clipped to what a difference of values in ``bounds`` can be;
+        a difference of counts that is a whole number prints as one."""
         kind = "paired" if self.paired else "unpaired"
+        width = bounds[1] - bounds[0]
+        lo, hi = _clip(self.lo, self.hi, (-width, width))
+        if count:
+            digits = 0 if all(_is_integer(x) for x in (self.diff, lo, hi)) else 1
         p = f", p={self.p:.3f}" if math.isfinite(self.p) else ""
         eff = "∞" if math.isinf(self.effect) else f"{self.effect:.2f}"
         return (
-            f"Δ={self.diff:+.{digits}f} [{self.lo:+.{digits}f}, {self.hi:+.{digits}f}] ({kind}, n={self.n}{p}, d={eff})"
+            f"Δ={self.diff:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}] ({kind}, n={self.n}{p}, d={eff})"
         )
 
 

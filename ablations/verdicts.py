@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ablations.ranges import is_count, metric_range
 from ablations.stats import Goal, Stat, compare
 
 Arm = tuple[Any, ...]
@@ -54,6 +55,13 @@ def get(stats: ArmStats, arm: Arm, metric: str) -> Stat | None:
     return s if s is not None and s.n > 0 else None
 
 
+def _pair_detail(metric: str, a: Arm, sa: Stat, b: Arm, sb: Stat, comparison: str) -> str:
+    """``metric: a <stat> vs b <stat>; <comparison>``, each interval clipped to the metric's range."""
+    bounds, count = metric_range(metric), is_count(metric)
+    return (f"{metric}: {name(a)} {sa.text(bounds=bounds, count=count)} vs {name(b)} "
+            f"{sb.text(bounds=bounds, count=count)}; {comparison}")
+
+
 def better(
     stats: ArmStats,
     a: Arm,
@@ -80,7 +88,7 @@ def better(
             claim, "inconclusive", f"{metric}: no finished seed", why=f"no finished seed for {', '.join(missing)}"
         )
     cmp = compare(sa, sb, goal=goal)
-    detail = f"{metric}: {name(a)} {sa.text()} vs {name(b)} {sb.text()}; {cmp.text()}"
+    detail = _pair_detail(metric, a, sa, b, sb, cmp.text(bounds=metric_range(metric), count=is_count(metric)))
     outcome = cmp.outcome(floor=floor)
     if outcome == "better":
         return Check(claim, "supported", detail)
@@ -104,7 +112,7 @@ def similar(stats: ArmStats, a: Arm, b: Arm, *, metric: str, margin: float, clai
     if sa is None or sb is None:
         return Check(claim, "inconclusive", f"{metric}: no finished seed", why="n too small")
     cmp = compare(sa, sb, goal="maximize")
-    detail = f"{metric}: {name(a)} {sa.text()} vs {name(b)} {sb.text()}; {cmp.text()}"
+    detail = _pair_detail(metric, a, sa, b, sb, cmp.text(bounds=metric_range(metric), count=is_count(metric)))
     if cmp.n < 2 or not math.isfinite(cmp.lo):
         return Check(claim, "inconclusive", detail, why="n too small")
     if -margin <= cmp.lo and cmp.hi <= margin:
@@ -117,9 +125,8 @@ def similar(stats: ArmStats, a: Arm, b: Arm, *, metric: str, margin: float, clai
 def at_most(stats: ArmStats, arm: Arm, *, metric: str, bound: float, claim: str) -> Check:
     """Check that ``arm``'s mean of ``metric`` is at most ``bound`` (n ≥ 2).
 
-    A bound describes the shape of a curve (e.g. "near flat": a drop ≤ 0.15), so the mean decides; the
-    detail says when the 95% interval straddles the bound. Comparisons between arms (``better``) carry
-    the inferential statistics.
+    Supported when the 95% interval of the mean lies at or below the bound, not supported when it lies above
+    it, inconclusive when it straddles the bound (the seeds cannot tell which side the mean is on).
     """
     return _bound(stats, arm, metric=metric, bound=bound, claim=claim, upper=True)
 
@@ -133,13 +140,14 @@ def _bound(stats: ArmStats, arm: Arm, *, metric: str, bound: float, claim: str, 
     s = get(stats, arm, metric)
     if s is None:
         return Check(claim, "inconclusive", f"{metric}: no finished seed", why=f"no finished seed for {name(arm)}")
-    detail = f"{metric}: {name(arm)} {s.text()} ({'≤' if upper else '≥'} {bound:g} wanted)"
+    shown = s.text(bounds=metric_range(metric), count=is_count(metric))
+    detail = f"{metric}: {name(arm)} {shown} ({'≤' if upper else '≥'} {bound:g} wanted)"
     lo, hi = s.ci95
-    if s.n < 2:
+    if s.n < 2 or not (math.isfinite(lo) and math.isfinite(hi)):
         return Check(claim, "inconclusive", detail, why="n too small")
-    if lo <= bound <= hi:
-        detail += "; the 95% interval straddles the bound"
-    within = s.mean <= bound if upper else s.mean >= bound
+    if lo < bound < hi:
+        return Check(claim, "inconclusive", detail, why="the 95% interval straddles the bound")
+    within = hi <= bound if upper else lo >= bound
     return Check(claim, "supported" if within else "not supported", detail)
 
 

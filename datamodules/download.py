@@ -164,6 +164,13 @@ def _check_member(archive: Path, target: Path, name: str) -> Path:
     return dest
 
 
+# ``extractall(filter="data")`` exists from Python 3.12 and in the security releases 3.10.12 / 3.11.4 (PEP 706),
+# which define ``tarfile.data_filter``; an older 3.10 (requires-python is >= 3.10) passes no filter and relies on
+# the member checks of ``_extract_tar`` (no links, devices or paths outside the target); the filter also clears
+# setuid bits and write permission for group and others.
+TAR_FILTER: dict[str, str] = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+
+
 def _extract_tar(archive: Path, target: Path) -> None:
     with tarfile.open(archive) as tar:
         members = tar.getmembers()
@@ -172,7 +179,7 @@ def _extract_tar(archive: Path, target: Path) -> None:
             if not (m.isfile() or m.isdir()):
                 raise UsageError(f"{archive}: member {m.name!r} is a link or device; refusing to extract")
         tar.extractall(target, members=track(members, what=f"extracting {archive.name}", unit="files"),
-                       filter="data")
+                       **TAR_FILTER)
 
 
 def _extract_zip(archive: Path, target: Path) -> None:

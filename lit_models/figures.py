@@ -2,13 +2,16 @@
 for captioners, per-word attention overlays on the image (Xu et al. 2015, Fig. 2-3 style).
 
 Drawn on rank 0 only, for a fixed set of validation examples (the module's ``figure_batch``),
-saved under ``<run_dir>/figures/`` (latest epoch) and logged to W&B as images. A module that
+saved under ``<run_dir>/figures/`` (latest epoch) and logged to W&B as images. Heatmaps also leave their
+weights and labels as ``figures/<name>.json`` (``_heatmaps``), from which ``ablations.report`` draws the
+arms side by side natively. Decoder rows are labelled ``fed→predicted`` (``decoder_row_labels``). A module that
 draws its own figures implements ``figure_plots(epoch) -> {name: Figure}`` (``protocols.PlotsFigures``:
 the captioner, RAM); otherwise its ``figure_maps()`` (``protocols.HasAttentionMaps``) are drawn as heatmaps.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from pathlib import Path
@@ -22,6 +25,7 @@ import torch  # noqa: E402
 from lightning.pytorch.loggers import WandbLogger  # noqa: E402
 from torch import Tensor  # noqa: E402
 
+from attnlab_core.atomic import atomic_write  # noqa: E402
 from attnlab_core.batches import IMAGE_MEAN, IMAGE_STD  # noqa: E402
 from attnlab_core.tokens import PAD  # noqa: E402
 from lit_models.protocols import HasAttentionMaps, PlotsFigures  # noqa: E402
@@ -29,12 +33,13 @@ from lit_models.protocols import HasAttentionMaps, PlotsFigures  # noqa: E402
 log = logging.getLogger(__name__)
 
 
-def plot_attention(layers: list[Tensor], *, x_labels: list[str], y_labels: list[str], title: str) -> plt.Figure:
+def plot_attention(layers: list[Tensor], *, x_labels: list[str], y_labels: list[str], title: str,
+                   x_title: str = "key", y_title: str = "query") -> plt.Figure:
     """One row per layer: the head mean, then one panel per head, colour scale fixed to [0, 1].
 
     Args:
         layers: per layer, (H, T, S) attention weights of one example (rows = queries).
-        x_labels: S key labels; y_labels: T query labels.
+        x_labels: S key labels; y_labels: T query labels. x_title, y_title: the axis titles (head-mean column).
     """
     heads, t, s = layers[0].shape
     cols = 1 + (heads if heads > 1 else 0)
@@ -52,8 +57,11 @@ def plot_attention(layers: list[Tensor], *, x_labels: list[str], y_labels: list[
             ax.set_xticks(range(s) if labelled else [], _fit(x_labels, s) if labelled else [], rotation=90,
                           fontsize=6)
             ax.set_yticks(range(t) if labelled else [], _fit(y_labels, t) if labelled else [], fontsize=6)
+            if labelled:
+                ax.set_xlabel(x_title, fontsize=7)
+                ax.set_ylabel(y_title, fontsize=7)
     fig.suptitle(title, fontsize=8)
-    fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.5)
+    fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.5, label="attention weight")
     return fig
 
 
@@ -170,10 +178,11 @@ class AttentionFigures(L.Callback):
             pl_module.train(was_training)
 
     def _draw(self, trainer: L.Trainer, pl_module: L.LightningModule, epoch: int) -> None:
+        records: dict[str, dict] = {}
         if isinstance(pl_module, PlotsFigures) and pl_module.figure_batch is not None:
             figures = pl_module.figure_plots(epoch)
         elif isinstance(pl_module, HasAttentionMaps) and pl_module.figure_batch is not None:
-            figures = _heatmaps(pl_module, epoch)
+            figures, records = _heatmaps(pl_module, epoch)
         else:
             return
         self.fig_dir.mkdir(parents=True, exist_ok=True)
@@ -183,25 +192,33 @@ class AttentionFigures(L.Callback):
             fig.savefig(path, dpi=80)
             plt.close(fig)
             paths[f"attention/{name.replace('_ex', '/ex')}"] = path
+        for name, record in records.items():  # the weights themselves, for reports that draw them natively
+            atomic_write(self.fig_dir / f"{name}.json", json.dumps(record).encode())
         for logger in trainer.loggers:
             if isinstance(logger, WandbLogger):
                 for key, path in paths.items():
                     logger.log_image(key=key, images=[str(path)], step=trainer.global_step)
 
 
-def _heatmaps(pl_module: L.LightningModule, epoch: int) -> dict[str, plt.Figure]:
-    """``{kind}_ex{i}`` -> heatmap figure of every map kind of the module's ``figure_maps()``."""
+def _heatmaps(pl_module: L.LightningModule, epoch: int) -> tuple[dict[str, plt.Figure], dict[str, dict]]:
+    """``{kind}_ex{i}`` -> the heatmap figure of every map kind of the module's ``figure_maps()``, and the record
+    of what it shows: ``kind``, ``epoch``, ``example``, ``layers`` (per layer, the (T, S) head-mean weights as
+    nested lists, 4 decimals), ``x_labels`` (keys) and ``y_labels`` (queries), trimmed to the real tokens, and
+    the axis titles ``x_title`` / ``y_title``."""
     maps, src_labels, out_labels = pl_module.figure_maps()
-    figures = {}
+    figures, records = {}, {}
     for kind, layers in _group_by_kind(maps).items():
         for i in range(layers[0].size(0)):
             trimmed = [_trim(w[i], kind, len(out_labels[i]), len(src_labels[i])) for w in layers]
-            figures[f"{kind}_ex{i}"] = plot_attention(
-                trimmed, x_labels=_keys(kind, src_labels[i], out_labels[i]),
-                y_labels=_queries(kind, src_labels[i], out_labels[i]),
-                title=f"{kind} attention · example {i} · epoch {epoch}",
-            )
-    return figures
+            x_labels, y_labels = _keys(kind, src_labels[i], out_labels[i]), _queries(kind, src_labels[i],
+                                                                                       out_labels[i])
+            name, (x_title, y_title) = f"{kind}_ex{i}", axis_titles(kind)
+            figures[name] = plot_attention(trimmed, x_labels=x_labels, y_labels=y_labels, x_title=x_title,
+                                           y_title=y_title, title=f"{kind} attention · example {i} · epoch {epoch}")
+            records[name] = {"kind": kind, "epoch": epoch, "example": i, "x_labels": x_labels, "y_labels": y_labels,
+                             "x_title": x_title, "y_title": y_title,
+                             "layers": [w.float().mean(0).cpu().round(decimals=4).tolist() for w in trimmed]}
+    return figures, records
 
 
 def _group_by_kind(maps: dict[str, Tensor]) -> dict[str, list[Tensor]]:
@@ -212,12 +229,44 @@ def _group_by_kind(maps: dict[str, Tensor]) -> dict[str, list[Tensor]]:
     return grouped
 
 
+DECODER_KINDS = ("cross", "dec_self")  # maps whose queries are decoder steps of an encoder-decoder
+START = "<s>"
+
+
+def fed_tokens(out: list[str]) -> list[str]:
+    """The token each decoder step is fed (teacher forcing on the drawn output): <s>, then the previous output."""
+    return [START, *out[:-1]]
+
+
+def decoder_row_labels(out: list[str]) -> list[str]:
+    """``fed→predicted`` per decoder step: row t of a decoder map is the query fed out[t-1] that predicts out[t].
+
+    Labelling rows with the predicted token alone reads a decoder that attends to the source of the token it
+    was just fed (some trained recurrent decoders do: their maps are sharp one row below the token predicted)
+    as misaligned; naming both says what each row is (``lit_models.probes.AlignmentMass`` measures both readings).
+    """
+    return [f"{f}→{p}" for f, p in zip(fed_tokens(out), out, strict=True)]
+
+
+def axis_titles(kind: str) -> tuple[str, str]:
+    """(key axis, query axis) titles of a map kind."""
+    if kind.startswith("enc"):
+        return "source token (key)", "source token (query)"
+    if kind in DECODER_KINDS:
+        return ("source token (key)" if kind == "cross" else "decoder input (key)"), "decoder step: fed→predicted"
+    return "token (key)", "token (query)"
+
+
 def _queries(name: str, src: list[str], out: list[str]) -> list[str]:
-    return src if name.startswith("enc") else out
+    if name.startswith("enc"):
+        return src
+    return decoder_row_labels(out) if name.split("/")[0] in DECODER_KINDS else out
 
 
 def _keys(name: str, src: list[str], out: list[str]) -> list[str]:
-    return out if name.startswith("dec_self") else src
+    if name.startswith("dec_self"):
+        return fed_tokens(out)  # decoder self-attention reads the decoder's inputs, the fed tokens
+    return src
 
 
 def _trim(w: Tensor, name: str, t_out: int, s_src: int) -> Tensor:

@@ -8,10 +8,12 @@
   projections (``in_proj`` rows [0, 2D)) divided by the logit scale s. W_q and W_k get gradient
   only through the softmax, so this is the "gradient through the softmax" that saturation shrinks
   (Vaswani et al. 2017, §3.2.1, footnote 4).
-* ``AlignmentMass``: the share of cross-attention mass on the source position the decoder must
-  copy next (anti-diagonal for reverse, diagonal for copy, the positions holding the emitted
-  token for sort), per layer (mean over heads) -> ``val/align_mass/<map>`` and their best,
-  ``val/align_mass`` (Bahdanau et al. 2015, Fig. 3: alignments emerge without supervision).
+* ``AlignmentMass``: the share of cross-attention mass on the source position of each output token
+  (anti-diagonal for reverse, diagonal for copy, the positions holding the token for sort), per layer
+  (mean over heads), read at the query that predicts the token (``predicted``) and at the one fed it
+  (``fed``, one row later) -> ``val/align_mass/<reading>/<map>``, each reading's best map
+  ``val/align_mass/<reading>``, and ``val/align_mass``, the larger reading: the claim's (Bahdanau et
+  al. 2015, Fig. 3: alignments emerge without supervision).
 * ``FreeRunningLoss``: the exposure-bias gap. ``val/loss`` is teacher-forced; this scores the
   gold targets while the decoder is fed its own greedy predictions through ``net.step()`` ->
   ``val/free_running_loss`` and ``val/exposure_gap`` (free-running minus teacher-forced loss,
@@ -212,7 +214,8 @@ def qk_grad_norms(module: torch.nn.Module) -> dict[str, float]:
 
 
 def target_positions(src: Tensor, tgt: Tensor, task: str) -> Tensor | None:
-    """(B, T, S) bool: for each decoder query t (predicting ``tgt[:, t + 1]``) the source positions it should read.
+    """(B, T, S) bool: for each decoder query t (predicting ``tgt[:, t + 1]``) the source positions of the token
+    it predicts (the ``predicted`` reading; ``fed_positions`` gives the other).
 
     reverse: S_b - 1 - t; copy: t; sort: every position holding the token emitted next. Queries
     past the source length (the EOS step) have none. None for other tasks.
@@ -233,6 +236,12 @@ def target_positions(src: Tensor, tgt: Tensor, task: str) -> Tensor | None:
     return None
 
 
+def fed_positions(predicted: Tensor) -> Tensor:
+    """(B, T, S) bool: for each decoder query t the source positions of the token it is *fed* (``tgt[:, t]``):
+    the ``predicted`` targets one query later. Query 0 is fed <s>, which has no source position."""
+    return torch.cat([torch.zeros_like(predicted[:, :1]), predicted[:, :-1]], dim=1)
+
+
 def alignment_mass(weights: Tensor, target: Tensor) -> Tensor:
     """Mean over heads and over queries that have a target of the attention mass on the target positions.
 
@@ -244,11 +253,34 @@ def alignment_mass(weights: Tensor, target: Tensor) -> Tensor:
     return mass[rows].mean() if rows.any() else mass.new_tensor(float("nan"))
 
 
-class AlignmentMass(BatchProbe):
-    """Cross-attention mass on the correct source position, on a fixed validation batch (synthetic tasks).
+READINGS = ("predicted", "fed")
 
-    The task is read from the datamodule's ``task`` (``NamesTask``: ``copy`` / ``reverse`` / ``sort``);
-    other data is skipped.
+
+def alignment_readings(weights: Tensor, predicted: Tensor) -> dict[str, Tensor]:
+    """The mass on each output token's source position, read at the two queries that can read it.
+
+    ``predicted``: at the query that predicts the token (row t of the map, which predicts y_{t+1}): Bahdanau et
+    al.'s α_ij indexed by the step that emits output word i (their eq. 6 scores it with s_{i-1}). ``fed``: at the
+    query that is fed the token (one row later). A decoder that reads, while predicting y_{t+1}, the source of
+    the token it was just fed (y_t; the encoder state there also carries its neighbour, in reversal the token
+    predicted, which a left-to-right encoder read one step before) is sharply aligned in the ``fed`` reading and
+    near uniform in the ``predicted`` one.
+
+    Args:
+        weights: (B, H, T, S) cross-attention. predicted: (B, T, S) from ``target_positions``.
+    """
+    return {"predicted": alignment_mass(weights, predicted), "fed": alignment_mass(weights, fed_positions(predicted))}
+
+
+class AlignmentMass(BatchProbe):
+    """Cross-attention mass on each output token's source position, on a fixed validation batch (synthetic tasks).
+
+    Logs, per cross-attention map and reading (``alignment_readings``), ``val/align_mass/<reading>/<map>``;
+    the best map of each reading, ``val/align_mass/predicted`` and ``val/align_mass/fed``; and ``val/align_mass``,
+    the larger of the two: what the claim reads (Bahdanau et al. 2015, Fig. 3: each output word aligns with its
+    source word without supervision), the alignment of each output token wherever the decoder reads its source.
+    The task is read from the datamodule's ``task`` (``NamesTask``: ``copy`` / ``reverse`` / ``sort``); other data
+    is skipped.
     """
 
     @torch.no_grad()
@@ -264,17 +296,21 @@ class AlignmentMass(BatchProbe):
         target = target_positions(src, tgt, task)
         if target is None:
             return
-        best = None
+        best: dict[str, Tensor] = {}
         for name, weights in net.attention_maps(src, tgt[:, :-1]).items():
             if not name.startswith("cross") or weights is None or weights.shape[-2:] != target.shape[-2:]:
                 continue
             if ((weights.sum(-1) - 1.0).abs() > 1e-3).all():  # no distribution (attention "none")
                 continue
-            value = alignment_mass(weights, target)
-            pl_module.log(f"val/align_mass/{name}", value, rank_zero_only=True, batch_size=src.size(0))
-            best = value if best is None else torch.maximum(best, value)
-        if best is not None:
-            pl_module.log("val/align_mass", best, rank_zero_only=True, batch_size=src.size(0))
+            for reading, value in alignment_readings(weights, target).items():
+                pl_module.log(f"val/align_mass/{reading}/{name}", value, rank_zero_only=True, batch_size=src.size(0))
+                best[reading] = value if reading not in best else torch.maximum(best[reading], value)
+        for reading, value in best.items():
+            pl_module.log(f"val/align_mass/{reading}", value, rank_zero_only=True, batch_size=src.size(0))
+        readings = torch.stack([best[r] for r in READINGS if r in best]) if best else torch.empty(0)
+        readings = readings[~readings.isnan()]
+        if readings.numel():
+            pl_module.log("val/align_mass", readings.max(), rank_zero_only=True, batch_size=src.size(0))
 
 
 class FreeRunningLoss(BatchProbe):

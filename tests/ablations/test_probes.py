@@ -16,8 +16,10 @@ from lit_models.probes import (
     FreeRunningLoss,
     GradientNorms,
     alignment_mass,
+    alignment_readings,
     attention_entropy,
     default_probes,
+    fed_positions,
     layer_grad_norms,
     parameter_group,
     qk_grad_norms,
@@ -132,7 +134,8 @@ def test_probes_log_their_metrics_during_fit():
     for key in ("val/attn_entropy/enc_self/layer2", "val/attn_entropy/cross/layer1",
                 "val/attn_entropy/dec_self/layer1", "train/grad_norm/encoder.layers.1", "train/grad_norm/total",
                 "val/free_running_loss", "val/exposure_gap", "train/grad_qk/total", "val/align_mass",
-                "val/align_mass/cross/layer1"):
+                "val/align_mass/predicted/cross/layer1", "val/align_mass/fed/cross/layer1", "val/align_mass/predicted",
+                "val/align_mass/fed"):
         assert key in metrics and math.isfinite(metrics[key]), key
     assert metrics["val/attn_entropy/cross/layer1"] == pytest.approx(_naive_cross_entropy(model), abs=1e-5)
 
@@ -213,6 +216,24 @@ def test_alignment_mass_is_one_on_the_anti_diagonal_and_one_over_s_when_uniform(
     assert alignment_mass(uniform, target) == pytest.approx(0.25)
 
 
+def test_alignment_readings_pin_which_query_reads_each_token():
+    """Reverse ``a b c`` (positions 0-2) into ``c b a``: decoder query t is fed [<s>, c, b, a][t] and predicts
+    [c, b, a, </s>][t]. A map that reads, at each query, the source of the token it predicts scores 1 in the
+    ``predicted`` reading; one that reads the source of the token it was fed (one row later, what some trained
+    recurrent decoders do) scores 1 in the ``fed`` reading; the probe's headline is the larger."""
+    src = torch.tensor([[5, 6, 7]])  # a b c
+    tgt = torch.tensor([[BOS, 7, 6, 5, EOS]])  # <s> c b a </s>
+    predicted = target_positions(src, tgt, "reverse")  # (1, 4, 3)
+    assert predicted[0].nonzero().tolist() == [[0, 2], [1, 1], [2, 0]]  # query 0 predicts c (position 2), ...
+    assert fed_positions(predicted)[0].nonzero().tolist() == [[1, 2], [2, 1], [3, 0]]  # query 1 is fed c, ...
+    reads_predicted = torch.tensor([[0, 0, 1.0], [0, 1.0, 0], [1.0, 0, 0], [1 / 3, 1 / 3, 1 / 3]])
+    reads_fed = torch.tensor([[1 / 3, 1 / 3, 1 / 3], [0, 0, 1.0], [0, 1.0, 0], [1.0, 0, 0]])
+    one = alignment_readings(reads_predicted[None, None], predicted)
+    other = alignment_readings(reads_fed[None, None], predicted)
+    assert one["predicted"] == pytest.approx(1.0) and one["fed"] == pytest.approx((0 + 0 + 1 / 3) / 3)
+    assert other["fed"] == pytest.approx(1.0) and other["predicted"] == pytest.approx((1 / 3 + 0 + 0) / 3)
+
+
 def test_alignment_emerges_when_attention_learns_reversal():
     """Overfit a small attentional GRU on reversal: the mass on the anti-diagonal grows well above uniform."""
     torch.manual_seed(0)
@@ -225,5 +246,6 @@ def test_alignment_emerges_when_attention_learns_reversal():
                         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
                         accelerator="cpu", devices=1)
     trainer.fit(model, datamodule=data)
-    mass = float(trainer.callback_metrics["val/align_mass"])
-    assert mass > 0.5, mass
+    metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/align_mass")}
+    assert metrics["val/align_mass"] > 0.5, metrics
+    assert metrics["val/align_mass"] == max(metrics["val/align_mass/predicted"], metrics["val/align_mass/fed"])

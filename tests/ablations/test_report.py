@@ -59,9 +59,13 @@ def fake_run(exp: Path, scale: str, seed: int, *, status: str = "finished", acc:
         (run / "trial.json").write_text(json.dumps({"status": "failed", "returncode": 1,
                                                     "params": {"model.attn_scale": scale, "seed_everything": seed}}))
     fig, ax = plt.subplots(figsize=(2, 2))
-    ax.imshow([[acc, 1 - acc], [1 - acc, acc]])
-    fig.savefig(run / "figures" / "cross_layer1_ex0.png")
+    weights = [[acc, 1 - acc], [1 - acc, acc]] if scale != "none" else [[0.0, 0.0], [0.0, 0.0]]
+    ax.imshow(weights)
+    fig.savefig(run / "figures" / "cross_ex0.png")
     plt.close(fig)
+    record = {"kind": "cross", "epoch": 0, "example": 0, "x_labels": ["a", "b"], "y_labels": ["<s>→b", "b→a"],
+              "x_title": "source token (key)", "y_title": "decoder step: fed→predicted", "layers": [weights]}
+    (run / "figures" / "cross_ex0.json").write_text(json.dumps(record))
     return run
 
 
@@ -192,3 +196,31 @@ def test_curves_show_every_curve_a_verdict_averages(runs_dir: Path):
     assert curve_keys(question, runs) == ["val/exact_match", gap, "val/loss"]
     unlogged = dataclasses.replace(QUESTIONS["scaling"], probes=("curve/mean/val/exposure_gap",))
     assert curve_keys(unlogged, runs) == ["val/exact_match", "val/loss"]
+
+
+def test_attention_panels_draw_saved_weights_and_leave_out_arms_without_attention(tmp_path: Path):
+    from ablations.plots import _attention_picks, plot_attention
+    from ablations.results import group_arms
+
+    exp = tmp_path / "scaling"
+    for scale in ("sqrt_dk", "none", "dk"):
+        fake_run(exp, scale, 1, acc=ACC[scale])
+    (exp / "attn_scale=dk,seed=1" / "figures" / "cross_ex0.json").unlink()  # a run from before the weights were saved
+    arms = group_arms(load_experiment(exp), ("model.attn_scale",))
+    order = [("sqrt_dk",), ("none",), ("dk",)]
+    picks, left_out = _attention_picks(arms, order, label=lambda a: f"attn_scale={a[0]}")
+    assert [name for name, _, _ in picks] == ["attn_scale=sqrt_dk"]
+    assert picks[0][2]["layers"][-1] == [[0.9, pytest.approx(0.1)], [pytest.approx(0.1), 0.9]]
+    assert left_out == ["attn_scale=none (no attention)", "attn_scale=dk (no attention weights saved)"]
+    path = plot_attention(arms, order, label=str, out=tmp_path)
+    assert path is not None and path.stat().st_size > 1000
+
+
+def test_report_says_which_alignment_reading_the_claim_reads():
+    from ablations.report import ALIGN_NOTE, _markdown
+
+    question = QUESTIONS["attention_bottleneck"]
+    assert {"val/align_mass", "val/align_mass/predicted", "val/align_mass/fed"} <= set(question.probes)
+    text = _markdown(question, [], ["arm", "n", "val/align_mass", "val/align_mass/fed"], [], "inconclusive", [])
+    assert ALIGN_NOTE in text and "what the claim reads" in text
+    assert ALIGN_NOTE not in _markdown(question, [], ["arm", "n", "val/loss"], [], "inconclusive", [])

@@ -9,7 +9,8 @@ import math
 import pytest
 
 from ablations import claims, claims_recurrent
-from ablations.stats import Stat, compare, sign_flip_p, stat, t975
+from ablations.ranges import is_count, metric_range
+from ablations.stats import Stat, compare, sign_flip_p, stat, t975, t_quantile
 from ablations.verdicts import at_scale, better, join, similar, verdict_word
 
 
@@ -18,13 +19,41 @@ def seeds(*values: float) -> Stat:
     return stat(list(values), list(range(1, len(values) + 1)))
 
 
-def test_t_interval_matches_the_textbook_value():
-    assert t975(2) == pytest.approx(4.303) and t975(1000) == pytest.approx(1.96) and math.isnan(t975(0))
-    s = seeds(1.0, 2.0, 3.0)  # mean 2, sd 1: half-width 4.303 / sqrt(3)
+@pytest.mark.parametrize(("df", "table"), [(1, 12.7062), (2, 4.3027), (3, 3.1824), (10, 2.2281), (30, 2.0423),
+                                         (31, 2.0395), (60, 2.0003), (120, 1.9799), (1000, 1.9623)])
+def test_t_quantile_matches_the_table_for_every_df(df: int, table: float):
+    """Exact t_{0.975, df} (four-decimal tables), also past df 30, where 1.96 would make intervals too narrow."""
+    assert t975(df) == pytest.approx(table, abs=6e-5)
+
+
+def test_t_quantile_is_the_inverse_of_the_t_distribution():
+    assert t_quantile(0.5, 7) == pytest.approx(0.0, abs=1e-12)
+    assert t_quantile(0.95, 1) == pytest.approx(math.tan(math.pi * 0.45), rel=1e-10)  # Cauchy: tan(π(p - ½))
+    # df 2 in closed form: t² = 2α² / (1 - α²) with α = 2p - 1
+    assert t_quantile(0.975, 2) == pytest.approx(math.sqrt(2 * 0.95**2 / (1 - 0.95**2)), rel=1e-10)
+    assert t975(1e7) == pytest.approx(1.959964, abs=1e-6)  # the normal quantile in the limit
+    assert t975(4.5) == pytest.approx((t975(4) + t975(5)) / 2, abs=0.02) and t975(5) < t975(4.5) < t975(4)
+    assert math.isnan(t975(0)) and math.isnan(t_quantile(1.0, 3))
+
+
+def test_t_interval_of_three_seeds():
+    s = seeds(1.0, 2.0, 3.0)  # mean 2, sd 1: half-width t_{0.975,2} / sqrt(3)
     lo, hi = s.ci95
     assert (s.mean, s.std, s.n) == (2.0, 1.0, 3)
-    assert lo == pytest.approx(2 - 4.303 / math.sqrt(3)) and hi == pytest.approx(2 + 4.303 / math.sqrt(3))
-    assert all(math.isnan(x) for x in seeds(1.0).ci95) and seeds(1.0).text() == "1.000 ± 0.000"
+    assert lo == pytest.approx(2 - 4.3027 / math.sqrt(3), abs=1e-4) and hi == pytest.approx(2 + 4.3027 / math.sqrt(3),
+                                                                                            abs=1e-4)
+    assert all(math.isnan(x) for x in seeds(1.0).ci95) and seeds(1.5).text() == "1.500 ± 0.000"
+
+
+def test_text_prints_whole_numbers_as_integers_and_clips_the_interval():
+    assert seeds(1280.0, 1280.0, 1280.0).text(4, count=True) == "1280 ± 0 [1280, 1280]"
+    assert seeds(128.0, 170.0, 147.0).text(4, count=True) == "148.3 ± 21.0 [96.1, 200.6]"
+    assert seeds(1.0, 1.0, 1.0).text(4) == "1.0000 ± 0.0000 [1.0000, 1.0000]", "a score is not a count"
+    assert is_count("curve/steps_to_target") and is_count("run/parameters") and not is_count("val/exact_match")
+    assert seeds(0.93, 0.96, 0.99).text(3) == "0.960 ± 0.030 [0.885, 1.035]"
+    assert seeds(0.93, 0.96, 0.99).text(3, bounds=(0.0, 1.0)) == "0.960 ± 0.030 [0.885, 1.000]"
+    cmp = compare(seeds(0.99, 0.6, 0.99), seeds(0.0, 0.5, 0.0), goal="maximize")
+    assert cmp.hi > 1 and "+1.000]" in cmp.text(bounds=(0.0, 1.0)) and f"{cmp.hi:+.3f}]" in cmp.text()
 
 
 def test_pairing_by_seed_removes_the_shared_seed_noise():
@@ -254,15 +283,37 @@ def test_early_gradients_read_the_first_tenth_of_training():
     assert derive(one)["curve/early/train/grad_norm/total"] == 2.5, "a single logged value is its own early mean"
 
 
-def test_shape_bounds_read_the_mean_and_say_when_the_interval_straddles():
+def test_shape_bounds_are_inconclusive_when_the_interval_straddles():
     from ablations.verdicts import at_least, at_most
 
     stats = {("a",): {"drop": seeds(0.05, 0.12)}}  # mean 0.085; with 2 seeds the interval is wide
     check = at_most(stats, ("a",), metric="drop", bound=0.15, claim="flat")
-    assert check.answer == "supported" and "straddles" in check.detail
-    assert at_least(stats, ("a",), metric="drop", bound=0.15, claim="falls").answer == "not supported"
+    assert check.answer == "inconclusive" and "straddles" in check.why
+    assert at_least(stats, ("a",), metric="drop", bound=0.15, claim="falls").answer == "inconclusive"
+    assert "inconclusive" in join([check]) and not join([check]).startswith("supported")
+    tight = {("a",): {"drop": seeds(0.05, 0.06, 0.055)}}
+    assert at_most(tight, ("a",), metric="drop", bound=0.15, claim="flat").answer == "supported"
+    assert at_least(tight, ("a",), metric="drop", bound=0.15, claim="falls").answer == "not supported"
     assert at_most({("a",): {"drop": seeds(0.05)}}, ("a",), metric="drop", bound=0.15, claim="x").answer == (
         "inconclusive")
+
+
+def test_metric_ranges():
+    assert metric_range("val/exact_match") == (0.0, 1.0) == metric_range("test/beyond/token_acc_by_len")
+    assert metric_range("val/len_drop/acc_by_len") == (-1.0, 1.0)
+    assert metric_range("val/align_mass/fed/cross/layer1") == (0.0, 1.0) == metric_range("curve/mean/val/exact_match")
+    assert metric_range("val/loss") == (0.0, math.inf) == metric_range("val/attn_entropy/*")
+    assert metric_range("attn/entropy_first") == (0.0, math.inf) == metric_range("run/parameters")
+    assert metric_range("curve/steps_to_target") == (0.0, math.inf) == metric_range("train/grad_qk/*")
+    assert metric_range("val/exposure_gap") == (-math.inf, math.inf) == metric_range("val/len_slope/acc_by_len")
+
+
+def test_verdict_details_clip_intervals_to_the_metric_range():
+    from ablations.verdicts import at_least
+
+    stats = {("none",): {"val/exact_match": seeds(0.93, 0.96, 0.99)}}
+    check = at_least(stats, ("none",), metric="val/exact_match", bound=0.5, claim="high")
+    assert check.answer == "supported" and "[0.885, 1.000]" in check.detail
 
 
 def test_positions_ranks_alibi_without_judging_it_against_none():

@@ -45,6 +45,7 @@ def test_run_directory_contract_and_test_on_finished_run(tmp_path, capsys):
     for name in ("config.yaml", "metrics.csv", "summary.json", "checkpoints/best.ckpt", "checkpoints/last.ckpt"):
         assert (run / name).is_file(), name
     assert list((run / "figures").glob("cross_ex0.png")), "cross-attention figure missing"
+    assert (run / "figures" / "cross_ex0.json").is_file(), "its weights, for the report's native attention panels"
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "finished" and summary["parameters"] > 0 and summary["tokens_per_s"] > 0
     assert "val/exact_match" in summary["metrics"]

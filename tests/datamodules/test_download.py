@@ -104,6 +104,23 @@ def test_extract_tar_and_skip_when_present(tmp_path: Path) -> None:
     assert extract(archive, tmp_path / "out") == target  # already extracted: not touched again
 
 
+@pytest.mark.parametrize("filtered", [True, False])
+def test_tar_filter_where_python_has_it_and_member_checks_without(tmp_path: Path, monkeypatch, filtered: bool) -> None:
+    """``extractall(filter=...)`` needs Python >= 3.10.12 / 3.11.4 (PEP 706); older 3.10 interpreters extract
+    without it, still refusing links and escapes (checked before extracting)."""
+    from datamodules import download
+
+    assert download.TAR_FILTER == ({"filter": "data"} if hasattr(tarfile, "data_filter") else {})
+    if not filtered:
+        monkeypatch.setattr(download, "TAR_FILTER", {})
+    archive = tmp_path / "a.tar.gz"
+    archive.write_bytes(_tar({"train.en": b"hello\n"}))
+    assert (extract(archive, tmp_path / "out") / "train.en").read_bytes() == b"hello\n"
+    archive.write_bytes(_tar({"fine.txt": b"x"}, symlink="passwd"))
+    with pytest.raises(UsageError, match="link or device"):
+        extract(archive, tmp_path / "links")
+
+
 @pytest.mark.parametrize("evil", ["../escape.txt", "/abs/escape.txt", "ok/../../escape.txt"])
 def test_extract_refuses_paths_outside_target(tmp_path: Path, evil: str) -> None:
     archive = tmp_path / "evil.tar.gz"

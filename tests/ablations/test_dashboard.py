@@ -237,3 +237,31 @@ def test_without_entity_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exit_info:
         command(["positions"])
     assert exit_info.value.code == 2 and "--entity" in capsys.readouterr().err
+
+
+def test_saving_reads_the_bucket_keys_from_the_runs_and_saves(capsys, monkeypatch):
+    """With credentials, the question's runs on W&B name the buckets of a ``test/`` prefix probe (bars over
+    them), and the view is saved (W&B's API and the save replaced: no network here)."""
+    import wandb
+    import wandb_workspaces.workspaces as ws
+
+    buckets = ["test/acc_by_len/len_001_005", "test/acc_by_len/len_016_020"]
+    calls: dict[str, Any] = {}
+
+    class FakeApi:
+        def runs(self, path, filters=None, per_page=None):
+            calls.update(path=path, filters=filters)
+            return [type("Run", (), {"summary": {k: 0.5 for k in [*buckets, "test/exact_match"]}})()]
+
+    def fake_save(self):
+        calls["saved"] = self
+        return type("Saved", (), {"url": "https://wandb.ai/someone/attnlab?nw=x"})()
+
+    monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
+    monkeypatch.setattr(wandb, "Api", FakeApi)
+    monkeypatch.setattr(ws.Workspace, "save", fake_save)
+    assert dashboard_main(["positions", "--entity", "someone"]) == 0
+    assert calls["path"] == "someone/attnlab" and calls["filters"] == {"group": "positions", "jobType": "fit"}
+    bars = [p for s in calls["saved"].sections for p in s.panels if getattr(p, "title", "") == "test/acc_by_len/"]
+    assert [type(p).__name__ for p in bars] == ["BarPlot"] and bars[0].metrics == buckets
+    assert "saved: https://wandb.ai/someone/attnlab?nw=x" in capsys.readouterr().out

@@ -2,90 +2,307 @@
 question, built with ``wandb-workspaces`` (the optional ``dashboard`` extra).
 
 The view shows only the question's runs (W&B group = question, job type fit), grouped by arm (the
-question's axes, the same config keys the sweep sets):
+question's axes, the same config keys the sweep sets) in the runs table and in every panel:
 
-- the question's metric against step, mean over seeds with a standard-deviation band per arm;
-- the same metric as bars per arm (mean ± std), next to the runs table grouped by arm;
+- the question's metric per arm as bars (mean, standard-deviation whiskers over seeds) and, unless it is
+  a ``test/*`` number (one point per run), its learning curve per arm (mean line, std band);
 - parallel coordinates over the question's axes and its metric;
-- one line plot per probe (prefix probes such as ``val/acc_by_len/`` as one regex panel each);
-- the attention-map / caption-overlay images of each run (media browser).
+- one panel per probe: a learning curve for ``val/*`` / ``train/*`` keys (prefix probes such as
+  ``val/attn_entropy/`` as one regex panel), bars for ``test/*`` keys;
+- the attention-map / caption-overlay images of each run (a media panel with W&B's step slider).
+
+Every key is written the way the W&B backend stores a run of this suite (``keys_of``): the runs log
+flat dotted config keys (``model.positions``), stored as ``{"model.positions": {"value": ...}}``, so a
+config column is ``config:model.positions.value`` (``wandb-workspaces`` assumes nested dicts and would
+write ``model.value.positions``); history and summary keys are the logged names; the x-axis is
+``trainer/global_step``, the step metric Lightning's ``WandbLogger`` defines for every key.
 """
 
 from __future__ import annotations
 
 import argparse
+import netrc
+import os
+import re
 import sys
-from typing import Any
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlparse
 
 from ablations.questions import QUESTIONS, Question
+
+STEP = "trainer/global_step"
+"""The x-axis: Lightning's ``WandbLogger`` logs it with every row and makes it the step metric of ``*``."""
+
+REPORT_ONLY = re.compile(r"^(curve/|attn/entropy_|run/)|/(len_drop|len_slope|beyond)/")
+"""Keys ``ablations.derived`` computes from a run directory for ``attnlab report``; no W&B run carries them."""
 
 TRANSFORMER_MAPS = ("attention/cross/ex0", "attention/enc_self/ex0", "attention/dec_self/ex0")
 MEDIA_KEYS: dict[str, tuple[str, ...]] = {
     **{name: TRANSFORMER_MAPS for name in ("scaling", "norm", "positions", "forcing", "heads")},
-    "attention_bottleneck": ("attention/cross/ex0",),
-    "cells": ("attention/cross/ex0",),
-    "caption_attention": ("attention/caption_additive/ex0", "attention/caption_hard/ex0",
-                          "attention/caption_none/ex0"),
-    "sentiment_pooling": ("attention/importance/ex0",),
+    **{name: ("attention/cross/ex0",) for name in ("attention_bottleneck", "cells", "bottleneck_translation")},
+    "lm_positions": ("attention/self/ex0",),
+    "caption_attention": ("attention/caption_{arm}/ex0",),
+    "sentiment_pooling": ("importance/ex0", "val/confusion"),
 }
-"""W&B image keys of each question's figures (``AttentionFigures``: ``attention/<figure>/ex<i>``)."""
+"""W&B image keys of each question's figures (``AttentionFigures``: ``attention/<figure>/ex<i>``; the captioner
+names its overlays after its attention, ``{arm}``; the classifier logs ``importance/ex<i>`` for pooling with
+weights and ``val/confusion`` for every arm)."""
 
 
-def build_workspace(question: Question, *, entity: str, project: str) -> Any:
-    """The workspace view (not saved): sections for the metric, the arms, the probes and the images."""
+def media_keys(question: Question) -> list[str]:
+    """The question's image keys, ``{arm}`` expanded over its sweep's values of its (single) axis."""
+    keys = MEDIA_KEYS.get(question.name, ())
+    if not any("{arm}" in k for k in keys):
+        return list(keys)
+    from ablations.sweepspec import load_sweep
+
+    (axis,) = question.axes
+    spec = load_sweep(question.sweep_path)["parameters"][axis]
+    return [k.format(arm=arm) for k in keys for arm in spec.get("values", [spec.get("value")])]
+
+
+Store = Literal["history", "history-regex", "summary", "config", "run", "media"]
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One key a saved workspace reads from the runs: where (section / panel), which store, the backend key,
+    and for a run filter the value it requires."""
+
+    where: str
+    store: Store
+    key: str
+    value: Any = None
+
+
+@dataclass(frozen=True)
+class RunKeys:
+    """What one W&B run carries, as the backend stores it: run attributes (``group``, ``jobType``, ...), its
+    top-level config keys (flat, ``model.positions``), history keys, summary keys, and image keys."""
+
+    run: dict[str, Any]
+    config: frozenset[str]
+    history: frozenset[str]
+    summary: frozenset[str]
+    media: frozenset[str]
+
+
+def single_point(key: str) -> bool:
+    """``test/*`` keys are logged once per run (after fit): bars, not curves."""
+    return key.startswith("test/")
+
+
+@cache
+def _flat_config_column() -> type:
+    import wandb_workspaces.reports.v2 as wr
+
+    class FlatConfigColumn(wr.ParallelCoordinatesPlotColumn):
+        """A parallel-coordinates column for a flat dotted config key: ``config:<key>.value``."""
+
+        def _to_model(self) -> Any:
+            model = super()._to_model()
+            model.accessor = f"config:{self.metric.name}.value"
+            return model
+
+    return FlatConfigColumn
+
+
+def _probe_panel(probe: str, run_keys: Collection[str], band: dict[str, str]) -> Any | None:
+    """A probe's panel: bars for ``test/*`` keys (a prefix: the buckets in ``run_keys``), else a curve."""
+    import wandb_workspaces.reports.v2 as wr
+
+    if single_point(probe):
+        keys = sorted(k for k in run_keys if k.startswith(probe)) if probe.endswith("/") else [probe]
+        return wr.BarPlot(title=probe, metrics=keys, orientation="v", **band) if keys else None
+    if probe.endswith("/"):
+        return wr.LinePlot(title=probe, x=STEP, metric_regex=f"^{re.escape(probe)}", **band)
+    return wr.LinePlot(title=probe, x=STEP, y=[probe], **band)
+
+
+def build_workspace(question: Question, *, entity: str, project: str, run_keys: Collection[str] = ()) -> Any:
+    """The workspace view (not saved). ``run_keys``: summary keys of the question's runs, which name the
+    buckets of a ``test/`` prefix probe (without them that probe gets no panel)."""
     import wandb_workspaces.reports.v2 as wr
     import wandb_workspaces.workspaces as ws
 
-    metric, axes = question.metric, list(question.axes)
+    metric, axes, column = question.metric, list(question.axes), _flat_config_column()
     band = {"groupby_aggfunc": "mean", "groupby_rangefunc": "stddev"}
-    answer = ws.Section(name=f"{question.name}: {metric} by arm", is_open=True, panels=[
-        wr.LinePlot(title=f"{metric} (mean ± std over seeds)", x="Step", y=[metric], **band),
-        wr.BarPlot(title=f"final {metric} per arm (mean ± std)", metrics=[metric], **band),
-    ])
-    arms = ws.Section(name="arms", is_open=True, panels=[wr.ParallelCoordinatesPlot(
-        title="axes → metric",
-        columns=[*(wr.ParallelCoordinatesPlotColumn(metric=f"c::{axis}") for axis in axes),
-                 wr.ParallelCoordinatesPlotColumn(metric=f"summary:{metric}")])])
-    probes = ws.Section(name="probes", is_open=True, panels=[
-        wr.LinePlot(title=probe, x="Step", metric_regex=f"^{probe}.*") if probe.endswith("/")
-        else wr.LinePlot(title=probe, x="Step", y=[probe], **band)
-        for probe in question.probes])
-    sections = [answer, arms, probes]
-    media = MEDIA_KEYS.get(question.name, ())
-    if media:
-        sections.append(ws.Section(name="attention", is_open=True,
-                                   panels=[wr.MediaBrowser(title="attention maps", media_keys=list(media))]))
+    answer = [wr.BarPlot(title=f"{metric} per arm (mean ± std over seeds)", metrics=[metric], orientation="v",
+                         **band)]
+    if not single_point(metric):
+        answer.append(wr.LinePlot(title=f"{metric} (mean ± std over seeds)", x=STEP, y=[metric], **band))
+    answer.append(wr.ParallelCoordinatesPlot(title="axes → metric", columns=[
+        *(column(metric=wr.Config(axis)) for axis in axes),
+        wr.ParallelCoordinatesPlotColumn(metric=wr.SummaryMetric(metric))]))
+    probes = [p for p in (_probe_panel(probe, run_keys, band) for probe in question.probes
+                          if not REPORT_ONLY.search(probe)) if p is not None]
+    settings = ws.SectionPanelSettings(x_axis=STEP)
+    sections = [ws.Section(name=f"{question.name}: {metric} by arm", is_open=True, panels=answer,
+                           panel_settings=settings),
+                ws.Section(name="probes", is_open=True, panels=probes, panel_settings=settings)]
+    if media := media_keys(question):
+        sections.append(ws.Section(name="attention", is_open=True, panel_settings=settings, panels=[
+            wr.MediaBrowser(title="attention maps (step slider)", media_keys=media, mode="gallery",
+                            gallery_axis="step")]))
     runset = ws.RunsetSettings(
         filters=[ws.Metric("Group") == question.name, ws.Metric("JobType") == "fit"],
-        groupby=[ws.Config(axis) for axis in axes],
+        groupby=[ws.Config(f"{axis}.value") for axis in axes],  # given whole: groupby_str_to_key keeps it
+        pinned_columns=["run:displayName", *(f"config:{axis}.value" for axis in axes), f"summary:{metric}"],
     )
     return ws.Workspace(entity=entity, project=project, name=f"attnlab · {question.name}", sections=sections,
-                        runset_settings=runset)
+                        runset_settings=runset, settings=ws.WorkspaceSettings(x_axis=STEP))
+
+
+def _panel_references(where: str, panel: dict[str, Any]) -> Iterator[Reference]:
+    config = panel.get("config") or {}
+    kind = panel.get("viewType", "")
+    if config.get("xAxis"):
+        yield Reference(where, "history", config["xAxis"])
+    if config.get("useMetricRegex"):
+        yield Reference(where, "history-regex", config["metricRegex"])
+    store: Store = "history" if kind == "Run History Line Plot" else "summary"
+    for key in config.get("metrics") or []:
+        yield Reference(where, store, key)
+    for col in config.get("columns") or []:
+        section, _, key = col["accessor"].partition(":")
+        yield Reference(where, section, key)  # type: ignore[arg-type]
+    for key in config.get("mediaKeys") or []:
+        yield Reference(where, "media", key)
+
+
+def _filter_leaves(node: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(node, dict):
+        if isinstance(node.get("key"), dict) and "op" in node:
+            yield node
+        for value in node.values():
+            yield from _filter_leaves(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _filter_leaves(item)
+
+
+def references(view: Any) -> list[Reference]:
+    """Every key the serialised workspace (wandb-workspaces' ``_to_model()``) reads from a run: panel
+    metrics, regexes, x-axes, columns and media keys, the runset's filters, grouping and table columns."""
+    spec = view._to_model().model_dump(by_alias=True, mode="json")["spec"]["section"]
+    out = [Reference("workspace settings", "history", spec["settings"]["xAxis"])]
+    for section in spec["panelBankConfig"]["sections"]:
+        out.append(Reference(section["name"], "history", section["localPanelSettings"]["xAxis"]))
+        for panel in section["panels"]:
+            title = (panel.get("config") or {}).get("chartTitle") or panel.get("viewType")
+            out.extend(_panel_references(f"{section['name']} / {title}", panel))
+    for runset in spec["runSets"]:
+        for leaf in _filter_leaves(runset.get("filters")):
+            out.append(Reference("runset filter", leaf["key"]["section"], leaf["key"]["name"], leaf.get("value")))
+        out.extend(Reference("runset grouping", g["section"], g["name"]) for g in runset.get("grouping") or [])
+        for col in (runset.get("runFeed") or {}).get("columnOrder") or []:
+            section, _, key = col.partition(":")
+            out.append(Reference("runs table", section, key))  # type: ignore[arg-type]
+    return out
+
+
+RUN_ATTRIBUTES = frozenset({"displayName", "name", "createdAt", "state", "tags"})
+"""Run attributes every W&B run has (``group`` / ``jobType`` are checked against the run's own values)."""
+
+
+def unresolved(refs: Collection[Reference], run: RunKeys) -> list[str]:
+    """The references ``run`` cannot answer, one line each (empty: the workspace shows this run in full)."""
+    bad = []
+    for ref in refs:
+        if ref.store == "config":
+            ok = ref.key.endswith(".value") and ref.key.removesuffix(".value") in run.config
+        elif ref.store == "run":
+            ok = ref.key in RUN_ATTRIBUTES or (ref.key in run.run and ref.value in (None, run.run[ref.key]))
+        elif ref.store == "history-regex":
+            ok = any(re.search(ref.key, k) for k in run.history)
+        else:
+            ok = ref.key in getattr(run, ref.store, ())
+        if not ok:
+            bad.append(f"{ref.where}: {ref.store} key {ref.key!r}" + (f" = {ref.value!r}" if ref.value else ""))
+    return bad
+
+
+def credentials_problem() -> str | None:
+    """None when W&B credentials are configured (``WANDB_API_KEY``, an identity token file, or a netrc entry
+    for the W&B host, as ``wandb login`` writes), else the one line that says how to provide them."""
+    if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_IDENTITY_TOKEN_FILE"):
+        return None
+    host = urlparse(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai").hostname or "api.wandb.ai"
+    path = Path(os.environ.get("NETRC") or Path.home() / ".netrc")
+    try:
+        if netrc.netrc(path).authenticators(host):
+            return None
+    except (OSError, netrc.NetrcParseError):
+        pass
+    return (f"no W&B credentials for {host}: run `wandb login` or set WANDB_API_KEY "
+            "(--dry-run lists the panels without them)")
+
+
+def logged_summary_keys(question: Question, *, entity: str, project: str, limit: int = 20) -> set[str]:
+    """Summary keys of up to ``limit`` of the question's runs on W&B (names the buckets of prefix probes)."""
+    import wandb
+
+    runs = wandb.Api().runs(f"{entity}/{project}", filters={"group": question.name, "jobType": "fit"}, per_page=limit)
+    keys: set[str] = set()
+    for i, run in enumerate(runs):
+        if i >= limit:
+            break
+        keys.update(run.summary.keys())
+    return keys
+
+
+def describe(view: Any) -> list[str]:
+    """The panels and runset of ``view`` with the keys each reads, one line per place (``--dry-run``)."""
+    by_place: dict[str, list[str]] = {}
+    for ref in references(view):
+        text = f"{ref.store}:{ref.key}" + (f" = {ref.value!r}" if ref.value is not None else "")
+        by_place.setdefault(ref.where, []).append(text)
+    return [f"{where}: {', '.join(keys)}" for where, keys in by_place.items()]
 
 
 def dashboard_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="attnlab dashboard",
-        description="Save a W&B workspace view for one question: its metric by arm (mean ± std over seeds), the "
-                    "runs grouped by arm, parallel coordinates over its axes, its probes and the attention images. "
-                    "Needs network, W&B credentials and `pip install attnlab[dashboard]` (wandb-workspaces).")
+        description="Save a W&B workspace view for one question: its metric per arm (mean ± std over seeds), "
+                    "learning curves per arm, parallel coordinates over its axes, its probes, the attention images "
+                    "and the runs table grouped by arm. Needs `pip install attnlab[dashboard]` (wandb-workspaces); "
+                    "saving needs network and W&B credentials, --dry-run neither.")
     p.add_argument("question", choices=sorted(QUESTIONS), help="the ablation question (= the runs' W&B group)")
     p.add_argument("--entity", required=True, help="W&B entity (user or team) that owns the project")
     p.add_argument("--project", default="attnlab", help="W&B project of the runs (default: attnlab)")
-    p.add_argument("--dry-run", action="store_true", help="build the view and print its panels, save nothing")
+    p.add_argument("--dry-run", action="store_true",
+                   help="build the view and print its panels with the keys each reads; no network, saves nothing")
     return p
 
 
 def dashboard_main(argv: list[str]) -> int:
-    """``attnlab dashboard``: save a W&B workspace view for a question (exit 2 without wandb-workspaces)."""
+    """``attnlab dashboard``: save (or with ``--dry-run`` print) a question's W&B workspace view; exit 2 without
+    wandb-workspaces or, when saving, without W&B credentials."""
     args = dashboard_parser().parse_args(argv)
+    question = QUESTIONS[args.question]
+    problem = None if args.dry_run else credentials_problem()
+    if problem:
+        print(f"attnlab dashboard: error: {problem}", file=sys.stderr)
+        return 2
     try:
-        view = build_workspace(QUESTIONS[args.question], entity=args.entity, project=args.project)
+        keys = set() if args.dry_run else logged_summary_keys(question, entity=args.entity, project=args.project)
+        view = build_workspace(question, entity=args.entity, project=args.project, run_keys=keys)
     except ImportError:
         print("attnlab dashboard: error: needs wandb-workspaces: pip install 'attnlab[dashboard]'", file=sys.stderr)
         return 2
-    for section in view.sections:
-        print(f"{section.name}: " + ", ".join(type(p).__name__ for p in section.panels))
+    print("\n".join(describe(view)))
+    skipped = [p for p in question.probes if REPORT_ONLY.search(p)]
+    waiting = [p for p in question.probes if single_point(p) and p.endswith("/") and not any(
+        k.startswith(p) for k in keys)]
+    if skipped:
+        print("not on W&B (computed by `attnlab report` from the run directories): " + ", ".join(skipped))
+    if waiting:
+        print("bars over the buckets the runs logged (read from W&B when saving; none found yet): "
+              + ", ".join(waiting))
     if args.dry_run:
         return 0
     saved = view.save()

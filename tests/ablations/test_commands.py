@@ -88,30 +88,6 @@ def test_dispatch_leaves_lightning_subcommands_alone(capsys):
     assert dispatch(["sweep", "no_such_sweep"]) == 2
 
 
-@pytest.mark.parametrize("name", sorted(__import__("ablations.questions", fromlist=["QUESTIONS"]).QUESTIONS))
-def test_dashboard_view_builds_offline(name):
-    """The workspace view of each question serializes without a server (nothing is saved)."""
-    pytest.importorskip("wandb_workspaces")
-    from ablations.dashboard import build_workspace
-    from ablations.questions import QUESTIONS
-
-    question = QUESTIONS[name]
-    view = build_workspace(question, entity="someone", project="attnlab")
-    spec = view._to_model().model_dump_json()
-    assert question.metric in spec and all(axis in spec for axis in question.axes)
-    assert name in spec, "runs filtered to the question's W&B group"
-    kinds = {type(p).__name__ for s in view.sections for p in s.panels}
-    assert {"LinePlot", "BarPlot", "ParallelCoordinatesPlot"} <= kinds
-
-
-def test_dashboard_without_entity_is_a_usage_error(capsys):
-    from ablations.commands import dashboard_main
-
-    with pytest.raises(SystemExit) as exit_info:
-        dashboard_main(["positions"])
-    assert exit_info.value.code == 2 and "--entity" in capsys.readouterr().err
-
-
 def test_long_commands_write_their_progress_lines_through_to_a_redirected_log(monkeypatch):
     """``nohup attnlab findings > log``: the progress lines must not sit in Python's block buffer."""
     import io

@@ -1,0 +1,267 @@
+"""``attnlab dashboard``: every key a question's saved workspace reads resolves against a real run.
+
+One tiny trial per model family (a few steps, W&B offline) is run once per session with the trial command
+the sweep agent would start; its ``.wandb`` transaction log is read back as the W&B backend stores the run
+(run attributes, flat config keys, history, summary and image keys); each question's workspace is built
+with wandb-workspaces, serialised with its own ``_to_model()``, and every panel metric, regex, x-axis,
+column, media key, filter and grouping key is looked up in that run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ablations.questions import QUESTIONS, REPO
+from ablations.runner import load_sweep, render_command
+
+pytest.importorskip("wandb_workspaces")
+
+from ablations.dashboard import (  # noqa: E402 - after the importorskip
+    MEDIA_KEYS,
+    STEP,
+    RunKeys,
+    build_workspace,
+    dashboard_main,
+    media_keys,
+    references,
+    unresolved,
+)
+
+TRANSFORMER = {"model.d_model": 16, "model.heads": 2, "model.d_ff": 32, "model.warmup_steps": 2}
+SIZES = {"data.train_size": 64, "data.val_size": 8, "data.test_size": 8, "data.batch_size": 16}
+RECURRENT = {"model.embed_dim": 8, "model.hidden_size": 16, "model.warmup_steps": 2}
+FAMILIES: dict[str, tuple[str, dict[str, Any]]] = {
+    "transformer_reverse": ("positions", {**TRANSFORMER, "model.encoder_layers": 1, "model.decoder_layers": 1,
+                                          **SIZES}),
+    "rnn_reverse": ("attention_bottleneck", {**RECURRENT, **SIZES, "data.max_len": 12, "model.attention": "additive"}),
+    "multi30k_gru_attention": ("bottleneck_translation", {**RECURRENT, **SIZES, "data.vocab_size": 300}),
+    "lm_reverse": ("lm_positions", {**TRANSFORMER, "model.layers": 1, **SIZES, "data.test_size": 48}),
+    "caption_soft": ("caption_attention", {"model.cnn_width": 8, "model.hidden_size": 16, "model.embed_dim": 8,
+                                           "model.grid_size": 2, **SIZES}),
+    "sentiment_lstm_attention": ("sentiment_pooling", {"model.pooling": "attention", "model.embed_dim": 8,
+                                                        "model.hidden_size": 8,
+                                                        "model.attn_size": 8, **SIZES, "data.val_size": 16}),
+    "adding": ("cells_adding", {"model.hidden_size": 8, "data.seq_len": 20, **SIZES}),
+}
+"""Model family (the sweep's ``--config``) -> the question whose sweep runs it, and the tiny overrides.
+Where a family serves several questions the one whose sweep also tests (``--run.test_after_fit``) runs; the
+arm is one whose runs log every probe and image (attention on: the arm without it has no attention maps)."""
+
+
+def family(question: str) -> str:
+    command = [str(c) for c in load_sweep(QUESTIONS[question].sweep_path)["command"]]
+    return Path(command[command.index("--config") + 1]).stem
+
+
+def _top(item: Any) -> str:
+    return item.key or item.nested_key[0]
+
+
+def run_keys(run_dir: Path) -> RunKeys:
+    """The W&B run under ``run_dir/wandb`` as the backend stores it: config keys as logged (flat, dotted),
+    top-level history and summary keys, and the history keys holding images."""
+    from tests.cli.wandb_records import complete_records
+
+    (path,) = sorted(run_dir.glob("wandb/offline-run-*/run-*.wandb"))
+    attrs: dict[str, Any] = {}
+    config: set[str] = set()
+    history: set[str] = set()
+    summary: set[str] = set()
+    media: set[str] = set()
+    for rec in complete_records(path):
+        kind = rec.WhichOneof("record_type")
+        if kind == "run":
+            attrs = {"group": rec.run.run_group, "jobType": rec.run.job_type}
+            config.update(u.key for u in rec.run.config.update)
+        elif kind == "config":
+            config.update(u.key for u in rec.config.update)
+        elif kind == "history":
+            history.update(_top(i) for i in rec.history.item)
+            media.update(i.nested_key[0] for i in rec.history.item if list(i.nested_key[1:]) == ["_type"]
+                         and json.loads(i.value_json).startswith(("images/", "image-file")))
+        elif kind == "summary":
+            summary.update(_top(u) for u in rec.summary.update)
+    return RunKeys(run=attrs, config=frozenset(config - {"_wandb"}), history=frozenset(history),
+                   summary=frozenset(summary), media=frozenset(media))
+
+
+def family_params(name: str) -> dict[str, Any]:
+    """The sweep values of the family's trial: the first of each parameter, then the tiny overrides."""
+    question, tiny = FAMILIES[name]
+    sweep = load_sweep(QUESTIONS[question].sweep_path)
+    params = {k: spec["values"][0] if "values" in spec else spec["value"] for k, spec in sweep["parameters"].items()}
+    return {**params, **tiny}
+
+
+def _tiny_trial(name: str, root: Path) -> RunKeys:
+    question = FAMILIES[name][0]
+    sweep = load_sweep(QUESTIONS[question].sweep_path)
+    params = {**family_params(name), "seed_everything": 1, "trainer.max_epochs": 1, "trainer.log_every_n_steps": 1,
+              "trainer.enable_progress_bar": False, "run.root": str(root)}
+    command = [sys.executable, "-m", "attnlab", *render_command(sweep, params)[3:]]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    env.update(WANDB_MODE="offline", WANDB_PROJECT="attnlab", WANDB_RUN_ID=f"{name}-t1", OMP_NUM_THREADS="1",
+               PYTHONPATH=f"{REPO}{os.pathsep}{env.get('PYTHONPATH', '')}")
+    proc = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return run_keys(root / question / f"{name}-t1")
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory):
+    """family -> the keys of its tiny trial, each family run at most once a session."""
+    cache: dict[str, RunKeys] = {}
+
+    def get(name: str) -> RunKeys:
+        if name not in cache:
+            cache[name] = _tiny_trial(name, tmp_path_factory.mktemp(name))
+        return cache[name]
+
+    return get
+
+
+def question_run(question: str, tiny_run) -> RunKeys:
+    """The family's run as a run of ``question``: siblings in a family differ in ``--run.experiment``, which
+    names the W&B group (test_agent_rendering checks that), so the group attribute is the question's."""
+    run = tiny_run(family(question))
+    return RunKeys(run={**run.run, "group": question}, config=run.config, history=run.history,
+                   summary=run.summary, media=run.media)
+
+
+def _other_arms_images(question: str, arm: Any) -> set[str]:
+    """Image keys named after an arm other than the run's (``{arm}`` in ``MEDIA_KEYS``): no run of this arm
+    logs them; the template itself is checked on the run's own arm."""
+    templates = [k for k in MEDIA_KEYS.get(question, ()) if "{arm}" in k]
+    return {k for k in media_keys(QUESTIONS[question]) if templates and k not in {t.format(arm=arm) for t in templates}}
+
+
+REAL_RUN_CASES = [name if family(name) == "transformer_reverse" else pytest.param(name, marks=pytest.mark.slow)
+                  for name in sorted(QUESTIONS)]
+"""One family's tiny trial (~20 s of CPU) covers the five Transformer questions in the default suite; the
+other six families (one trial each) run with ``-m slow``."""
+
+
+@pytest.mark.parametrize("name", REAL_RUN_CASES)
+def test_every_key_of_the_workspace_resolves_against_a_real_run(name, tiny_run):
+    question = QUESTIONS[name]
+    run = question_run(name, tiny_run)
+    view = build_workspace(question, entity="someone", project="attnlab", run_keys=run.summary)
+    refs = references(view)
+    arm = family_params(family(name)).get(question.axes[0])
+    other_arms = _other_arms_images(name, arm)
+    assert unresolved([r for r in refs if r.key not in other_arms], run) == []
+    assert {r.key for r in refs if r.store == "history" and r.key.startswith(("_", "trainer/"))} == {STEP}
+    assert not [r for r in refs if r.store.startswith("history") and "test/" in r.key], "test/* is one point: bars"
+    assert {(r.store, r.key) for r in refs if r.where == "runset grouping"} == {
+        ("config", f"{axis}.value") for axis in question.axes}
+    assert ("summary", question.metric) in {(r.store, r.key) for r in refs if r.where == "runs table"}
+    kinds = {type(p).__name__ for s in view.sections for p in s.panels}
+    assert {"BarPlot", "LinePlot", "ParallelCoordinatesPlot"} <= kinds, kinds
+    assert ("MediaBrowser" in kinds) == bool(run.media), (kinds, run.media)
+    settings = view._to_model().model_dump(by_alias=True)["spec"]["section"]["settings"]
+    assert settings["useRunsTableGroupingInPanels"], "panels group by arm, seeds as the band"
+
+
+def _misspell(view: Any, case: str) -> str:
+    """Break one key of the positions workspace; return the text the checker must report."""
+    import wandb_workspaces.reports.v2 as wr
+    import wandb_workspaces.workspaces as ws
+
+    answer, probes, media = view.sections
+    if case == "bar metric":
+        answer.panels[0].metrics = ["test/exact_mach"]
+        return "test/exact_mach"
+    if case == "probe curve":
+        probes.panels[0].y = ["val/exact_mach"]
+        return "val/exact_mach"
+    if case == "x-axis":
+        probes.panels[0].x = "trainer/globalstep"
+        return "trainer/globalstep"
+    if case == "parallel column, nested form":
+        answer.panels[-1].columns = [wr.ParallelCoordinatesPlotColumn(metric=wr.Config("model.positions"))]
+        return "model.value.positions"
+    if case == "grouping, nested form":
+        view.runset_settings.groupby = [ws.Config("model.positions")]
+        return "model.value.positions"
+    if case == "media key":
+        media.panels[0].media_keys = ["attention/crosss/ex0"]
+        return "attention/crosss/ex0"
+    assert case == "group filter"
+    view.runset_settings.filters = [ws.Metric("Group") == "postions"]
+    return "postions"
+
+
+@pytest.mark.parametrize("case", [None, "bar metric", "probe curve", "x-axis", "parallel column, nested form",
+                                  "grouping, nested form", "media key", "group filter"])
+def test_the_checker_reports_one_misspelt_key(case, tiny_run):
+    run = question_run("positions", tiny_run)
+    view = build_workspace(QUESTIONS["positions"], entity="someone", project="attnlab", run_keys=run.summary)
+    if case is None:
+        assert unresolved(references(view), run) == []
+        return
+    wrong = _misspell(view, case)
+    found = unresolved(references(view), run)
+    assert len(found) == 1 and wrong in found[0], found
+
+
+def test_dry_run_prints_every_panel_with_its_keys(capsys, monkeypatch):
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    assert dashboard_main(["positions", "--entity", "someone", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "summary:test/exact_match" in out and "config:model.positions.value" in out
+    assert f"history:{STEP}" in out and "media:attention/cross/ex0" in out
+    assert "run:group = 'positions'" in out
+
+
+def test_saving_without_credentials_is_one_line_and_exit_2(capsys, monkeypatch, tmp_path):
+    for var in ("WANDB_API_KEY", "WANDB_IDENTITY_TOKEN_FILE", "WANDB_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    assert dashboard_main(["positions", "--entity", "someone"]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and "wandb login" in lines[0] and "WANDB_API_KEY" in lines[0], captured.err
+    assert captured.out == ""
+
+
+def test_without_entity_is_a_usage_error(capsys):
+    from ablations.commands import dashboard_main as command
+
+    with pytest.raises(SystemExit) as exit_info:
+        command(["positions"])
+    assert exit_info.value.code == 2 and "--entity" in capsys.readouterr().err
+
+
+def test_saving_reads_the_bucket_keys_from_the_runs_and_saves(capsys, monkeypatch):
+    """With credentials, the question's runs on W&B name the buckets of a ``test/`` prefix probe (bars over
+    them), and the view is saved (W&B's API and the save replaced: no network here)."""
+    import wandb
+    import wandb_workspaces.workspaces as ws
+
+    buckets = ["test/acc_by_len/len_001_005", "test/acc_by_len/len_016_020"]
+    calls: dict[str, Any] = {}
+
+    class FakeApi:
+        def runs(self, path, filters=None, per_page=None):
+            calls.update(path=path, filters=filters)
+            return [type("Run", (), {"summary": {k: 0.5 for k in [*buckets, "test/exact_match"]}})()]
+
+    def fake_save(self):
+        calls["saved"] = self
+        return type("Saved", (), {"url": "https://wandb.ai/someone/attnlab?nw=x"})()
+
+    monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
+    monkeypatch.setattr(wandb, "Api", FakeApi)
+    monkeypatch.setattr(ws.Workspace, "save", fake_save)
+    assert dashboard_main(["positions", "--entity", "someone"]) == 0
+    assert calls["path"] == "someone/attnlab" and calls["filters"] == {"group": "positions", "jobType": "fit"}
+    bars = [p for s in calls["saved"].sections for p in s.panels if getattr(p, "title", "") == "test/acc_by_len/"]
+    assert [type(p).__name__ for p in bars] == ["BarPlot"] and bars[0].metrics == buckets
+    assert "saved: https://wandb.ai/someone/attnlab?nw=x" in capsys.readouterr().out

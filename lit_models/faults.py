@@ -1,14 +1,20 @@
 """Fault tolerance: atomic checkpoint writes, RNG states in checkpoints, and preemption (SIGTERM /
-SIGUSR1 -> ``last.ckpt``, W&B run marked preempting, non-zero exit).
+SIGINT / SIGUSR1 -> ``last.ckpt``, W&B run marked preempting, exit ``128 + signal``), resumed exactly.
 
-How the pieces fit Lightning 2.6 (``trainer/connectors/signal_connector.py``):
+How the pieces fit Lightning 2.6 (``trainer/connectors/signal_connector.py``, ``loops/fit_loop.py``):
 
-- Lightning installs its own SIGTERM handler (it only sets ``trainer.received_sigterm``; the loops
-  then raise ``SIGTERMException``, a ``SystemExit`` with code 0) and, under SLURM with
-  ``auto_requeue``, a SIGUSR1 handler that writes ``hpc_ckpt_<n>.ckpt`` and runs ``scontrol
-  requeue``. :class:`PreemptionCheckpoint` chains onto whatever handler is installed when training
-  starts, so Lightning's behaviour is kept, and adds ours: stop at the next step boundary, write
-  ``last.ckpt`` in the run directory, mark the W&B run preempting, exit with ``128 + signal``.
+- Lightning installs its own SIGTERM handler (it sets ``trainer.received_sigterm``; the loops then
+  raise ``SIGTERMException``, a ``SystemExit`` with code 0, at points of their choosing) and, under
+  SLURM with ``auto_requeue``, a SIGUSR1 handler that writes ``hpc_ckpt_<n>.ckpt`` and runs
+  ``scontrol requeue``. :class:`PreemptionCheckpoint` takes these signals over when training starts:
+  it calls the handlers it finds except Lightning's SIGTERM notifier (whose stop after an epoch-end
+  validation resumed one epoch short, #24), forwards SIGTERM to the launcher's ranks as the notifier
+  did, and stops only where a resume is exact: the end of a batch that is not its epoch's last, or
+  ``on_train_epoch_end``. It writes ``last.ckpt``, marks the W&B run preempting, exits ``128 + signal``.
+- :class:`RngState` restores the generators where the uninterrupted run would draw next, and on
+  train start puts the loops where an uninterrupted run would be: :func:`finish_restored_epoch_end`
+  (an ``on_train_epoch_end`` checkpoint under ``max_steps``) and :func:`skip_trained_batches` (a
+  mid-epoch checkpoint: the resumed epoch skips the batches already trained).
 - Checkpoints are written through :class:`AtomicCheckpointIO`: a temporary file in the same
   directory, fsync, then ``os.replace`` — a crash during a save leaves the previous file intact.
 """

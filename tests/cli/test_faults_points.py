@@ -105,12 +105,13 @@ def _child(root: Path, *extra: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("point", [pytest.param(p, marks=() if p == "checkpoint_write" else pytest.mark.slow)
                                    for p in POINTS])
 def test_sigkill_at_any_point_resumes_to_the_uninterrupted_run(tmp_path, whole, point):
-    """SIGKILL saves nothing: the resume starts from the last ``last.ckpt`` (the previous epoch end, or
-    none: a fresh start) and replays the lost steps with the same data and random draws."""
+    """SIGKILL saves nothing: the resume starts from the last ``last.ckpt`` (the end of epoch 1: the
+    points are taken in epoch 2) and replays the lost steps with the same data and random draws."""
     phase, step = POINTS[point]
-    killed = _child(tmp_path, _inject(phase, step, "KILL"))
+    killed = _child(tmp_path, _inject(phase, step + EPOCH, "KILL"))
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     run = tmp_path / "transformer_reverse" / "k"
+    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == EPOCH
     leftovers = [p.name for p in (run / "checkpoints").iterdir() if p.suffix != ".ckpt"]
     if phase == "checkpoint":
         assert leftovers, "the kill came in the middle of a write: its temporary file is left behind"

@@ -147,3 +147,73 @@ def test_a_sweep_killed_with_sigkill_takes_its_trials_down(sweep_file, tmp_path)
     for trial in _trials(root):
         assert json.loads((trial / "summary.json").read_text())["status"] == "preempted"
     _resume_and_check(sweep_file, root)
+
+
+TINY_FIT = {  # 64 / 16: 4 optimizer steps per epoch, 10 epochs
+    "seed_everything": 1,
+    "trainer": {"max_epochs": 10, "accelerator": "cpu", "devices": 1, "enable_model_summary": False,
+                "enable_progress_bar": False},
+    "model": {"class_path": "lit_models.seq2seq.TransformerSeq2Seq",
+              "init_args": {"d_model": 16, "heads": 2, "d_ff": 32, "encoder_layers": 1, "decoder_layers": 1}},
+    "data": {"class_path": "datamodules.synthetic.SyntheticSeq2Seq",
+             "init_args": {"task": "reverse", "vocab_size": 12, "min_len": 2, "max_len": 5, "train_size": 64,
+                           "val_size": 8, "test_size": 8, "batch_size": 16}},
+}
+
+
+def _process_group(pgid: int) -> list[int]:
+    """Live processes in process group ``pgid`` (from /proc)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(stat.parent.name))
+    return members
+
+
+@pytest.mark.slow
+def test_sigterm_to_a_real_sweep_preempts_its_fit_and_the_next_run_resumes_it(tmp_path):
+    """End to end with ``attnlab fit`` trials: SIGTERM to the sweep once the trial has a checkpoint;
+    the trial's whole process group is gone afterwards, and the next invocation ends the trial at its
+    planned step count."""
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump(TINY_FIT))
+    sweep = {"name": "sig", "program": str(REPO / "lit_models" / "cli.py"), "method": "grid",
+             "metric": {"name": "val/exact_match", "goal": "maximize"}, "parameters": {"seed_everything": {"value": 3}},
+             "command": ["${env}", "${interpreter}", "${program}", "fit", "--config", str(config), "${args}"]}
+    sweep_file = tmp_path / "sig.yaml"
+    sweep_file.write_text(yaml.safe_dump(sweep))
+    root = tmp_path / "runs"
+    proc = _start_sweep(sweep_file, root)
+    run = root / "sig" / "default"  # no varied parameter: the trial name
+    deadline = time.time() + 300
+    while not (run / "checkpoints" / "last.ckpt").is_file():
+        assert proc.poll() is None and time.time() < deadline, "the trial never saved a checkpoint"
+        time.sleep(0.1)
+    trial_pid = _child_of(proc.pid)
+    proc.send_signal(signal.SIGTERM)
+    err = proc.communicate(timeout=300)[1]
+    assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
+    assert _process_group(trial_pid) == [], "the trial's process group outlived the sweep"
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "preempted" and 0 < summary["global_step"] < 40
+    assert json.loads((run / "trial.json").read_text())["status"] == "preempted"
+    plan = make_plan(yaml.safe_load(sweep_file.read_text()), root=root, scale="full", threads=1,
+                     interpreter=sys.executable)
+    assert [o.status for o in run_sweep(plan, echo=lambda line: None)] == ["finished"]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "finished" and summary["global_step"] == 40
+
+
+def _child_of(parent: int) -> int:
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == parent:
+            return int(stat.parent.name)
+    raise AssertionError(f"process {parent} has no child")

@@ -23,6 +23,7 @@ import math
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -44,6 +45,7 @@ from ablations.sweepspec import (  # noqa: F401 - the sweep-file API, re-exporte
     trial_name,
     varied_keys,
 )
+from ablations.trialproc import dies_with, install_handlers, restore_handlers, signal_group, stop_process
 from lit_models.rundir import DONE, RunPaths, Status, read_summary
 
 log = logging.getLogger(__name__)
@@ -153,6 +155,8 @@ class _Running:
     proc: subprocess.Popen
     log_file: Any
     started: float
+    resumed: bool = False
+    signalled: bool = False  # the sweep forwarded a termination signal to it
 
 
 def _write_trial_json(trial: Trial, plan: SweepPlan, **fields: Any) -> None:
@@ -161,56 +165,57 @@ def _write_trial_json(trial: Trial, plan: SweepPlan, **fields: Any) -> None:
 
 
 def _launch(trial: Trial, plan: SweepPlan, command: list[str], log_file: Any) -> subprocess.Popen:
-    """Start one command (an argument list, never a shell string) in its own process group."""
+    """Start one command (an argument list, never a shell string) in its own process group (so a
+    signal to the group reaches its DDP ranks too), set to get SIGTERM if the sweep dies."""
     log_file.write(f"$ {' '.join(command)}\n")
     log_file.flush()
     return subprocess.Popen(command, cwd=plan.cwd, env=plan.env, stdout=log_file, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
+                            stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=dies_with(os.getpid()))
+
+
+def resumable(run_dir: Path) -> bool:
+    """A trial stopped before its end (preempted, interrupted, or still "running": its sweep was killed)
+    that saved ``checkpoints/last.ckpt``: the next invocation continues it instead of starting over."""
+    stopped = (Status.PREEMPTED, Status.INTERRUPTED, Status.RUNNING)
+    return read_summary(run_dir).status in stopped and RunPaths(run_dir).checkpoint("last").is_file()
 
 
 def start_trial(trial: Trial, plan: SweepPlan) -> _Running:
-    """Clear a stale (unfinished) run directory, write trial.json and start the fit."""
-    if (trial.run_dir / "trial.json").exists():
+    """Write trial.json and start the fit: from ``last.ckpt`` when the trial was stopped part-way
+    (:func:`resumable`), otherwise in a cleared run directory."""
+    resume = resumable(trial.run_dir)
+    if not resume and (trial.run_dir / "trial.json").exists():
         shutil.rmtree(trial.run_dir)
     trial.run_dir.mkdir(parents=True, exist_ok=True)
-    _write_trial_json(trial, plan, status="running", started=time.time())
-    log_file = (trial.run_dir / "trial.log").open("w")
-    return _Running(trial=trial, proc=_launch(trial, plan, trial.command, log_file), log_file=log_file,
-                    started=time.time())
+    command = [*trial.command, "--ckpt_path=last"] if resume else trial.command
+    _write_trial_json(trial, plan, status="running", started=time.time(), resumed=resume)
+    log_file = (trial.run_dir / "trial.log").open("a" if resume else "w")
+    return _Running(trial=trial, proc=_launch(trial, plan, command, log_file), log_file=log_file,
+                    started=time.time(), resumed=resume)
 
 
-def stop_process(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
-    """SIGTERM the trial's process group (DDP ranks included), SIGKILL after ``grace_s``."""
-    import signal
-
-    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-            proc.wait(timeout=wait)
-            return
-        except ProcessLookupError:
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
-def finish_trial(running: _Running, plan: SweepPlan) -> Outcome:
-    """The trial's subprocess ended: record and return its Outcome."""
+def finish_trial(running: _Running, plan: SweepPlan, *, preempted: bool = False) -> Outcome:
+    """The trial's subprocess ended: record and return its Outcome. ``preempted``: the sweep stopped it
+    (a forwarded signal), so unless it finished anyway it is preempted, to be resumed next time."""
     trial, rc = running.trial, running.proc.returncode
     status = trial_status(trial.run_dir, rc)
+    if preempted and status not in DONE_STATUSES:
+        status = Status.PREEMPTED.value
     running.log_file.close()
     metrics = read_summary(trial.run_dir).metrics
     value = metrics.get(plan.metric) if plan.metric else None
     wall = time.time() - running.started
     _write_trial_json(trial, plan, status=status, returncode=rc, wall_s=round(wall, 1), metric=value,
-                      finished=round(time.time(), 1))
+                      finished=round(time.time(), 1), resumed=running.resumed)
     return Outcome(trial=trial, status=status, returncode=rc, metric=value, wall_s=wall,
                    summary_metrics={k: v for k, v in metrics.items() if isinstance(v, (int, float))})
 
 
-def wait_any(active: list[_Running], timeout_s: float | None) -> _Running:
-    """Block until one active trial's process exits (killing any that outlive ``timeout_s``)."""
-    while True:
+def wait_any(active: list[_Running], timeout_s: float | None,
+             interrupted: Callable[[], bool] = lambda: False) -> _Running | None:
+    """Block until one active trial's process exits (killing any that outlive ``timeout_s``); None as
+    soon as ``interrupted()`` says the sweep got a termination signal."""
+    while not interrupted():
         for running in active:
             if timeout_s is not None and running.proc.poll() is None and time.time() - running.started > timeout_s:
                 log.warning("trial %s exceeded %.0f s: stopping it", running.trial.name, timeout_s)
@@ -218,6 +223,7 @@ def wait_any(active: list[_Running], timeout_s: float | None) -> _Running:
             if running.proc.poll() is not None:
                 return running
         time.sleep(0.2)
+    return None
 
 
 def progress_line(index: int, total: int | None, outcome: Outcome, metric: str | None,
@@ -281,6 +287,7 @@ class _Session:
         self.started = 0
         self.skipped_in_a_row = 0
         self.exhausted = False
+        self.signum: int | None = None  # a termination signal the sweep received
 
     def _record(self, outcome: Outcome, state: str) -> None:
         self.runs = [r for r in self.runs if r.name != outcome.trial.name]
@@ -291,7 +298,8 @@ class _Session:
         """Ask the engine for trials until ``jobs`` run at once, the limit is hit or the engine is done."""
         from sweeps import next_run
 
-        while not self.exhausted and len(self.active) < self.jobs and (self.limit is None or self.started < self.limit):
+        while (not self.exhausted and self.signum is None and len(self.active) < self.jobs
+               and (self.limit is None or self.started < self.limit)):
             proposal = next_run(self.plan.sweep, self.runs)
             if proposal is None or self.skipped_in_a_row > 1000:
                 self.exhausted = True
@@ -314,13 +322,42 @@ class _Session:
                 self.active.append(start_trial(trial, self.plan))
 
     def collect(self, timeout_s: float | None) -> None:
-        """Wait for one live trial to end; record and print it."""
-        running = wait_any(self.active, timeout_s)
-        outcome = finish_trial(running, self.plan)
+        """Wait for one live trial to end (or for a termination signal); record and print it."""
+        running = wait_any(self.active, timeout_s, lambda: self.signum is not None)
+        if running is not None:
+            self._finish(running)
+
+    def _finish(self, running: _Running, preempted: bool = False) -> Outcome:
+        outcome = finish_trial(running, self.plan, preempted=preempted)
         self.active.remove(running)
         self._record(outcome, "finished" if outcome.status in DONE_STATUSES else "failed")
         eta = eta_seconds(self.outcomes, self.total, self.jobs) if self.show_eta else None
         self.echo(progress_line(len(self.outcomes), self.total, outcome, self.plan.metric, eta))
+        return outcome
+
+    def on_signal(self, signum: int, frame: Any) -> None:
+        """The sweep's handler for SIGTERM / SIGINT / SIGUSR1: forward to every live trial's process group
+        at once (a trial ends its step, saves ``last.ckpt`` and exits) and stop starting new ones."""
+        self.signum = int(signum)
+        for running in self.active:  # every signal the sweep gets, once: a second Ctrl+C stops at once
+            signal_group(running.proc, signum)
+            running.signalled = True
+
+    def stop(self, grace_s: float) -> list[Outcome]:
+        """After a termination signal: wait up to ``grace_s`` for the live trials to save and exit
+        (SIGKILL to the groups still alive then), and record them as preempted."""
+        assert self.signum is not None
+        for running in self.active:
+            if not running.signalled:  # started while the signal arrived
+                signal_group(running.proc, self.signum)
+        deadline = time.time() + grace_s
+        while any(r.proc.poll() is None for r in self.active) and time.time() < deadline:
+            time.sleep(0.2)
+        for running in self.active:
+            if running.proc.poll() is None:
+                log.warning("trial %s still running %.0f s after the signal: killing it", running.trial.name, grace_s)
+                stop_process(running.proc, grace_s=0.0)
+        return [self._finish(running, preempted=True) for running in list(self.active)]
 
     def interrupt(self) -> None:
         for running in self.active:
@@ -337,12 +374,19 @@ def run_sweep(
     timeout_s: float | None = None,
     seed: int = 0,
     echo: Callable[[str], None] = print,
+    term_timeout_s: float = 300.0,
 ) -> list[Outcome]:
     """Run (or with ``dry_run`` list) the sweep's trials until the engine has no more or ``count``
     trials have been started; finished/diverged trials under the root are skipped, not counted.
 
     Failed and diverged trials are recorded and fed back to the engine; the sweep goes on.
     ``jobs`` trials run at once (the engine sees the live ones as running, as W&B's does).
+
+    SIGTERM, SIGINT or SIGUSR1 to the sweep is forwarded to every live trial's process group; the
+    sweep starts nothing more, waits up to ``term_timeout_s`` for the trials to save ``last.ckpt`` and
+    exit, records them as preempted and exits with ``128 + signal`` (SystemExit). The next invocation
+    resumes them from ``last.ckpt`` (:func:`start_trial`). If the sweep itself is killed, the kernel
+    sends each trial SIGTERM (:func:`_dies_with`, Linux).
     """
     import numpy as np
 
@@ -352,12 +396,20 @@ def run_sweep(
     random.seed(seed)
     np.random.seed(seed)  # random/bayes proposals repeat across invocations, so done trials are skipped
     session = _Session(plan, limit=limit, dry_run=dry_run, jobs=jobs, echo=echo)
+    previous = install_handlers(session.on_signal)
     try:
-        while True:
+        while session.signum is None:
             session.fill()
             if not session.active:
                 return session.outcomes
             session.collect(timeout_s)
-    except KeyboardInterrupt:
+        stopped = session.stop(term_timeout_s)
+    except KeyboardInterrupt:  # only where no handler could be installed (not the main thread)
         session.interrupt()
         raise
+    finally:
+        restore_handlers(previous)
+    name = signal.Signals(session.signum).name
+    print(f"attnlab sweep: stopped by {name}: {len(stopped)} running trial(s) recorded as preempted; "
+          "run the same command again to resume them", file=sys.stderr)
+    raise SystemExit(128 + session.signum)

@@ -1,14 +1,20 @@
 """Fault tolerance: atomic checkpoint writes, RNG states in checkpoints, and preemption (SIGTERM /
-SIGUSR1 -> ``last.ckpt``, W&B run marked preempting, non-zero exit).
+SIGINT / SIGUSR1 -> ``last.ckpt``, W&B run marked preempting, exit ``128 + signal``), resumed exactly.
 
-How the pieces fit Lightning 2.6 (``trainer/connectors/signal_connector.py``):
+How the pieces fit Lightning 2.6 (``trainer/connectors/signal_connector.py``, ``loops/fit_loop.py``):
 
-- Lightning installs its own SIGTERM handler (it only sets ``trainer.received_sigterm``; the loops
-  then raise ``SIGTERMException``, a ``SystemExit`` with code 0) and, under SLURM with
-  ``auto_requeue``, a SIGUSR1 handler that writes ``hpc_ckpt_<n>.ckpt`` and runs ``scontrol
-  requeue``. :class:`PreemptionCheckpoint` chains onto whatever handler is installed when training
-  starts, so Lightning's behaviour is kept, and adds ours: stop at the next step boundary, write
-  ``last.ckpt`` in the run directory, mark the W&B run preempting, exit with ``128 + signal``.
+- Lightning installs its own SIGTERM handler (it sets ``trainer.received_sigterm``; the loops then
+  raise ``SIGTERMException``, a ``SystemExit`` with code 0, at points of their choosing) and, under
+  SLURM with ``auto_requeue``, a SIGUSR1 handler that writes ``hpc_ckpt_<n>.ckpt`` and runs
+  ``scontrol requeue``. :class:`PreemptionCheckpoint` takes these signals over when training starts:
+  it calls the handlers it finds except Lightning's SIGTERM notifier (whose stop after an epoch-end
+  validation resumed one epoch short, #24), forwards SIGTERM to the launcher's ranks as the notifier
+  did, and stops only where a resume is exact: the end of a batch that is not its epoch's last, or
+  ``on_train_epoch_end``. It writes ``last.ckpt``, marks the W&B run preempting, exits ``128 + signal``.
+- :class:`RngState` restores the generators where the uninterrupted run would draw next, and on
+  train start puts the loops where an uninterrupted run would be: :func:`finish_restored_epoch_end`
+  (an ``on_train_epoch_end`` checkpoint under ``max_steps``) and :func:`skip_trained_batches` (a
+  mid-epoch checkpoint: the resumed epoch skips the batches already trained).
 - Checkpoints are written through :class:`AtomicCheckpointIO`: a temporary file in the same
   directory, fsync, then ``os.replace`` — a crash during a save leaves the previous file intact.
 """
@@ -33,7 +39,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from attnlab_core.atomic import atomic_write
 
 log = logging.getLogger(__name__)
-PREEMPTION_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGUSR1)
+PREEMPTION_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -122,6 +128,10 @@ class RngState(L.Callback):
             seed = int(torch.randint(0, 2**31 - 1, (1,))) + 1_000_003 * rank
             random.seed(seed), np.random.seed(seed % 2**32), torch.manual_seed(seed)
 
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        finish_restored_epoch_end(trainer)
+        skip_trained_batches(trainer)
+
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self._pending is not None:
             self._apply_pending(trainer.global_rank)
@@ -145,6 +155,64 @@ def renew_train_iterator(trainer: L.Trainer) -> None:
     stateful = any(callable(getattr(loader, "load_state_dict", None)) for loader in loaders)
     if not lightning_renews and not stateful and fit_loop._data_fetcher is not None:
         iter(fit_loop._data_fetcher)
+
+
+def finish_restored_epoch_end(trainer: L.Trainer) -> bool:
+    """Resume a checkpoint saved at ``on_train_epoch_end`` under ``max_steps`` as the next epoch's start;
+    True if it was one.
+
+    Lightning 2.6 resumes such a checkpoint correctly only in epoch-based training: there the fit loop
+    is not "restarting" (its epoch finished), counts the epoch completed and starts the next one.
+    With ``max_steps`` set it always restarts (``FitLoop.restarting``), takes the stage "restarted on
+    epoch end", and runs the next epoch without ``increment_ready`` / ``on_train_epoch_start`` and with
+    the finished epoch's batch counters, so that epoch trains no batch and the run ends one epoch
+    short (#24: SIGTERM at step 100 of 50-batch epochs ended at 250 instead of 300). This puts the
+    loops where the epoch-based path puts them, before the first epoch starts.
+    """
+    fit_loop = trainer.fit_loop
+    if not (fit_loop.restarted_on_epoch_end and trainer.max_steps != -1):
+        return False
+    fit_loop.epoch_progress.increment_completed()
+    fit_loop._restarting = False  # the FitLoop setter would force True under max_steps
+    fit_loop.epoch_loop.restarting = False  # and its children (the validation loop)
+    for loop in (fit_loop, fit_loop.epoch_loop, fit_loop.epoch_loop.val_loop):
+        loop.reset_restart_stage()
+    return True
+
+
+def skip_trained_batches(trainer: L.Trainer) -> int:
+    """On a mid-epoch resume, move this epoch's train iterator past the batches the checkpoint already
+    trained on; returns how many were skipped.
+
+    Lightning 2.6 restores the position of loaders with a ``state_dict`` only; a plain ``DataLoader``
+    restarts its epoch from the first batch while the loop counts on from the saved batch, so the
+    resumed epoch saw its first k batches twice and never its last k. Our train samplers draw their
+    order from (seed, epoch) alone (``datamodules/batching.py``), so the iterator is rebuilt for the
+    saved epoch (``set_epoch`` before ``iter()``: Lightning sets it only after it built the iterator)
+    and k batches are drawn and dropped, which makes the resumed epoch the uninterrupted one. The
+    skipped batches are loaded (a data-loading cost, no training). A loader whose order comes from
+    the global generator (a ``RandomSampler`` without its own generator) still gets the right number of
+    batches, but not the same ones.
+    """
+    fit_loop = trainer.fit_loop
+    fetcher, combined = fit_loop._data_fetcher, fit_loop._combined_loader
+    if not fit_loop.restarted_mid_epoch or fetcher is None or combined is None:
+        return 0
+    loaders = combined.flattened
+    if any(callable(getattr(loader, "load_state_dict", None)) for loader in loaders):
+        return 0  # Lightning restored the position itself
+    done = int(fit_loop.epoch_loop.batch_progress.current.processed)
+    if trainer.num_training_batches == float("inf") or not 0 < done < trainer.num_training_batches:
+        return 0
+    for loader in loaders:
+        batch_sampler = getattr(loader, "batch_sampler", None)
+        for sampler in (getattr(loader, "sampler", None), getattr(batch_sampler, "sampler", None)):
+            if callable(getattr(sampler, "set_epoch", None)):
+                sampler.set_epoch(fit_loop.epoch_progress.current.processed)
+    iter(fetcher)
+    for _ in range(done):
+        next(fetcher.iterator)
+    return done
 
 
 class LastCheckpoint(L.Callback):
@@ -222,13 +290,23 @@ def preemption_exit_code(exception: BaseException) -> int:
 
 
 class PreemptionCheckpoint(L.Callback):
-    """SIGTERM / SIGUSR1 -> ``last.ckpt`` at the next step boundary, W&B run marked preempting, non-zero exit.
+    """SIGTERM / SIGINT / SIGUSR1 -> ``last.ckpt`` at the next step boundary, W&B run marked preempting,
+    exit ``128 + signal``.
 
-    The handlers are chained onto the ones installed when training starts (Lightning's SIGTERM
-    notifier; under SLURM with auto-requeue its SIGUSR1 requeue handler), never replacing them.
-    Under DDP the decision to stop is reduced over ranks so every rank stops at the same step.
-    A signal during an epoch's last batch stops at ``on_train_epoch_end`` (after that epoch's
-    validation), never at that batch's end: see :func:`at_epoch_end_batch`.
+    The stop is taken only at points a resume reproduces exactly: a batch's ``on_train_batch_end``
+    (not an epoch's last batch: see :func:`at_epoch_end_batch`) or ``on_train_epoch_end`` (after that
+    epoch's validation). A signal during validation or during a checkpoint write only sets a flag.
+
+    Lightning 2.6's own SIGTERM notifier is *not* called: it sets ``trainer.received_sigterm``, on
+    which the loops raise ``SIGTERMException`` at places of their own choosing — after the epoch-end
+    validation of an epoch's last batch (a state the resume misreads as one epoch further, #24: the
+    resumed run ended one epoch short) or in the middle of a validation. What it did besides, forward
+    SIGTERM to the ranks its launcher started, is done here. Every other handler found at train start
+    (Lightning's SLURM requeue on SIGUSR1, a user's own) is still called. A flag Lightning set before
+    train start (a signal during the sanity check) is taken over. SIGINT is not forwarded (a terminal
+    sends it to every rank already); a second SIGINT goes to the previous handler (Python's
+    ``KeyboardInterrupt``: stop at once, nothing saved beyond the last ``last.ckpt``). Under DDP the
+    decision to stop is reduced over ranks so every rank stops at the same step.
 
     Args:
         ckpt_path: where the preemption checkpoint goes (``<run>/checkpoints/last.ckpt``, so
@@ -239,20 +317,33 @@ class PreemptionCheckpoint(L.Callback):
         self.ckpt_path = Path(ckpt_path)
         self.signum: int | None = None
         self._previous: dict[int, Any] = {}
+        self._trainer: L.Trainer | None = None
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if threading.current_thread() is not threading.main_thread():
             log.warning("not in the main thread: preemption signals are not handled")
             return
+        self._trainer = trainer
+        if trainer.received_sigterm:  # Lightning's notifier saw one before training started
+            self.signum = int(signal.SIGTERM)
+            _clear_lightning_sigterm(trainer)
         for sig in PREEMPTION_SIGNALS:
             self._previous[int(sig)] = signal.getsignal(sig)
             signal.signal(sig, self._handle)
 
     def _handle(self, signum: int, frame: Any) -> None:
+        repeated = self.signum is not None
         self.signum = int(signum)
-        previous = self._previous.get(int(signum))
-        if callable(previous):
-            previous(signum, frame)
+        if signum == signal.SIGINT:
+            if repeated and callable(self._previous.get(int(signum))):
+                self._previous[int(signum)](signum, frame)  # the second Ctrl+C: KeyboardInterrupt now
+            return
+        if signum == signal.SIGTERM and not repeated and self._trainer is not None:
+            launcher = self._trainer.strategy.launcher
+            if launcher is not None:
+                launcher.kill(signum)
+        for handler in _chained_handlers(self._previous.get(int(signum))):
+            handler(signum, frame)
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
         if not at_epoch_end_batch(trainer):  # an epoch's last batch: stop at on_train_epoch_end instead
@@ -271,8 +362,11 @@ class PreemptionCheckpoint(L.Callback):
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
         if not is_preemption(exception):
             return
-        trainer.save_checkpoint(str(self.ckpt_path))
-        log.warning("preempted (signal %s): saved %s", self.signum or int(signal.SIGTERM), self.ckpt_path)
+        if self._trainer is None:  # Lightning's SIGTERMException before training started: nothing to save
+            log.warning("preempted before training started: %s left as it was", self.ckpt_path)
+        else:
+            trainer.save_checkpoint(str(self.ckpt_path))
+            log.warning("preempted (signal %s): saved %s", self.signum or int(signal.SIGTERM), self.ckpt_path)
         if trainer.is_global_zero:
             mark_wandb_preempting(trainer)
 
@@ -286,6 +380,25 @@ class PreemptionCheckpoint(L.Callback):
                 if handler is not None:
                     signal.signal(sig, handler)
         self._previous = {}
+        self._trainer = None
+
+
+def _chained_handlers(previous: Any) -> list[Any]:
+    """The callables a handler found at train start stands for, Lightning's SIGTERM notifier left out.
+
+    Lightning 2.6 registers a ``_HandlersCompose`` (``trainer/connectors/signal_connector.py``) whose
+    ``signal_handlers`` list its ``_sigterm_notifier_fn``, under SLURM its requeue / bypass handlers,
+    and the handler it found itself (``SIG_DFL`` / ``SIG_IGN`` are ints and are skipped, as it does).
+    """
+    handlers = list(getattr(previous, "signal_handlers", [previous]))
+    return [h for h in handlers if callable(h) and getattr(h, "__name__", "") != "_sigterm_notifier_fn"]
+
+
+def _clear_lightning_sigterm(trainer: L.Trainer) -> None:
+    """Lightning 2.6 keeps the flag its loops test on its private signal connector."""
+    connector = getattr(trainer, "_signal_connector", None)
+    if connector is not None:
+        connector.received_sigterm = False
 
 
 def mark_wandb_preempting(trainer: L.Trainer) -> None:

@@ -1,0 +1,85 @@
+"""Fault injection: send a signal to this very process at an exact point of training.
+
+For rehearsing preemption (and for the tests of ``lit_models/faults.py``) without racing a
+``sleep``: the signal is delivered by the process itself at a given optimizer step and phase, so
+the point is the same on every run. Add it like any callback::
+
+    attnlab fit ... --trainer.callbacks+='{"class_path": "lit_models.fault_injection.SignalAt",
+                                           "init_args": {"step": 8, "phase": "validation", "signal": "TERM"}}'
+
+Phases (``step`` is ``trainer.global_step``, the optimizer steps done):
+
+- ``batch``: at the end of the training batch that made step ``step`` (an epoch's last batch when
+  ``step`` is a multiple of the epoch length).
+- ``validation``: after the first batch of the (non-sanity) validation that runs at step ``step``.
+- ``checkpoint``: in the middle of writing the first checkpoint saved at step ``step``: the signal is
+  sent while ``torch.save`` serialises it (a ``SIGKILL`` leaves a torn temporary file behind).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal as signal_module
+from typing import Any, Literal
+
+import lightning as L
+
+Phase = Literal["batch", "validation", "checkpoint"]
+
+
+def signal_number(name: str) -> signal_module.Signals:
+    """``TERM`` / ``SIGTERM`` / ``15`` -> ``signal.SIGTERM``."""
+    text = str(name).strip().upper()
+    if text.isdigit():
+        return signal_module.Signals(int(text))
+    return signal_module.Signals[text if text.startswith("SIG") else f"SIG{text}"]
+
+
+class _SignalWhenPickled:
+    """Sends the signal when ``torch.save`` reaches it, and is stored as an empty ``OrderedDict``
+    (a type ``weights_only`` loading accepts), so the checkpoint stays loadable."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        os.kill(os.getpid(), self.signum)
+        return collections.OrderedDict, ()
+
+
+class SignalAt(L.Callback):
+    """Send ``signal`` to this process once, at optimizer step ``step`` in ``phase``.
+
+    Args:
+        step: the ``trainer.global_step`` at which to fire.
+        phase: ``batch``, ``validation`` or ``checkpoint`` (see the module docstring).
+        signal: a signal name (``TERM``, ``INT``, ``USR1``, ``KILL``) or number.
+    """
+
+    def __init__(self, *, step: int, phase: Phase = "batch", signal: str = "TERM") -> None:
+        if phase not in ("batch", "validation", "checkpoint"):
+            raise ValueError(f"phase must be batch, validation or checkpoint, got {phase!r}")
+        self.step, self.phase, self.signum = int(step), phase, int(signal_number(signal))
+        self.fired = False
+
+    def _due(self, trainer: L.Trainer, phase: Phase) -> bool:
+        return (not self.fired and phase == self.phase and trainer.global_step == self.step
+                and not trainer.sanity_checking)
+
+    def _fire(self) -> None:
+        self.fired = True
+        os.kill(os.getpid(), self.signum)
+
+    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
+        if self._due(trainer, "batch"):
+            self._fire()
+
+    def on_validation_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
+        if self._due(trainer, "validation"):
+            self._fire()
+
+    def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict) -> None:
+        if self._due(trainer, "checkpoint"):
+            self.fired = True
+            checkpoint["fault_injection"] = _SignalWhenPickled(self.signum)

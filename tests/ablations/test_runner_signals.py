@@ -119,7 +119,8 @@ def _resume_and_check(sweep_file: Path, root: Path) -> None:
         assert json.loads((trial / "trial.json").read_text())["resumed"] is True
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGUSR1], ids=lambda s: s.name)
+@pytest.mark.parametrize("sig", [signal.SIGTERM, pytest.param(signal.SIGINT, marks=pytest.mark.slow),
+                                 pytest.param(signal.SIGUSR1, marks=pytest.mark.slow)], ids=lambda s: s.name)
 def test_a_signal_to_the_sweep_preempts_its_trials_and_the_next_run_resumes_them(sweep_file, tmp_path, sig):
     root = tmp_path / "runs"
     sweep = _start_sweep(sweep_file, root)

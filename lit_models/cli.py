@@ -295,6 +295,7 @@ class AttnlabCLI(LightningCLI):
 
     def after_test(self) -> None:
         _report(self.run_dir, self.trainer)
+        _report_evaluation(self.run_dir, self.trainer, self.subcommand, self.config[self.subcommand])
 
     def after_predict(self) -> None:
         if self.trainer.is_global_zero:
@@ -358,6 +359,13 @@ def _report(run_dir: Path, trainer: L.Trainer) -> None:
     ckpt = trainer.checkpoint_callback
     if ckpt is not None and getattr(ckpt, "best_model_path", ""):
         print(f"  best ckpt:   {ckpt.best_model_path}")
+
+
+def _report_evaluation(run_dir: Path, trainer: L.Trainer, subcommand: str, cfg: Any) -> None:
+    """Which record of summary.json's ``evaluations`` this test wrote, and where its log is."""
+    if trainer.is_global_zero:
+        key = evaluation_id(subcommand, _evaluation_options(cfg), relative_checkpoint(run_dir, cfg.get("ckpt_path")))
+        print(f"  evaluation:  {key} ({RunPaths(run_dir).evaluation_log(key)})")
 
 
 def run_cli(args: list[str] | None = None, *, arm_axes: Callable[[str], tuple[str, ...]] | None = None) -> None:

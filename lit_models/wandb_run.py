@@ -4,8 +4,9 @@ the summary of its best validation values.
 A ``fit`` is one W&B run (``job_type="fit"``), resumed by id after a preemption. Every ``test`` /
 ``validate`` of it is a W&B run of its own (``job_type="eval"``) in the fit's group, whose config names
 the fit run, the checkpoint and the evaluation id. W&B's guide to organising runs describes exactly
-this split (a group of runs with one purpose, ``job_type`` saying each run's function: training,
-evaluation); it also keeps evaluation away from two W&B limits: an offline run cannot be resumed
+this split (https://docs.wandb.ai/models/runs/grouping: a group is a collection of runs with one
+purpose; the job type says each run's function, "preprocessing, training, or evaluation"); it also
+keeps evaluation away from two W&B limits: an offline run cannot be resumed
 (wandb/wandb#2423, #4624), and ``wandb sync`` of several offline folders with one id keeps one of them
 (#3841, #5865) -- so an evaluation that resumed the fit's id offline would erase either the fit's
 history or the evaluation on sync, and online it would rename and re-type the fit's run.

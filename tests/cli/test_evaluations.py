@@ -43,10 +43,13 @@ def _fit_identity(run: Path) -> tuple[Path, bytes, tuple]:
 
 def test_two_tests_leave_the_fit_as_it_was_and_are_read_separately(tmp_path):
     common = ["--config", CONFIG, f"--run.root={tmp_path}", "--run.name=r", *TINY]
-    main(["fit", *common, "--seed_everything=2", "--run.experiment=positions"])
+    main(["fit", *common, "--seed_everything=2", "--run.experiment=positions", "--run.test_after_fit=true"])
     run = tmp_path / "positions" / "r"
     folder, log_before, identity_before = _fit_identity(run)
     summary_before = read_summary(run)
+    (in_fit,) = summary_before.evaluations.values()  # the fit's own test: in its W&B run and its metrics
+    assert in_fit["in_fit"] and in_fit["wandb_run_id"] == identity_before[0]
+    assert in_fit["metrics"] == {k: v for k, v in summary_before.metrics.items() if k.startswith("test/")}
     main(["test", *common, "--run.experiment=positions", "--ckpt_path=best", "--decode.strategy=beam",
           "--data.test_size=16"])
     main(["test", *common, "--run.experiment=positions", "--ckpt_path=best"])
@@ -57,10 +60,9 @@ def test_two_tests_leave_the_fit_as_it_was_and_are_read_separately(tmp_path):
     summary = read_summary(run)
     assert (summary.seed, summary.status, summary.wandb_run_id, summary.metrics) == (
         2, Status.FINISHED, summary_before.wandb_run_id, summary_before.metrics)
-    assert not any(k.startswith("test/") for k in summary.metrics)
 
     evals = {r["config"]["eval.id"]: r for r in offline_runs(run) if r["job_type"] == "eval"}
-    assert set(evals) == set(summary.evaluations) and len(evals) == 2
+    assert set(evals) == set(summary.evaluations) and len(evals) == 2, "the same greedy test replaced the fit's"
     for key, record in summary.evaluations.items():
         wb = evals[key]
         assert (wb["group"], wb["tags"], wb["config"]["eval.fit_run"]) == ("positions", ["seed=2"], identity_before[0])

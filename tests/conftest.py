@@ -8,6 +8,10 @@ os.environ.setdefault("WANDB_SILENT", "true")
 os.environ.setdefault("JSONARGPARSE_DEPRECATION_WARNINGS", "off")
 os.environ["CUDA_VISIBLE_DEVICES"] = ""
 
+# Lightning gives its loggers a StreamHandler bound to sys.stderr as it is at import. Imported here, that is
+# pytest's session-long capture; imported first inside a test that uses capsys, it would be that test's
+# stream, closed afterwards, and every later Lightning log line would print "--- Logging error ---".
+import lightning.pytorch  # noqa: E402, F401
 import pytest  # noqa: E402
 import torch  # noqa: E402
 

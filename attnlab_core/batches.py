@@ -68,7 +68,8 @@ def ids_to_text(ids: Sequence[int] | Tensor, *, itos: Sequence[str] | None = Non
     """Render token ids as space-separated text, for BLEU and figure labels.
 
     Stops at the first EOS and drops PAD and BOS. UNK is kept (as ``itos[UNK]`` or ``"<unk>"``) so an
-    unknown output never silently disappears from a hypothesis.
+    unknown output never silently disappears from a hypothesis; an id past the end of ``itos`` (a word
+    vocabulary of a small corpus is smaller than the model's ``vocab_size``) is rendered as UNK too.
 
     Args:
         ids: (L,) token ids, e.g. one row of a decoded batch.
@@ -82,7 +83,7 @@ def ids_to_text(ids: Sequence[int] | Tensor, *, itos: Sequence[str] | None = Non
         if i in (PAD, BOS):
             continue
         if itos is not None:
-            words.append(itos[i])
+            words.append(itos[i] if i < len(itos) else itos[UNK])  # a word vocabulary smaller than the model's
         else:
             words.append("<unk>" if i == UNK else f"t{i}")
     return " ".join(words)

@@ -159,8 +159,8 @@ class WordVocab:
         return ids_to_text(ids, itos=self.itos)
 
     def piece(self, i: int) -> str:
-        """The word of id ``i`` (one label per id, for figures)."""
-        return self.itos[i]
+        """The word of id ``i`` (one label per id, for figures); UNK's for an id past the vocabulary."""
+        return self.itos[i] if 0 <= i < len(self.itos) else self.itos[UNK]
 
 
 class SentencePieceTokenizer:

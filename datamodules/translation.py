@@ -326,14 +326,8 @@ class TranslationData(SplitDataModule):
         hp = self.hparams
         if self.corpus.lexicons:
             return self._closed_vocabs()
-        jobs = self._vocab_jobs()
         toks = [load_tokenizer(hp.tokenizer, texts, cache_dir=self.data_dir / "tokenizers", name=name,
-                               vocab_size=hp.vocab_size) for name, texts in jobs]
-        for (name, _), tok in zip(jobs, toks, strict=True):
-            if tok.size < hp.vocab_size:  # the model would emit ids that name no word
-                raise UsageError(f"--data.vocab_size={hp.vocab_size} is too large for the {name} training corpus: "
-                                 f"its word vocabulary has {tok.size} entries (4 special included); "
-                                 f"lower vocab_size to at most {tok.size}")
+                               vocab_size=hp.vocab_size) for name, texts in self._vocab_jobs()]
         return toks[0], toks[-1]
 
     def _store_dir(self) -> Path:

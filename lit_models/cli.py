@@ -146,10 +146,10 @@ class AttnlabCLI(LightningCLI):
     argv: tuple[str, ...] = ()
     """The command line (set by :func:`run_cli`): which ``--model.*`` options the user gave."""
     diverged_at: int | None = None
+    """Set after a ``fit`` that diverged (the step), for :func:`run_cli`'s exit status."""
     fresh: tuple[Path, Path] | None = None
     """(run directory, its nearest existing ancestor) when this command creates the run directory:
     refused input found later (e.g. in the data) removes what it created, up to that ancestor."""
-    """Set after a ``fit`` that diverged (the step), for :func:`run_cli`'s exit status."""
 
     @staticmethod
     def arm_axes(experiment: str) -> tuple[str, ...]:

@@ -247,20 +247,27 @@ def test_best_of_a_run_that_never_validated(sandbox, capsys):
     assert "has no best checkpoint: the run never validated" in line and "--ckpt_path last" in line
 
 
-def test_data_refused_in_setup_leaves_no_run(sandbox, capsys):
-    """Word vocabulary smaller than vocab_size: refused in the datamodule's setup, after the loggers
-    started; the run directory the command created is removed and no failed summary remains."""
-    fx = REPO / "tests" / "fixtures" / "multi30k"
-    argv = ["fit", "--config", str(REPO / "ablations" / "configs" / "multi30k_transformer.yaml"),
-            "--data.init_args.source=files", f"--data.init_args.train_path={fx / 'train'}",
-            f"--data.init_args.val_path={fx / 'val'}", f"--data.init_args.test_path={fx / 'test'}",
-            "--data.init_args.data_dir=data", "--data.init_args.tokenizer=word", "--run.root=runs", *TINY[4:]]
+def test_input_refused_after_the_run_started_leaves_no_run(sandbox, capsys):
+    """A learned position table shorter than the data is found at the first batch, after the loggers
+    and the summary started: the run directory this command created is removed again."""
     before = _tree(sandbox)
     with pytest.raises(SystemExit) as exit_info:
-        main(argv)
+        main(["fit", *REVERSE, *TINY, "--run.root=runs", "--trainer.max_steps=1",
+              "--model.init_args.positions=learned", "--model.init_args.max_positions=4"])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
-    assert "--data.vocab_size=8000 is too large for the files-deen-shared training corpus" in err
-    assert "Traceback" not in err
+    assert "exceeds the learned position table (max_len=4)" in err and "Traceback" not in err
     assert not (sandbox / "runs").exists()
-    assert {k: v for k, v in _tree(sandbox).items() if not k.startswith(("data", "wandb_dir"))} == before
+    assert {k: v for k, v in _tree(sandbox).items() if not k.startswith("wandb_dir")} == before
+
+
+def test_word_vocabulary_smaller_than_the_model_decodes_as_unk():
+    """``--data.tokenizer=word`` with vocab_size 8000 on a small corpus: the model may emit ids the
+    vocabulary does not have; they render as ``<unk>`` (this was an IndexError at the first validation)."""
+    from datamodules.batching import EOS, ids_to_text
+    from datamodules.tokenization import WordVocab
+
+    vocab = WordVocab.build(["a b c"], vocab_size=8000)
+    assert vocab.size == 7
+    assert ids_to_text([4, 7999, 5, EOS], itos=vocab.itos) == "a <unk> b"
+    assert vocab.decode([4, 5000]) == "a <unk>" and vocab.piece(5000) == "<unk>"

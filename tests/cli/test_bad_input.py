@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
+# Lightning is imported now (lit_models.cli), so the console handler it adds binds the real stderr,
+# not the first test's capture stream (closed later: "--- Logging error ---" tracebacks).
+import lit_models.cli  # noqa: F401
 from attnlab.cli import main  # the `attnlab` command: Lightning subcommands and sweep alike
 
 REPO = Path(__file__).parents[2]

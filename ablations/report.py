@@ -378,8 +378,11 @@ def _markdown(question: Question, runs: list[RunRecord], header: list[str], rows
     for fig in figures:
         title = FIGURE_TITLES.get(fig.stem, fig.stem.removeprefix("probe_").replace("_", "/") + " (probe)")
         lines += [f"## {title}", "", f"![{fig.stem}]({fig.name})", ""]
-    lines += ["## Runs", "", "| run | status | seed | " + question.metric + " |", "|---|---|---|---|"]
+    lines += ["## Runs", "", "Evaluation: the `summary.json` evaluation whose numbers this report read (`fit`: the "
+              "fit's own; ids hash the evaluation's decode/data options and checkpoint).", "",
+              "| run | status | seed | evaluation | " + question.metric + " |", "|---|---|---|---|---|"]
     for r in sorted(runs, key=lambda r: r.name):
         value = r.metrics.get(question.metric)
-        lines.append(f"| {r.name} | {r.status} | {r.seed} | {'—' if value is None else f'{value:.4f}'} |")
+        read = ", ".join(f"{kind} {key}" for kind, key in sorted(r.evaluations.items())) or "fit"
+        lines.append(f"| {r.name} | {r.status} | {r.seed} | {read} | {'—' if value is None else f'{value:.4f}'} |")
     return "\n".join(lines) + "\n"

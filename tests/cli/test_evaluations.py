@@ -13,6 +13,7 @@ import lightning as L
 import pytest
 
 import lit_models.cli as cli
+from ablations.report import write_report
 from ablations.results import choose_evaluations, load_run, with_evaluations
 from lit_models.cli import main
 from lit_models.rundir import Status, evaluation_id, read_summary
@@ -82,6 +83,8 @@ def test_two_tests_leave_the_fit_as_it_was_and_are_read_separately(tmp_path):
     assert beam.metrics["test/loss"] == by_strategy["beam"][1]["metrics"]["test/loss"]
     assert {k for k in default.metrics if k.startswith("test/")} == set(by_strategy["greedy"][1]["metrics"])
     assert default.metrics["val/loss"] == summary.metrics["val/loss"]
+    report = write_report("positions", [beam], tmp_path / "report").path.read_text()
+    assert f"| r | finished | 2 | test {by_strategy['beam'][0]} |" in report  # the report names what it read
 
 
 def test_the_wandb_summary_keeps_the_best_validation_and_its_step(tmp_path):

@@ -15,7 +15,9 @@ import os
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from ablations.findings import findings_main
 from ablations.questions import QUESTIONS, SWEEPS_DIR
@@ -42,6 +44,9 @@ def positive_int(text: str) -> int:
     return value
 
 
+T = TypeVar("T")
+
+
 def positive_float(text: str) -> float:
     """An argparse type: a number > 0."""
     value = float(text)
@@ -58,6 +63,19 @@ def wandb_failure(err: BaseException) -> str | None:
     if "API key" in text or type(err).__name__ in ("UsageError", "AuthenticationError"):
         return f"W&B refused: {text} (run `wandb login` or set WANDB_API_KEY; this needs network access)"
     return f"W&B request failed: {text}"
+
+
+def with_wandb_failures(call: Callable[[], T], *, command: str, about: str = "") -> T | int:
+    """``call()``; a W&B error the user can fix (:func:`wandb_failure`) becomes one stderr line (``about``
+    before the reason) and the exit status 2, returned in place of the call's result."""
+    try:
+        return call()
+    except Exception as err:  # noqa: BLE001 - wandb's errors have no common base we can import cheaply
+        line = wandb_failure(err)
+        if line is None:
+            raise
+        print(f"attnlab {command}: error: {about}{line}", file=sys.stderr)
+        return 2
 
 
 def _sweep_path(arg: str) -> Path:
@@ -171,14 +189,11 @@ def report_main(argv: list[str]) -> int:
     args = report_parser().parse_args(argv)
     root = Path(args.runs_dir)
     if args.wandb_sweep:
-        try:
-            name, runs = load_wandb_sweep(args.wandb_sweep)
-        except Exception as err:  # noqa: BLE001 - wandb's errors have no common base we can import cheaply
-            line = wandb_failure(err)
-            if line is None:
-                raise
-            print(f"attnlab report: error: --wandb-sweep {args.wandb_sweep}: {line}", file=sys.stderr)
-            return 2
+        loaded = with_wandb_failures(lambda: load_wandb_sweep(args.wandb_sweep), command="report",
+                                     about=f"--wandb-sweep {args.wandb_sweep}: ")
+        if isinstance(loaded, int):
+            return loaded
+        name, runs = loaded
         found = {name: (root / name, runs)}
     else:
         found = {name: (d, load_experiment(d)) for name, d in experiment_dirs(root).items()}
@@ -227,14 +242,7 @@ def dashboard_main(argv: list[str]) -> int:
     """``attnlab dashboard``: save a W&B workspace view of one question (wandb-workspaces extra)."""
     from ablations.dashboard import dashboard_main as run
 
-    try:
-        return run(argv)
-    except Exception as err:  # noqa: BLE001 - wandb's errors have no common base we can import cheaply
-        line = wandb_failure(err)
-        if line is None:
-            raise
-        print(f"attnlab dashboard: error: {line}", file=sys.stderr)
-        return 2
+    return with_wandb_failures(lambda: run(argv), command="dashboard")
 
 
 COMMANDS = {"sweep": sweep_main, "report": report_main, "demo": demo_main, "findings": findings_main,

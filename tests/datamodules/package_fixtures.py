@@ -38,13 +38,18 @@ def domain_rows(prefix: str, n: int = 12) -> Rows:
             for i in range(1, n + 1)]
 
 
-def _tar_bytes(members: dict[str, bytes]) -> bytes:
+def tar_gz(members: dict[str, bytes], *, symlink: str | None = None) -> bytes:
+    """A .tar.gz of ``members`` (name -> bytes), plus a symlink named ``symlink`` to /etc/passwd if given."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         for name, data in members.items():
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
+        if symlink:
+            link = tarfile.TarInfo(symlink)
+            link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+            tar.addfile(link)
     return buf.getvalue()
 
 
@@ -56,11 +61,11 @@ def write_vader_sdist(data_dir: Path, domains: dict[str, Rows] | None = None, *,
     """
     domains = domains or {"mr": mr_rows(), "tweets": domain_rows("tweet"), "nyt": domain_rows("nyt"),
                           "amazon": domain_rows("amazon")}
-    inner = _tar_bytes({vader.DOMAIN_FILES[d]: "".join(f"{i}\t{r}\t{t}\r\n" for i, r, t in rows).encode("utf-8")
+    inner = tar_gz({vader.DOMAIN_FILES[d]: "".join(f"{i}\t{r}\t{t}\r\n" for i, r, t in rows).encode("utf-8")
                         for d, rows in domains.items()})
     path = vader.sdist_path(data_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(_tar_bytes({"vaderSentiment-3.3.2/PKG-INFO": b"Name: vaderSentiment\n",
+    path.write_bytes(tar_gz({"vaderSentiment-3.3.2/PKG-INFO": b"Name: vaderSentiment\n",
                                  vader.ARCHIVE_MEMBER: inner}))
     if monkeypatch is not None:
         monkeypatch.setattr(vader, "SDIST_SHA256", file_checksum(path, "sha256"))

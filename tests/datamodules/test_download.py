@@ -14,6 +14,7 @@ import pytest
 
 from attnlab_core.errors import UsageError
 from datamodules.download import Resource, extract, fetch
+from tests.datamodules.package_fixtures import tar_gz
 
 PAYLOAD = bytes(range(256)) * 400  # 100 KiB
 
@@ -81,23 +82,9 @@ def test_unreachable_is_one_line_naming_the_cache_path(http_server, tmp_path: Pa
     assert str(tmp_path / "nothing.bin") in str(err.value)
 
 
-def _tar(members: dict[str, bytes], *, symlink: str | None = None) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-        if symlink:
-            link = tarfile.TarInfo(symlink)
-            link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
-            tar.addfile(link)
-    return buf.getvalue()
-
-
 def test_extract_tar_and_skip_when_present(tmp_path: Path) -> None:
     archive = tmp_path / "a.tar.gz"
-    archive.write_bytes(_tar({"train.en": b"hello\n", "sub/train.de": b"hallo\n"}))
+    archive.write_bytes(tar_gz({"train.en": b"hello\n", "sub/train.de": b"hallo\n"}))
     target = extract(archive, tmp_path / "out")
     assert (target / "train.en").read_bytes() == b"hello\n" and (target / "sub" / "train.de").is_file()
     archive.write_bytes(b"not an archive any more")
@@ -114,9 +101,9 @@ def test_tar_filter_where_python_has_it_and_member_checks_without(tmp_path: Path
     if not filtered:
         monkeypatch.setattr(download, "TAR_FILTER", {})
     archive = tmp_path / "a.tar.gz"
-    archive.write_bytes(_tar({"train.en": b"hello\n"}))
+    archive.write_bytes(tar_gz({"train.en": b"hello\n"}))
     assert (extract(archive, tmp_path / "out") / "train.en").read_bytes() == b"hello\n"
-    archive.write_bytes(_tar({"fine.txt": b"x"}, symlink="passwd"))
+    archive.write_bytes(tar_gz({"fine.txt": b"x"}, symlink="passwd"))
     with pytest.raises(UsageError, match="link or device"):
         extract(archive, tmp_path / "links")
 
@@ -124,7 +111,7 @@ def test_tar_filter_where_python_has_it_and_member_checks_without(tmp_path: Path
 @pytest.mark.parametrize("evil", ["../escape.txt", "/abs/escape.txt", "ok/../../escape.txt"])
 def test_extract_refuses_paths_outside_target(tmp_path: Path, evil: str) -> None:
     archive = tmp_path / "evil.tar.gz"
-    archive.write_bytes(_tar({"fine.txt": b"x", evil: b"pwned"}))
+    archive.write_bytes(tar_gz({"fine.txt": b"x", evil: b"pwned"}))
     with pytest.raises(UsageError, match="outside the target directory"):
         extract(archive, tmp_path / "out" / "t")
     assert not (tmp_path / "escape.txt").exists() and not (tmp_path / "out" / "escape.txt").exists()
@@ -133,7 +120,7 @@ def test_extract_refuses_paths_outside_target(tmp_path: Path, evil: str) -> None
 
 def test_extract_refuses_links(tmp_path: Path) -> None:
     archive = tmp_path / "link.tar.gz"
-    archive.write_bytes(_tar({"fine.txt": b"x"}, symlink="passwd"))
+    archive.write_bytes(tar_gz({"fine.txt": b"x"}, symlink="passwd"))
     with pytest.raises(UsageError, match="link or device"):
         extract(archive, tmp_path / "out")
     assert not (tmp_path / "out").exists()

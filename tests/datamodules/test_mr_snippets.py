@@ -14,6 +14,7 @@ from attnlab_core.errors import UsageError
 from datamodules.sentiment import SentimentData
 from datamodules.vader_snippets import Snippet, mr_split, normalise, polarity_examples, read_domains, vader_splits
 from lit_models.cli import main
+from tests.cli.test_bad_input import _error_line
 from tests.datamodules.package_fixtures import domain_rows, mr_rows, write_vader_sdist
 from tests.datamodules.real_data import mr_data_dir
 
@@ -109,20 +110,9 @@ def test_an_sdist_with_another_checksum_is_refused_in_one_line(tmp_path: Path) -
     assert "\n" not in str(err.value)
 
 
-def _cli_error(capsys, argv: list[str]) -> str:
-    with pytest.raises(SystemExit) as exit_info:
-        main(argv)
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    lines = [ln for ln in err.splitlines() if "error" in ln.lower()]
-    assert len(lines) == 1 and lines[0].startswith("attnlab: error: "), err
-    return lines[0]
-
-
 def test_cli_names_the_install_step_when_the_sdist_is_absent(tmp_path: Path, capsys) -> None:
     data = tmp_path / "data"
-    line = _cli_error(capsys, ["fit", "--config", str(CONFIG), f"--data.init_args.data_dir={data}",
+    line = _error_line(capsys, ["fit", "--config", str(CONFIG), f"--data.init_args.data_dir={data}",
                                f"--run.root={tmp_path}/runs"])
     assert line == (f"attnlab: error: source=mr needs {data}/downloads/{vader.SDIST_NAME} (the vaderSentiment 3.3.2 "
                     f"sdist); run: pip download --no-deps --no-binary :all: vaderSentiment==3.3.2 -d {data}/downloads")
@@ -131,7 +121,7 @@ def test_cli_names_the_install_step_when_the_sdist_is_absent(tmp_path: Path, cap
 
 def test_cli_refuses_a_test_domain_the_source_does_not_offer(tmp_path: Path, capsys) -> None:
     config = CONFIG.with_name("sentiment_lstm_attention.yaml")
-    line = _cli_error(capsys, ["fit", "--config", str(config), "--data.init_args.test_domain=nyt",
+    line = _error_line(capsys, ["fit", "--config", str(config), "--data.init_args.test_domain=nyt",
                                f"--run.root={tmp_path}/runs"])
     assert line.endswith("--data.init_args.test_domain=nyt is not a test set of source=synthetic (it offers: none)")
     assert not any(tmp_path.iterdir())

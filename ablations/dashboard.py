@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlparse
 
-from ablations.questions import QUESTIONS, Question
+from ablations.questions import QUESTIONS, Question, question_for
+from ablations.questions_real import REAL_QUESTIONS
 
 STEP = "trainer/global_step"
 """The x-axis: Lightning's ``WandbLogger`` logs it with every row and makes it the step metric of ``*``."""
@@ -43,14 +44,19 @@ REPORT_ONLY = re.compile(r"^(curve/|attn/entropy_|run/)|/(len_drop|len_slope|bey
 TRANSFORMER_MAPS = ("attention/cross/ex0", "attention/enc_self/ex0", "attention/dec_self/ex0")
 MEDIA_KEYS: dict[str, tuple[str, ...]] = {
     **{name: TRANSFORMER_MAPS for name in ("scaling", "norm", "positions", "forcing", "heads")},
-    **{name: ("attention/cross/ex0",) for name in ("attention_bottleneck", "cells", "bottleneck_translation")},
+    **{name: TRANSFORMER_MAPS for name in ("norm_bible", "positions_bible")},
+    **{name: ("attention/cross/ex0",) for name in ("attention_bottleneck", "cells", "bottleneck_translation",
+                                                   "bottleneck_bible")},
     "lm_positions": ("attention/self/ex0",),
     "caption_attention": ("attention/caption_{arm}/ex0",),
-    "sentiment_pooling": ("importance/ex0", "val/confusion"),
+    **{name: ("importance/ex0", "val/confusion") for name in ("sentiment_pooling", "sentiment_pooling_mr")},
+    "ram_mnist": ("attention/glimpses/ex0",),
 }
-"""W&B image keys of each question's figures (``AttentionFigures``: ``attention/<figure>/ex<i>``; the captioner
-names its overlays after its attention, ``{arm}``; the classifier logs ``importance/ex<i>`` for pooling with
-weights and ``val/confusion`` for every arm)."""
+"""W&B image keys of each question's figures, synthetic and real (``AttentionFigures``:
+``attention/<figure>/ex<i>``; the captioner names its overlays after its attention, ``{arm}``; RAM draws its
+glimpse paths, ``glimpses``; the classifier logs ``importance/ex<i>`` for pooling with weights and
+``val/confusion`` for every arm). ``lm_positions_web`` has none: a language model on running text draws no
+figures (``CausalLM.validation_step``), so its workspace has no media panel."""
 
 
 def media_keys(question: Question) -> list[str]:
@@ -271,7 +277,8 @@ def dashboard_parser() -> argparse.ArgumentParser:
                     "learning curves per arm, parallel coordinates over its axes, its probes, the attention images "
                     "and the runs table grouped by arm. Needs `pip install attnlab[dashboard]` (wandb-workspaces); "
                     "saving needs network and W&B credentials, --dry-run neither.")
-    p.add_argument("question", choices=sorted(QUESTIONS), help="the ablation question (= the runs' W&B group)")
+    p.add_argument("question", choices=sorted([*QUESTIONS, *REAL_QUESTIONS]),
+                   help="the ablation question, synthetic or on real data (= the runs' W&B group)")
     p.add_argument("--entity", required=True, help="W&B entity (user or team) that owns the project")
     p.add_argument("--project", default="attnlab", help="W&B project of the runs (default: attnlab)")
     p.add_argument("--dry-run", action="store_true",
@@ -283,7 +290,8 @@ def dashboard_main(argv: list[str]) -> int:
     """``attnlab dashboard``: save (or with ``--dry-run`` print) a question's W&B workspace view; exit 2 without
     wandb-workspaces or, when saving, without W&B credentials."""
     args = dashboard_parser().parse_args(argv)
-    question = QUESTIONS[args.question]
+    question = question_for(args.question)
+    assert question is not None  # argparse's choices are the questions
     problem = None if args.dry_run else credentials_problem()
     if problem:
         print(f"attnlab dashboard: error: {problem}", file=sys.stderr)

@@ -347,16 +347,19 @@ class PreemptionCheckpoint(L.Callback):
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
         if not at_epoch_end_batch(trainer):  # an epoch's last batch: stop at on_train_epoch_end instead
-            self._stop_if_requested(trainer)
+            self._stop_if_requested(trainer, flush_batch_logs=True)
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._stop_if_requested(trainer)
 
-    def _stop_if_requested(self, trainer: L.Trainer) -> None:
+    def _stop_if_requested(self, trainer: L.Trainer, *, flush_batch_logs: bool = False) -> None:
         requested = self.signum is not None
         if trainer.world_size > 1:
             requested = trainer.strategy.reduce_boolean_decision(requested, all=False)
         if requested:
+            if flush_batch_logs:  # what the loop does right after on_train_batch_end: the step's metrics are logged
+                trainer._logger_connector.on_batch_end()
+                trainer._logger_connector.update_train_step_metrics()
             raise Preempted(self.signum or signal.SIGTERM)
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:

@@ -31,3 +31,15 @@ def test_the_loop_state_we_adjust_on_resume_still_exists():
     init = inspect.getsource(_FitLoop.__init__)
     assert "self._data_fetcher" in init and "self._combined_loader" in init
     assert "self.iterator = iter(" in inspect.getsource(_DataFetcher.__iter__)
+
+
+def test_the_logger_connector_calls_we_make_before_a_mid_epoch_stop_still_exist():
+    """A stop at on_train_batch_end first logs that step's metrics as the loop would right after the hook."""
+    from lightning.pytorch.loops.training_epoch_loop import _TrainingEpochLoop
+    from lightning.pytorch.trainer.connectors.logger_connector.logger_connector import _LoggerConnector
+
+    assert callable(_LoggerConnector.on_batch_end) and callable(_LoggerConnector.update_train_step_metrics)
+    source = inspect.getsource(_TrainingEpochLoop.advance)
+    hook = source.index('"on_train_batch_end"')
+    assert hook < source.index("_logger_connector.on_batch_end()") < source.index("update_train_step_metrics()")
+

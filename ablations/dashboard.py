@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlparse
 
-from ablations.questions import QUESTIONS, Question, question_for
+from ablations.catalog import question_for
+from ablations.questions import QUESTIONS, Question
 from ablations.questions_real import REAL_QUESTIONS
 
 STEP = "trainer/global_step"

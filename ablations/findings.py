@@ -15,7 +15,7 @@ The README is rebuilt from every question's saved ``<out>/<question>/result.json
 (``ablations.findings_readme``), so ``--only`` refreshes those questions and keeps the rest.
 
 ``--real`` first checks that every selected question's data is in place (each data source's own check,
-``ablations.questions_real.missing_data``) and otherwise fails in one line naming what to install, exit 2,
+``ablations.real_data.missing_data``) and otherwise fails in one line naming what to install, exit 2,
 before anything is created; its README header also names the data's package versions.
 """
 
@@ -229,7 +229,7 @@ def _selection(args: argparse.Namespace) -> tuple[dict[str, Question], tuple[str
 
 def _missing_data_line(questions: Sequence[Question]) -> str | None:
     """One line naming what to install for every selected real question whose data is absent, else None."""
-    from ablations.questions_real import missing_data
+    from ablations.real_data import missing_data
 
     problems = missing_data(questions)
     if not problems:

@@ -17,7 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ablations.questions import QUESTIONS, Question, question_for
+from ablations.catalog import question_for
+from ablations.questions import QUESTIONS, Question
 
 RESULT = "result.json"
 
@@ -127,8 +128,8 @@ def _section(r: QuestionResult) -> list[str]:
 
 
 def _data_lines() -> list[str]:
-    """The real data's provenance (``ablations.questions_real.data_versions``), one bullet."""
-    from ablations.questions_real import data_versions
+    """The real data's provenance (``ablations.real_data.data_versions``), one bullet."""
+    from ablations.real_data import data_versions
 
     return ["- **Data:** " + "; ".join(data_versions(data_dir=Path("data"))) + " (as found when this README was "
             "written; `data/` relative to where the command ran)"]

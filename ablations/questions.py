@@ -330,11 +330,3 @@ QUESTIONS: dict[str, Question] = {
         ),
     ]
 }
-
-
-def question_for(name: str) -> Question | None:
-    """The question whose sweep (and experiment) is ``name`` (synthetic, or on real data:
-    ``ablations.questions_real``); None for an ad-hoc sweep."""
-    from ablations.questions_real import REAL_QUESTIONS  # imports this module: looked up when asked
-
-    return QUESTIONS.get(name) or REAL_QUESTIONS.get(name)

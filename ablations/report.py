@@ -24,9 +24,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import yaml  # noqa: E402
 
+from ablations.catalog import question_for  # noqa: E402
 from ablations.derived import derive  # noqa: E402
 from ablations.plots import colors, length_limits, plot_attention, plot_seeds, save_figure  # noqa: E402
-from ablations.questions import Arm, ArmStats, Question, Stat, question_for  # noqa: E402
+from ablations.questions import Arm, ArmStats, Question, Stat  # noqa: E402
 from ablations.ranges import is_count, metric_range  # noqa: E402
 from ablations.results import RunRecord, arm_stats, group_arms, stat, varying_params  # noqa: E402
 from lit_models.environment import differences  # noqa: E402

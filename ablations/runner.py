@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ablations.questions import QUICK_DATA, REPO, question_for
+from ablations.catalog import question_for
+from ablations.questions import QUICK_DATA, REPO
 from ablations.sweepspec import (  # noqa: F401 - the sweep-file API, re-exported for callers of the runner
     SEED_KEY,
     SweepError,

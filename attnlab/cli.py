@@ -56,7 +56,7 @@ def usage() -> str:
 
 def question_axes(experiment: str) -> tuple[str, ...]:
     """The CLI paths that define an arm of ``experiment`` when it is an ablation question."""
-    from ablations.questions import question_for
+    from ablations.catalog import question_for
 
     question = question_for(experiment)
     return question.axes if question is not None else ()

@@ -36,13 +36,17 @@ import io
 import tarfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, NamedTuple, get_args
+from typing import Any, Literal, NamedTuple, Protocol, get_args
 
 from attnlab_core.errors import UsageError
 from datamodules.download import file_checksum
 
-if TYPE_CHECKING:
-    from datamodules.sentiment import SentimentData
+
+class SentimentSourceView(Protocol):
+    """What the ``mr`` reader takes from the sentiment DataModule (no import of it: no cycle)."""
+
+    data_dir: Path
+    hparams: Any
 
 VaderDomain = Literal["mr", "tweets", "nyt", "amazon"]
 """A domain of the VADER snippets: movie reviews (train/val/test), tweets, NYT editorials, Amazon reviews."""
@@ -180,7 +184,7 @@ def vader_splits(domains: dict[str, list[Snippet]], *, test_domain: str) -> tupl
     return splits["train"], splits["val"], splits["test"]
 
 
-def read_mr(dm: SentimentData) -> tuple[list[Example], list[Example], list[Example]]:
+def read_mr(dm: SentimentSourceView) -> tuple[list[Example], list[Example], list[Example]]:
     """``SENTIMENT_SOURCES["mr"]`` reader: the datamodule's data_dir and test_domain -> (train, val, test)."""
     require_sdist(dm.data_dir)
     domains = read_domains(sdist_path(dm.data_dir))

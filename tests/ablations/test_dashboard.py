@@ -20,8 +20,10 @@ from typing import Any
 
 import pytest
 
-from ablations.questions import QUESTIONS, REPO, question_for
-from ablations.questions_real import REAL_QUESTIONS, data_problem
+from ablations.catalog import question_for
+from ablations.questions import QUESTIONS, REPO
+from ablations.questions_real import REAL_QUESTIONS
+from ablations.real_data import data_problem
 from ablations.runner import load_sweep, render_command
 
 pytest.importorskip("wandb_workspaces")

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ablations import claims_real, questions_real
+from ablations import claims_real, questions_real, real_data
+from ablations.catalog import question_for
 from ablations.findings import findings_main
 from ablations.findings_readme import QuestionResult, readme
-from ablations.questions import QUESTIONS, question_for
+from ablations.questions import QUESTIONS
 from ablations.questions_real import REAL_QUESTIONS
 from ablations.stats import stat
 from ablations.verdicts import verdict_word
@@ -233,7 +234,7 @@ def test_findings_real_without_data_fails_in_one_line_and_creates_nothing(tmp_pa
                                                                          absent_data_question):
     import ablations.findings as findings
 
-    problem = questions_real.data_problem(absent_data_question)
+    problem = real_data.data_problem(absent_data_question)
     assert problem is not None and problem.startswith("absent: ") and "train_path" in problem
     monkeypatch.setattr(findings, "REAL_QUESTIONS", {"absent": absent_data_question})
     monkeypatch.setattr(findings, "REAL_ORDER", ("absent",))
@@ -245,23 +246,23 @@ def test_findings_real_without_data_fails_in_one_line_and_creates_nothing(tmp_pa
 
 
 def test_data_versions_survive_absent_packages(tmp_path: Path, monkeypatch):
-    monkeypatch.setattr(questions_real.shutil, "which", lambda _: None)
-    assert questions_real.debian_version("sword-text-kjv") == "sword-text-kjv: dpkg-query not available"
-    assert questions_real.python_version("no-such-package-attnlab") == "no-such-package-attnlab: not installed"
-    assert questions_real.sword_modules(tmp_path) == []
+    monkeypatch.setattr(real_data.shutil, "which", lambda _: None)
+    assert real_data.debian_version("sword-text-kjv") == "sword-text-kjv: dpkg-query not available"
+    assert real_data.python_version("no-such-package-attnlab") == "no-such-package-attnlab: not installed"
+    assert real_data.sword_modules(tmp_path) == []
     mods = tmp_path / "lib" / "mods.d"
     mods.mkdir(parents=True)
     (mods / "kjv.conf").write_text("[engKJV2006eb]\nDataPath=./x\nVersion=14.3\n")
-    assert questions_real.sword_modules(tmp_path / "lib") == ["engKJV2006eb 14.3"]
+    assert real_data.sword_modules(tmp_path / "lib") == ["engKJV2006eb 14.3"]
     (tmp_path / "downloads").mkdir()
     (tmp_path / "downloads" / "vaderSentiment-3.3.2.tar.gz").write_bytes(b"")
-    lines = questions_real.data_versions(data_dir=tmp_path)
+    lines = real_data.data_versions(data_dir=tmp_path)
     assert lines[0].startswith("Debian packages: sword-text-kjv: dpkg-query not available")
     assert "vaderSentiment-3.3.2.tar.gz" in lines[2] and lines[3].startswith("Python packages: pysword")
 
 
 def test_real_readme_header_names_the_data(monkeypatch):
-    monkeypatch.setattr(questions_real, "data_versions", lambda data_dir: ["Debian packages: sword-text-kjv 14.3-1"])
+    monkeypatch.setattr(real_data, "data_versions", lambda data_dir: ["Debian packages: sword-text-kjv 14.3-1"])
     result = QuestionResult(name="ram_mnist", verdict="supported: x", key_numbers="`val/acc`: 6 0.9",
                             report="ram_mnist/report.md", figures=[])
     text = readme([result], command="attnlab findings --real", wall_s=1.0, missing=[REAL_QUESTIONS["norm_bible"]],

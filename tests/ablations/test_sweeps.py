@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from ablations.questions import QUESTIONS, REPO, SWEEPS_DIR, question_for
+from ablations.catalog import question_for
+from ablations.questions import QUESTIONS, REPO, SWEEPS_DIR
 from ablations.questions_real import REAL_QUESTIONS
 from ablations.runner import (
     load_sweep,

@@ -60,7 +60,9 @@ def test_lm_reverse_fit_then_test_on_the_best_checkpoint(tmp_path):
 
 def test_lm_wikitext2_config_on_a_local_file_logs_perplexity_by_context(tmp_path):
     run = _fit_then_test("lm_wikitext2.yaml", TEXT, tmp_path)
-    metrics = json.loads((run / "summary.json").read_text())["metrics"]
+    summary = json.loads((run / "summary.json").read_text())
+    (evaluation,) = summary["evaluations"].values()  # the test is its own record beside the fit's metrics
+    metrics = {**summary["metrics"], **evaluation["metrics"]}
     assert {"val/loss", "val/ppl", "test/ppl"} <= set(metrics)
     assert {f"test/ppl_by_ctx/ctx_{c:05d}" for c in (16, 32, 64)} <= set(metrics)
     assert not any(k.endswith("exact_match") for k in metrics)

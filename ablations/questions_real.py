@@ -4,7 +4,7 @@ held-out books), movie-review snippets, MNIST digits and the World English Bible
 Each is a ``Question`` like those of ``ablations.questions``, kept in :data:`REAL_QUESTIONS` so that
 ``attnlab findings`` (synthetic, offline, no packages beyond the project's) never runs them;
 ``attnlab findings --real`` does, after :func:`missing_data` found every data package in place, and
-``ablations.questions.question_for`` finds them too, so ``attnlab sweep <name>`` and the report treat them
+``ablations.catalog.question_for`` finds them too, so ``attnlab sweep <name>`` and the report treat them
 like any other question. Their data comes from registry packages, read offline (DESIGN.md, "Real data
 offline"); :func:`data_versions` names the versions a findings README was made with.
 

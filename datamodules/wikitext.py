@@ -25,7 +25,10 @@ Windows (each is ``context + 1`` tokens: ``context`` inputs, targets shifted by 
   least context - s tokens of context (Press et al. 2022, Appendix B "sliding window evaluation").
 
 Validation uses the training context; test uses every length in ``eval_contexts`` (default L, 2L, 4L),
-logged per context as ``test/ppl_by_ctx/ctx_NNNNN``. A tail shorter than a window is not scored.
+logged per context as ``test/ppl_by_ctx/ctx_NNNNN``. ``unigram_perplexity(split)`` is the floor a model that
+learned only the token frequencies reaches: add-one (Laplace) smoothed unigram probabilities of the training
+text, scored on the same targets as the first evaluation context (logged as ``test/ppl_unigram``).
+A tail shorter than a window is not scored.
 ``train_size`` caps the training windows per epoch (a fixed seeded subset); ``val_size`` / ``test_size``
 keep the first windows of each context (the same text for every context's first windows).
 """
@@ -74,6 +77,14 @@ def windows(length: int, *, context: int, stride: int | None) -> list[tuple[int,
     step = context if stride is None else stride
     starts = range(0, length - context, step)
     return [(s, 0 if stride is None or s == 0 else context - stride) for s in starts]
+
+
+def unigram_perplexity(train: Tensor, scored: Tensor, *, vocab_size: int) -> float:
+    """exp of the mean negative log-probability of ``scored`` under add-one smoothed unigram counts of
+    ``train`` over ``vocab_size`` ids (every id, the specials included, gets a count of one more)."""
+    counts = torch.bincount(train.long(), minlength=vocab_size).double() + 1.0
+    logp = counts.log() - counts.sum().log()
+    return float(torch.exp(-logp[scored.long()].mean()))
 
 
 def char_vocabulary(text: str, *, size: int) -> np.ndarray:
@@ -197,6 +208,15 @@ class TextLM(SplitDataModule):
         for name, stream in self.streams.items():
             if len(stream) <= max([self.context] if name != "test" else self.eval_contexts):
                 raise UsageError(f"the {name} text has {len(stream)} characters, fewer than one window needs")
+
+    def unigram_perplexity(self, split: str) -> float:
+        """Perplexity of the add-one smoothed unigram model of the training text on ``split``'s scored
+        targets at the first evaluation context (the tokens the model's ``{split}/ppl`` scores there)."""
+        stream = self.streams[split]
+        context = self.context if split == "val" else self.eval_contexts[0]
+        starts = windows(len(stream), context=context, stride=self.eval_stride)[: self.sizes[split]]
+        return unigram_perplexity(self.streams["train"], stream[1: starts[-1][0] + context + 1],
+                                  vocab_size=self.vocab_size)
 
     def decode_tokens(self, ids: Sequence[int] | Tensor) -> str:
         """Ids -> the characters they stand for (PAD dropped, unknown ids as U+FFFD)."""

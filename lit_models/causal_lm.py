@@ -10,7 +10,9 @@ One module, two kinds of batch (the batch's type decides, as data, which loss an
 - :class:`~attnlab_core.batches.TextBatch` (``datamodules.wikitext``): windows of running text;
   next-token loss on every scored position. Evaluation logs ``{split}/loss`` (mean NLL per token,
   no label smoothing), ``{split}/ppl`` and ``{split}/ppl_by_ctx/ctx_NNNNN``: perplexity with NNNNN
-  tokens of context per window (Press et al. 2022, §4: train at L, evaluate at L, 2L, 4L).
+  tokens of context per window (Press et al. 2022, §4: train at L, evaluate at L, 2L, 4L); at test, with
+  running text that offers it (``protocols.UnigramBaseline``), ``test/ppl_unigram``: the training text's
+  unigram model on the same targets, the floor a model reaches by learning only the token frequencies.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from lit_models.axes import AttnScale, Forcing, LRSchedule, Norm, Positions, Sch
 from lit_models.builders import build_causal_lm
 from lit_models.forcing import ScheduledMode
 from lit_models.metrics import Ratio, label_smoothed_loss
+from lit_models.protocols import UnigramBaseline
 from lit_models.seq2seq import Seq2SeqModule
 
 
@@ -161,6 +164,9 @@ class CausalLM(Seq2SeqModule):
         loss = m["loss"].compute()
         flat = {f"{split}/loss": loss, f"{split}/ppl": torch.exp(loss), f"{split}/bits_per_token": loss / math.log(2)}
         flat.update({f"{split}/ppl_by_ctx/{k}": v for k, v in m["ppl_by_ctx"].compute().items()})
+        data = self.trainer.datamodule if self._trainer is not None else None
+        if split == "test" and isinstance(data, UnigramBaseline):
+            flat[f"{split}/ppl_unigram"] = torch.tensor(data.unigram_perplexity(split))
         for metric in m.values():
             metric.reset()
         self.log_dict(flat)

@@ -103,3 +103,13 @@ class NamesTask(Protocol):
     which the alignment probe knows which source position each target reads."""
 
     task: str
+
+
+@runtime_checkable
+class UnigramBaseline(Protocol):
+    """Running-text data that can score a unigram model of its training text on a split's evaluated targets
+    (``datamodules.wikitext.TextLM``): the causal LM logs it beside its own perplexity as ``test/ppl_unigram``."""
+
+    def unigram_perplexity(self, split: str) -> float:
+        """Perplexity of the training text's smoothed unigram model on ``split``'s scored targets."""
+        ...

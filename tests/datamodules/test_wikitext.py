@@ -113,6 +113,22 @@ def test_perplexity_by_context_length_on_the_fixture(tmp_path):
             n += ctx
         assert metrics[f"test/ppl_by_ctx/ctx_{ctx:05d}"] == pytest.approx(math.exp(nll / n), rel=1e-4)
     assert "test/exact_match" not in metrics  # running text has no free-running answers
+    assert metrics["test/ppl_unigram"] == pytest.approx(dm.unigram_perplexity("test"), rel=1e-6)
+
+
+@pytest.mark.parametrize("stride", [None, 5])
+def test_unigram_baseline_matches_a_direct_count_on_the_scored_targets(stride):
+    """Add-one unigram perplexity, counted by hand over the training characters and summed over exactly the
+    targets the first context's windows score (every token after the first, up to the last window's end)."""
+    dm = TextLM(source="file", path=str(FIXTURE), context=16, eval_contexts=[16, 32], vocab_size=40, batch_size=4,
+                eval_stride=stride, test_size=7)
+    dm.setup("test")
+    train, test = dm.streams["train"].tolist(), dm.streams["test"].tolist()
+    scored = [t for s, f in windows(len(test), context=16, stride=stride)[:7] for t in test[s + 1 + f: s + 17]]
+    total = len(train) + 40
+    nll = -sum(math.log((train.count(t) + 1) / total) for t in scored)
+    assert dm.unigram_perplexity("test") == pytest.approx(math.exp(nll / len(scored)), rel=1e-9)
+    assert 1.0 < dm.unigram_perplexity("test") < 40.0  # below uniform over the vocabulary, above certainty
 
 
 def test_bad_arguments_are_one_line_errors(tmp_path):

@@ -23,8 +23,7 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveCon
 from lightning.pytorch.loggers import WandbLogger
 
 from attnlab_core.errors import UsageError, check_config_files, user_error_line
-from lit_models.blocks.decoding import DecodeConfig
-from lit_models.conventions import (
+from attnlab_run.conventions import (
     arm_values,
     import_named_classes,
     misspelt_option,
@@ -33,7 +32,7 @@ from lit_models.conventions import (
     run_root,
     user_loggers,
 )
-from lit_models.faults import (
+from attnlab_run.faults import (
     AtomicCheckpointIO,
     LastCheckpoint,
     PreemptionCheckpoint,
@@ -41,8 +40,7 @@ from lit_models.faults import (
     is_preemption,
     preemption_exit_code,
 )
-from lit_models.figures import AttentionFigures
-from lit_models.guards import (
+from attnlab_run.guards import (
     DIVERGED_EXIT,
     check_parsed,
     command_line_keys,
@@ -50,10 +48,8 @@ from lit_models.guards import (
     refuse_moot_overrides,
     remove_fresh,
 )
-from lit_models.inputs import CKPT_KEYWORDS, check_data_paths, load_checkpoint
-from lit_models.predictions import PredictionWriter
-from lit_models.probes import default_probes
-from lit_models.run import (
+from attnlab_run.inputs import CKPT_KEYWORDS, check_data_paths, load_checkpoint
+from attnlab_run.recording import (
     RUN_DIR_ENV,
     RunOptions,
     RunSummary,
@@ -67,8 +63,12 @@ from lit_models.run import (
     set_aside_stale_log,
     stable_run_name,
 )
-from lit_models.rundir import RunPaths, Status, evaluation_id, read_summary
-from lit_models.wandb_run import BestValidation, wandb_identity
+from attnlab_run.rundir import RunPaths, Status, evaluation_id, read_summary
+from attnlab_run.wandb_run import BestValidation, wandb_identity
+from lit_models.blocks.decoding import DecodeConfig
+from lit_models.figures import AttentionFigures
+from lit_models.predictions import PredictionWriter
+from lit_models.probes import default_probes
 
 os.environ.setdefault("JSONARGPARSE_DEPRECATION_WARNINGS", "off")
 log = logging.getLogger(__name__)
@@ -426,7 +426,7 @@ def finish_wandb() -> None:
 
 
 def main(args: list[str] | None = None) -> None:
-    """``python lit_models/cli.py fit|validate|test|predict ...`` (the ``attnlab`` command adds the rest)."""
+    """``python attnlab_run/cli.py fit|validate|test|predict ...`` (the ``attnlab`` command adds the rest)."""
     run_cli(args)
 
 

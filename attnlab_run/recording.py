@@ -23,9 +23,9 @@ from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.loggers.logger import rank_zero_experiment
 
 from attnlab_core.errors import UsageError, user_error_line
-from lit_models.environment import environment
-from lit_models.faults import is_preemption, preemption_exit_code
-from lit_models.rundir import (
+from attnlab_run.environment import environment
+from attnlab_run.faults import is_preemption, preemption_exit_code
+from attnlab_run.rundir import (
     DONE,
     Evaluation,
     RunPaths,
@@ -38,8 +38,8 @@ from lit_models.rundir import (
     safe_name,
     write_summary,
 )
-from lit_models.wandb_mode import wandb_mode
-from lit_models.wandb_run import WandbIdentity, wandb_logger, wandb_run_id
+from attnlab_run.wandb_mode import wandb_mode
+from attnlab_run.wandb_run import WandbIdentity, wandb_logger, wandb_run_id
 
 log = logging.getLogger(__name__)
 RUN_DIR_ENV = "ATTNLAB_RUN_DIR"
@@ -227,7 +227,7 @@ def build_loggers(run_dir: Path, opts: RunOptions, *, subcommand: str, identity:
 
     ``fit`` logs to ``<run>/metrics.csv``; an evaluation of the run logs to its own folder
     (``<run>/test/<evaluation>/metrics.csv``, ``<run>/predict/``), so neither the training log nor
-    another evaluation's is overwritten, and to its own W&B run (:mod:`lit_models.wandb_run`).
+    another evaluation's is overwritten, and to its own W&B run (:mod:`attnlab_run.wandb_run`).
     The CSV logger comes first: Lightning saves ``config.yaml`` in the first logger's folder.
     """
     paths = RunPaths(run_dir)

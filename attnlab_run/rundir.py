@@ -159,7 +159,7 @@ class Summary:
     resume_hint: str | None = None
     run_dir: str | None = None
     wandb_run_id: str | None = None
-    environment: dict[str, Any] | None = None  # lit_models.environment: hardware, library versions, precision
+    environment: dict[str, Any] | None = None  # attnlab_run.environment: hardware, library versions, precision
     evaluations: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> Evaluation.to_dict()
     extra: dict[str, Any] = field(default_factory=dict)
 

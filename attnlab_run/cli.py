@@ -32,30 +32,25 @@ from attnlab_run.conventions import (
     run_root,
     user_loggers,
 )
-from attnlab_run.faults import (
-    AtomicCheckpointIO,
-    LastCheckpoint,
-    PreemptionCheckpoint,
-    RngState,
-    is_preemption,
-    preemption_exit_code,
-)
+from attnlab_run.faults import AtomicCheckpointIO, LastCheckpoint, RngState
 from attnlab_run.guards import (
     DIVERGED_EXIT,
     check_parsed,
     command_line_keys,
-    nearest_existing,
     refuse_moot_overrides,
     remove_fresh,
 )
-from attnlab_run.inputs import CKPT_KEYWORDS, check_data_paths, load_checkpoint
-from attnlab_run.recording import (
+from attnlab_run.inputs import CKPT_KEYWORDS, check_data_paths, load_checkpoint, nearest_existing
+from attnlab_run.preemption import PreemptionCheckpoint, is_preemption, preemption_exit_code
+from attnlab_run.recording import RunOptions, RunSummary, build_loggers
+from attnlab_run.rundir import (
     RUN_DIR_ENV,
-    RunOptions,
-    RunSummary,
-    build_loggers,
+    RunPaths,
+    Status,
     check_writable,
+    evaluation_id,
     named_checkpoint,
+    read_summary,
     refuse_finished_run,
     relative_checkpoint,
     resolve_run_dir,
@@ -63,7 +58,6 @@ from attnlab_run.recording import (
     set_aside_stale_log,
     stable_run_name,
 )
-from attnlab_run.rundir import RunPaths, Status, evaluation_id, read_summary
 from attnlab_run.wandb_run import BestValidation, wandb_identity
 from lit_models.blocks.decoding import DecodeConfig
 from lit_models.figures import AttentionFigures

@@ -64,13 +64,6 @@ def refuse_moot_overrides(ckpt_path: str, *, hparams: Mapping[str, Any], configu
                          "drop the option, or fit a new run to change the model")
 
 
-def nearest_existing(path: Path) -> Path:
-    """``path`` or its closest ancestor that exists."""
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return path
-
-
 def remove_fresh(fresh: tuple[Path, Path] | None) -> None:
     """Remove a run directory this command created (and the empty folders it made above it): input
     refused after the loggers started (data checked in ``setup``) leaves no run behind."""

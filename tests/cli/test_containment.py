@@ -19,8 +19,8 @@ import torch
 
 from attnlab.cli import main
 from attnlab_core.errors import UsageError
-from attnlab_run.recording import RunOptions, resolve_run_dir
-from attnlab_run.rundir import NAME_RULE, check_name, run_dir_in, safe_name
+from attnlab_run.recording import RunOptions
+from attnlab_run.rundir import NAME_RULE, check_name, resolve_run_dir, run_dir_in, safe_name
 
 REPO = Path(__file__).parents[2]
 REVERSE = ["--config", str(REPO / "ablations" / "configs" / "transformer_reverse.yaml")]

@@ -181,7 +181,7 @@ def test_wandb_run_is_marked_preempting():
 
     from lightning.pytorch.loggers import WandbLogger
 
-    from attnlab_run.faults import mark_wandb_preempting
+    from attnlab_run.preemption import mark_wandb_preempting
 
     calls: list[str] = []
     logger = WandbLogger.__new__(WandbLogger)
@@ -191,7 +191,7 @@ def test_wandb_run_is_marked_preempting():
 
 
 def test_a_fresh_fit_sets_an_old_log_aside_instead_of_appending(tmp_path):
-    from attnlab_run.recording import set_aside_stale_log
+    from attnlab_run.rundir import set_aside_stale_log
 
     (tmp_path / "metrics.csv").write_text("step,train/loss\n1,9.0\n")
     (tmp_path / "metrics.prev1.csv").write_text("older\n")

@@ -163,7 +163,7 @@ def test_beam_reorder_hook_equals_generic_reorder():
 
 
 def test_bf16_on_a_cpu_without_native_bf16_warns(monkeypatch, caplog):
-    import attnlab_run.cli as cli
+    import attnlab_run.trainer_setup as cli
 
     monkeypatch.setattr(cli, "native_bf16_cpu", lambda: False)
     assert cli.warn_slow_bf16({"precision": "bf16-mixed", "accelerator": "cpu"})

@@ -1,7 +1,10 @@
-"""The run directory, owned here: ``<root>/<experiment>/<run_name>/`` with its paths, a typed
-``summary.json`` (:class:`Summary`, status as :class:`Status`) and its atomic read/write.
+"""The run directory, owned here (the one module for it): ``<root>/<experiment>/<run_name>/`` with its
+paths, a typed ``summary.json`` (:class:`Summary`, status as :class:`Status`) and its atomic read/write,
+and which directory a command uses (:func:`resolve_run_dir`: named, fresh, the checkpoint's own, or
+inherited by DDP ranks > 0; a preempted fit resumes, a finished one is not overwritten).
 
-The CLI writes it, the sweep runner and the report read it; nobody else parses these files.
+The CLI writes it (through :mod:`attnlab_run.recording`), the sweep runner and the report read it; nobody
+else parses these files. Nothing here imports Lightning or torch.
 
     <run>/config.yaml        the full resolved config of the fit
     <run>/metrics.csv        the training log (CSV logger)
@@ -269,6 +272,7 @@ def record_evaluation(run_dir: Path, evaluation_key: str, evaluation: Evaluation
     summary.evaluations = {**summary.evaluations, evaluation_key: evaluation.to_dict()}
     write_summary(run_dir, summary)
 
+
 # The run directory a command uses: chosen once by the launching process, inherited by DDP ranks > 0.
 
 RUN_DIR_ENV = "ATTNLAB_RUN_DIR"
@@ -286,6 +290,7 @@ class RunNaming(Protocol):
 
 
 def fresh_run_name() -> str:
+    """A timestamped name with a random suffix: two runs started in the same second never collide."""
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
 
 

@@ -140,7 +140,7 @@ def readme(results: Sequence[QuestionResult], *, command: str, wall_s: float, mi
     """The findings README: header, one row per claim, a section per question with its figures. ``real``:
     the README of the questions on real data (its title, and a line naming the data packages' versions)."""
     from ablations.verdicts import verdict_word
-    from lit_models.environment import cpu_model
+    from attnlab_run.environment import cpu_model
 
     trial_wall = sum(r.trial_wall_s or 0.0 for r in results)
     lines = [

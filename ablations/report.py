@@ -30,7 +30,7 @@ from ablations.plots import colors, length_limits, plot_attention, plot_seeds, s
 from ablations.questions import Arm, ArmStats, Question, Stat  # noqa: E402
 from ablations.ranges import is_count, metric_range  # noqa: E402
 from ablations.results import RunRecord, arm_stats, group_arms, stat, varying_params  # noqa: E402
-from lit_models.environment import differences  # noqa: E402
+from attnlab_run.environment import differences  # noqa: E402
 
 log = logging.getLogger(__name__)
 LEN_KEY = re.compile(r"^(?P<split>\w+)/(?P<family>(?:token_)?acc_by_len)/len_(?P<lo>\d+)_(?P<hi>\d+)$")

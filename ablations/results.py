@@ -26,7 +26,7 @@ import yaml
 from ablations.questions import Arm, ArmStats
 from ablations.stats import Stat
 from ablations.stats import stat as seed_stat
-from lit_models.rundir import Status
+from attnlab_run.rundir import Status
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ class RunRecord:
         figures: attention figure PNGs of the run.
         run_dir: where the run lives (None for W&B-only records).
         info: summary.json's bookkeeping: ``parameters``, ``global_step``, ``tokens_seen``,
-            ``wall_time_s``, ``git_commit`` and the ``environment`` record (``lit_models.environment``).
+            ``wall_time_s``, ``git_commit`` and the ``environment`` record (``attnlab_run.environment``).
         evaluations: kind (``test`` / ``validate``) -> id of the evaluation whose metrics ``metrics`` holds.
     """
 

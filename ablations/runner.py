@@ -47,7 +47,7 @@ from ablations.sweepspec import (  # noqa: F401 - the sweep-file API, re-exporte
     varied_keys,
 )
 from ablations.trialproc import dies_with, install_handlers, restore_handlers, signal_group, stop_process
-from lit_models.rundir import DONE, RunPaths, Status, read_summary
+from attnlab_run.rundir import DONE, RunPaths, Status, read_summary
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ def make_plan(
     name = str(sweep["name"])
     question = question_for(name)
     scale_args = [] if scale == "full" else list(question.quick if question else QUICK_DATA)
-    from lit_models.run import RUN_DIR_ENV
+    from attnlab_run.rundir import RUN_DIR_ENV
 
     # each trial names its own run directory and W&B run (a stale agent id would merge them all)
     env = {k: v for k, v in os.environ.items() if k not in (RUN_DIR_ENV, "WANDB_RUN_ID")}

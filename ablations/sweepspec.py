@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from attnlab_core.errors import UsageError
-from lit_models.rundir import check_name, safe_name
+from attnlab_run.rundir import check_name, safe_name
 
 DEFAULT_COMMAND = ["${env}", "${interpreter}", "${program}", "${args}"]  # wandb's DEFAULT_SWEEP_COMMAND
 ENVVAR_MACRO = re.compile(r"\$\{envvar:([A-Z0-9_]*)\}")  # wandb's SWEEP_COMMAND_ENV_VAR_REGEX
@@ -70,7 +70,7 @@ def check_parameters(sweep: Mapping[str, Any], *, path: str | Path, cwd: Path) -
     """
     import difflib
 
-    from lit_models.conventions import option_names
+    from attnlab_run.conventions import option_names
 
     command = render_command(sweep, {})
     argv = [str(cwd / a) if not Path(a).is_absolute() and (cwd / a).is_file() else a for a in command]

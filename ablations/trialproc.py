@@ -3,7 +3,7 @@ by signals to the whole group (its DDP ranks included), and the sweep's own sign
 
 Termination signals to the sweep (SIGTERM, SIGINT, SIGUSR1: a cluster's preemption, Ctrl+C, SLURM's
 ``--signal``) are forwarded to every running trial's group (:func:`signal_group`); a trial then
-finishes its optimizer step, saves ``last.ckpt`` and exits ``128 + signal`` (``lit_models/faults.py``).
+finishes its optimizer step, saves ``last.ckpt`` and exits ``128 + signal`` (``attnlab_run/preemption.py``).
 A sweep killed with SIGKILL runs no handler: on Linux each trial was started with
 ``PR_SET_PDEATHSIG`` (:func:`dies_with`), so the kernel sends it SIGTERM and it stops the same way.
 """

@@ -1,7 +1,7 @@
 """attnlab: a PyTorch Lightning experiment suite for attention mechanisms.
 
 ``attnlab.cli`` is the command layer on top: it dispatches to the Lightning subcommands in
-``lit_models.cli`` and to the experiment commands in ``ablations.commands``; nothing below imports it.
+``attnlab_run.cli`` and to the experiment commands in ``ablations.commands``; nothing below imports it.
 """
 
 from __future__ import annotations

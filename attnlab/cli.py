@@ -1,5 +1,5 @@
 """``attnlab``: the command table. Lightning subcommands (fit / validate / test / predict) run the
-LightningCLI of ``lit_models.cli``; the experiment commands come from ``ablations.commands.COMMANDS``.
+LightningCLI of ``attnlab_run.cli``; the experiment commands come from ``ablations.commands.COMMANDS``.
 
 This module sits on top of both packages (neither imports it) and imports nothing heavy until a
 subcommand is chosen, so ``attnlab --help`` and ``attnlab --version`` answer at once.
@@ -90,7 +90,7 @@ def main(args: list[str] | None = None) -> None:
         raise SystemExit(0)
     name = argv[0]
     if name in LIGHTNING:
-        from lit_models.cli import run_cli
+        from attnlab_run.cli import run_cli
 
         run_cli(_quiet(argv) if "--quiet" in argv else args, arm_axes=question_axes)
         return

@@ -17,7 +17,7 @@ class StochasticModule(L.LightningModule):
       identical (correlated) across ranks; :meth:`on_fit_start` offsets torch's seed by the rank
       (pitfalls §3.3).
     - RNG states are saved in checkpoints and restored on resume by the CLI's
-      :class:`lit_models.faults.RngState` callback (every family, not only these).
+      :class:`attnlab_run.faults.RngState` callback (every family, not only these).
     - A non-finite loss ends the run through :meth:`_diverge`; ``RunSummary`` records it as
       status ``diverged`` with ``diverged_at`` (the step).
     """

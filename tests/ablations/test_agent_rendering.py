@@ -62,7 +62,7 @@ def test_sweep_command_equals_agent(path, monkeypatch, tmp_path):
 def test_tricky_values_and_macros_equal_agent(monkeypatch, tmp_path):
     monkeypatch.setenv("ATTNLAB_TEST_VAR", "from-env")
     monkeypatch.delenv("ATTNLAB_UNSET_VAR", raising=False)
-    sweep = {"program": "lit_models/cli.py", "command": [
+    sweep = {"program": "attnlab_run/cli.py", "command": [
         "${env}", "${interpreter}", "${program}", "fit", "--tag=${envvar:ATTNLAB_TEST_VAR}",
         "${envvar:ATTNLAB_UNSET_VAR}", "${args}", "${args_no_hyphens}", "${args_json}", "${args_no_equals}",
         "${args_no_boolean_flags}", "${args_append_hydra}", "${args_override_hydra}"]}
@@ -123,7 +123,7 @@ def _run_agent_trial(question: str, run_id: str, root: Path, monkeypatch, tmp_pa
 
 def test_agent_trials_of_two_questions_end_to_end(monkeypatch, tmp_path):
     from ablations.results import experiment_dirs, load_experiment
-    from lit_models.rundir import Status, read_summary
+    from attnlab_run.rundir import Status, read_summary
     from tests.cli.wandb_records import offline_run
 
     root = tmp_path / "runs"

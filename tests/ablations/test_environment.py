@@ -7,7 +7,7 @@ import json
 import lightning as L
 import torch
 
-from lit_models.environment import COMPARED, differences, environment
+from attnlab_run.environment import COMPARED, differences, environment
 
 
 def test_environment_names_hardware_versions_precision_and_determinism():

@@ -28,7 +28,7 @@ TINY = {
 
 
 def _sweep(config: Path, norms: list[str]) -> dict:
-    return {"name": "tiny", "program": str(REPO / "lit_models" / "cli.py"), "method": "grid",
+    return {"name": "tiny", "program": str(REPO / "attnlab_run" / "cli.py"), "method": "grid",
             "metric": {"name": "val/exact_match", "goal": "maximize"},
             "parameters": {"model.norm": {"values": norms}, "seed_everything": {"values": [3]}},
             "command": ["${env}", "${interpreter}", "${program}", "fit", "--config", str(config), "${args}"]}

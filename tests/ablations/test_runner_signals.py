@@ -182,7 +182,7 @@ def test_sigterm_to_a_real_sweep_preempts_its_fit_and_the_next_run_resumes_it(tm
     planned step count."""
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump(TINY_FIT))
-    sweep = {"name": "sig", "program": str(REPO / "lit_models" / "cli.py"), "method": "grid",
+    sweep = {"name": "sig", "program": str(REPO / "attnlab_run" / "cli.py"), "method": "grid",
              "metric": {"name": "val/exact_match", "goal": "maximize"}, "parameters": {"seed_everything": {"value": 3}},
              "command": ["${env}", "${interpreter}", "${program}", "fit", "--config", str(config), "${args}"]}
     sweep_file = tmp_path / "sig.yaml"

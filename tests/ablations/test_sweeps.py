@@ -125,7 +125,7 @@ def test_lm_positions_web_reads_the_configs_contexts():
 
 def _parse(config: Path, args: list[str]) -> tuple[int, str, str]:
     """Exit code, printed config and stderr of ``attnlab fit --config CONFIG ARGS --print_config``."""
-    from lit_models.cli import main
+    from attnlab_run.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     code = 0

@@ -1,14 +1,28 @@
-"""Blocks are plain torch: lit_models/blocks imports nothing from datamodules or the Lightning layer.
+"""Layering, checked over every package (benchmarks included): blocks are plain torch, packages import
+only the layers below them, and no two modules import each other in a cycle.
 
-(The package-level one-way rule is tests/cli/test_conventions.py.) A static scan of every import statement,
-module level and inside functions, so a lazy import cannot hide one.
+A static scan of every import statement, module level and inside functions, so a lazy import cannot hide one.
 """
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PROJECT = {"attnlab_core", "lit_models", "datamodules", "ablations", "benchmarks"}
+PROJECT = {"attnlab_core", "lit_models", "datamodules", "attnlab_run", "ablations", "benchmarks", "attnlab"}
+
+BELOW: dict[str, set[str]] = {
+    "attnlab_core": set(),
+    "lit_models": {"attnlab_core"},
+    "datamodules": {"attnlab_core"},
+    "attnlab_run": {"attnlab_core", "lit_models", "datamodules"},
+    "ablations": {"attnlab_core", "lit_models", "datamodules", "attnlab_run"},
+    "benchmarks": {"attnlab_core", "lit_models", "datamodules", "attnlab_run", "ablations"},
+    "attnlab": {"attnlab_core", "lit_models", "datamodules", "attnlab_run", "ablations"},
+}
+"""Each package and the packages it may import: attnlab_core <- lit_models, datamodules (never each other)
+<- attnlab_run (the command machinery) <- ablations <- attnlab (the command table), benchmarks."""
 
 
 def _imports(path: Path) -> set[str]:
@@ -34,6 +48,40 @@ def test_blocks_are_plain_torch():
     assert not bad, sorted(bad)
 
 
+def _package_imports(package: str) -> set[str]:
+    """``file: imported package`` for every import of another project package in ``package``."""
+    return {f"{p.relative_to(ROOT)}: {n.split('.')[0]}" for p in _files(package) for n in _imports(p)
+            if n.split(".")[0] != package}
+
+
+def test_every_package_is_in_the_layering():
+    """A new top-level package with Python files must be placed in BELOW (and so be checked)."""
+    found = {p.parent.name for p in ROOT.glob("*/__init__.py")} - {"tests", "sweeps"}
+    assert found == set(BELOW) == PROJECT, found ^ set(BELOW)
+
+
+def test_packages_import_only_the_layers_below():
+    """attnlab_core <- lit_models, datamodules <- attnlab_run <- ablations <- attnlab, benchmarks; never upwards."""
+    bad = sorted(row for package, allowed in BELOW.items() for row in _package_imports(package)
+                 if row.rpartition(": ")[2] not in allowed)
+    assert not bad, bad
+
+
+def test_the_runtime_sits_above_the_models():
+    """attnlab_run imports the models (it runs them); lit_models never imports attnlab_run."""
+    runtime = {row.rpartition(": ")[2] for row in _package_imports("attnlab_run")}
+    assert "lit_models" in runtime
+    assert not [row for row in _package_imports("lit_models") if row.endswith(": attnlab_run")]
+
+
+def test_the_run_directory_reads_without_lightning():
+    """ablations reads a run through attnlab_run.rundir, which loads neither Lightning nor torch."""
+    code = ("import sys, attnlab_run.rundir; "
+            "print(sorted(m for m in ('lightning', 'torch', 'jsonargparse') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
 def _module_name(path: Path) -> str:
     parts = path.relative_to(ROOT).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -41,7 +89,7 @@ def _module_name(path: Path) -> str:
 
 def _import_graph() -> dict[str, set[str]]:
     """Project module -> project modules it imports (any import statement, TYPE_CHECKING ones included)."""
-    files = [p for package in sorted(PROJECT | {"attnlab"}) for p in _files(package)]
+    files = [p for package in sorted(PROJECT) for p in _files(package)]
     modules = {_module_name(p): p for p in files}
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
-# Lightning is imported now (lit_models.cli), so the console handler it adds binds the real stderr,
+# Lightning is imported now (attnlab_run.cli), so the console handler it adds binds the real stderr,
 # not the first test's capture stream (closed later: "--- Logging error ---" tracebacks).
-import lit_models.cli  # noqa: F401
+import attnlab_run.cli  # noqa: F401
 from attnlab.cli import main  # the `attnlab` command: Lightning subcommands and sweep alike
 
 REPO = Path(__file__).parents[2]
@@ -198,7 +198,7 @@ def test_console_script_prints_exactly_one_line(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("model:\n  class_path: x\n  init_args: {d_model: 16\n")
     env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "lit_models.cli", "fit", "--config", str(bad)], cwd=REPO, env=env,
+    proc = subprocess.run([sys.executable, "-m", "attnlab_run.cli", "fit", "--config", str(bad)], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()], proc.stderr

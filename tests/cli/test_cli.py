@@ -6,8 +6,8 @@ from typing import get_args
 
 import pytest
 
+from attnlab_run.cli import main
 from lit_models.axes import Positions
-from lit_models.cli import main
 
 CONFIG = str(Path(__file__).parents[2] / "ablations" / "configs" / "transformer_reverse.yaml")
 TINY = [

@@ -19,8 +19,8 @@ import torch
 
 from attnlab.cli import main
 from attnlab_core.errors import UsageError
-from lit_models.run import RunOptions, resolve_run_dir
-from lit_models.rundir import NAME_RULE, check_name, run_dir_in, safe_name
+from attnlab_run.recording import RunOptions
+from attnlab_run.rundir import NAME_RULE, check_name, resolve_run_dir, run_dir_in, safe_name
 
 REPO = Path(__file__).parents[2]
 REVERSE = ["--config", str(REPO / "ablations" / "configs" / "transformer_reverse.yaml")]
@@ -228,8 +228,8 @@ TINY = ["--data.init_args.train_size=32", "--data.init_args.val_size=8", "--data
 
 
 def test_a_diverged_fit_says_so_and_exits_3(sandbox, capsys):
-    from lit_models.guards import DIVERGED_EXIT
-    from lit_models.rundir import Status, read_summary
+    from attnlab_run.guards import DIVERGED_EXIT
+    from attnlab_run.rundir import Status, read_summary
 
     with pytest.raises(SystemExit) as exit_info:
         main(["fit", *REVERSE, *TINY, "--run.root=runs", "--run.name=d", "--trainer.max_steps=4", "--model.lr=1e30"])

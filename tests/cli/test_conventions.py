@@ -121,25 +121,6 @@ def test_predict_writes_predictions_jsonl(tmp_path, capsys):
         assert row["reference"] == " ".join(reversed(row["source"].split())), "the reverse task's reference"
 
 
-def test_command_layer_on_top_no_import_cycle():
-    """attnlab (commands) -> ablations -> lit_models / datamodules -> attnlab_core; never upwards, and the two
-    middle packages never import each other (batch types and tokens live in attnlab_core)."""
-    import ast
-
-    above = {"attnlab_core": {"lit_models", "datamodules", "ablations", "attnlab", "benchmarks"},
-             "lit_models": {"ablations", "attnlab", "datamodules", "benchmarks"},
-             "datamodules": {"ablations", "attnlab", "lit_models", "benchmarks"},
-             "ablations": {"attnlab", "benchmarks"}, "benchmarks": {"attnlab"}}
-    offenders = []
-    for package, forbidden in above.items():
-        for path in (REPO / package).rglob("*.py"):
-            for node in ast.walk(ast.parse(path.read_text())):
-                names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
-                    [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else [])
-                offenders += [f"{path.relative_to(REPO)} imports {n}" for n in names if n.split(".")[0] in forbidden]
-    assert not offenders, offenders
-
-
 def test_quiet_silences_progress_bars_and_lines(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("ATTNLAB_QUIET", raising=False)
     loud = [a for a in TINY if a != "--trainer.enable_progress_bar=false"]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lit_models.cli import main
+from attnlab_run.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = {
@@ -31,7 +31,7 @@ EXACT = ("test/exact_match", "test/token_acc", "test/bleu")  # torchmetrics stat
 def _attnlab() -> list[str]:
     """The console script next to this interpreter, else the CLI module file (what the sweeps run)."""
     script = Path(sys.executable).with_name("attnlab")
-    return [str(script)] if script.is_file() else [sys.executable, str(REPO / "lit_models" / "cli.py")]
+    return [str(script)] if script.is_file() else [sys.executable, str(REPO / "attnlab_run" / "cli.py")]
 
 
 def _summary(root: Path) -> tuple[list[Path], dict[str, float]]:
@@ -75,7 +75,8 @@ def _no_stray_run_dir_env():
 
 def test_ddp_children_reuse_the_run_directory(tmp_path, monkeypatch):
     """Rank > 0 takes rank 0's directory from the environment instead of naming a fresh one."""
-    from lit_models.run import RUN_DIR_ENV, RunOptions, resolve_run_dir
+    from attnlab_run.recording import RunOptions
+    from attnlab_run.rundir import RUN_DIR_ENV, resolve_run_dir
 
     monkeypatch.setenv(RUN_DIR_ENV, str(tmp_path / "chosen"))
     monkeypatch.setenv("LOCAL_RANK", "1")

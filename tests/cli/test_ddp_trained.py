@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from test_ddp import REPO, _attnlab
 
-from lit_models.cli import main
+from attnlab_run.cli import main
 
 pytestmark = [pytest.mark.slow, pytest.mark.ddp]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from lit_models.cli import main
+from attnlab_run.cli import main
 
 CONFIG = str(Path(__file__).parents[2] / "ablations" / "configs" / "transformer_reverse.yaml")
 TINY = ["--data.init_args.train_size=96", "--data.init_args.val_size=16", "--data.init_args.test_size=8",

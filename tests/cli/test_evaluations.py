@@ -12,12 +12,12 @@ from typing import Any
 import lightning as L
 import pytest
 
-import lit_models.cli as cli
+import attnlab_run.cli as cli
 from ablations.report import write_report
 from ablations.results import choose_evaluations, load_run, with_evaluations
-from lit_models.cli import main
-from lit_models.rundir import Status, evaluation_id, read_summary
-from lit_models.wandb_run import metric_goal
+from attnlab_run.cli import main
+from attnlab_run.rundir import Status, evaluation_id, read_summary
+from attnlab_run.wandb_run import metric_goal
 from tests.cli.wandb_records import offline_runs
 
 CONFIG = str(Path(__file__).parents[2] / "ablations" / "configs" / "transformer_reverse.yaml")
@@ -198,8 +198,8 @@ def test_a_preempted_fit_resumed_offline_is_one_complete_wandb_run(tmp_path, mon
 
 @pytest.mark.parametrize("mode", ["online", "offline"])
 def test_log_model_uploads_the_best_checkpoint_through_lightning_when_online(tmp_path, monkeypatch, mode):
-    from lit_models.run import RunOptions, build_loggers
-    from lit_models.wandb_run import QuietWandbLogger, WandbIdentity
+    from attnlab_run.recording import RunOptions, build_loggers
+    from attnlab_run.wandb_run import QuietWandbLogger, WandbIdentity
 
     monkeypatch.setenv("WANDB_MODE", mode)  # nothing below opens the run: no network is touched
     identity = WandbIdentity(group="g", job_type="fit", name="n")

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 import torch
 
-import lit_models.cli as cli
-from lit_models.cli import main
-from lit_models.faults import AtomicCheckpointIO, RngState
+import attnlab_run.cli as cli
+from attnlab_run.cli import main
+from attnlab_run.faults import AtomicCheckpointIO, RngState
 
 CONFIG = str(Path(__file__).parents[2] / "ablations" / "configs" / "transformer_reverse.yaml")
 TINY = ["--data.init_args.train_size=128", "--data.init_args.val_size=8", "--data.init_args.test_size=8",
@@ -181,7 +181,7 @@ def test_wandb_run_is_marked_preempting():
 
     from lightning.pytorch.loggers import WandbLogger
 
-    from lit_models.faults import mark_wandb_preempting
+    from attnlab_run.preemption import mark_wandb_preempting
 
     calls: list[str] = []
     logger = WandbLogger.__new__(WandbLogger)
@@ -191,7 +191,7 @@ def test_wandb_run_is_marked_preempting():
 
 
 def test_a_fresh_fit_sets_an_old_log_aside_instead_of_appending(tmp_path):
-    from lit_models.run import set_aside_stale_log
+    from attnlab_run.rundir import set_aside_stale_log
 
     (tmp_path / "metrics.csv").write_text("step,train/loss\n1,9.0\n")
     (tmp_path / "metrics.prev1.csv").write_text("older\n")

@@ -1,6 +1,6 @@
-"""The private Lightning 2.6 names ``lit_models/faults.py`` relies on still exist (pyproject bounds
-lightning < 2.7). If one is renamed, this fails with its name instead of preemption silently going
-back to Lightning's SIGTERM handling or resumes silently landing one epoch off (#24)."""
+"""The private Lightning 2.6 names ``attnlab_run/faults.py`` and ``attnlab_run/preemption.py`` rely on
+still exist (pyproject bounds lightning < 2.7). If one is renamed, this fails with its name instead of
+preemption silently going back to Lightning's SIGTERM handling or resumes silently landing one epoch off (#24)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from lightning.pytorch.loops.fetchers import _DataFetcher
 from lightning.pytorch.loops.fit_loop import _FitLoop
 from lightning.pytorch.trainer.connectors.signal_connector import _HandlersCompose, _SignalConnector
 
-from lit_models.faults import _chained_handlers
+from attnlab_run.preemption import _chained_handlers
 
 
 def test_the_sigterm_notifier_is_recognised_and_left_out_of_the_chain():

@@ -4,7 +4,7 @@ exactly the planned optimizer steps and ends with the scheduler step and the wei
 the same run uninterrupted.
 
 The signal is sent by the process itself at an exact step and phase
-(:class:`lit_models.fault_injection.SignalAt`, added with ``--trainer.callbacks+=``), never after a
+(:class:`attnlab_run.fault_injection.SignalAt`, added with ``--trainer.callbacks+=``), never after a
 sleep. SIGTERM / SIGINT / SIGUSR1 run in this process (the handlers are real); SIGKILL needs a child
 process. The full grid is ``-m slow``; the default suite keeps one case per point and per signal."""
 
@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import torch
 
-from lit_models.cli import main
+from attnlab_run.cli import main
 
 REPO = Path(__file__).parents[2]
 CONFIG = str(REPO / "ablations" / "configs" / "transformer_reverse.yaml")
@@ -45,7 +45,7 @@ def _args(root: Path, name: str, *extra: str) -> list[str]:
 
 
 def _inject(phase: str, step: int, sig: str) -> str:
-    spec = {"class_path": "lit_models.fault_injection.SignalAt",
+    spec = {"class_path": "attnlab_run.fault_injection.SignalAt",
             "init_args": {"step": step, "phase": phase, "signal": sig}}
     return f"--trainer.callbacks+={json.dumps(spec)}"
 
@@ -98,7 +98,7 @@ def test_a_signal_at_any_point_resumes_to_the_uninterrupted_run(tmp_path, capsys
 
 def _child(root: Path, *extra: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
-    return subprocess.run([sys.executable, "-m", "lit_models.cli", *_args(root, "k", *extra)], cwd=REPO, env=env,
+    return subprocess.run([sys.executable, "-m", "attnlab_run.cli", *_args(root, "k", *extra)], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=600)
 
 

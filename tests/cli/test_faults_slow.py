@@ -29,7 +29,7 @@ PLANNED_STEPS = 96
 
 
 def _command(root: Path, name: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "lit_models.cli", "fit", "--config", CONFIG, f"--run.root={root}",
+    return [sys.executable, "-m", "attnlab_run.cli", "fit", "--config", CONFIG, f"--run.root={root}",
             f"--run.name={name}", *SMALL, *extra]
 
 
@@ -83,7 +83,7 @@ def test_sigterm_under_wandb_saves_last_exits_nonzero_and_resumes(tmp_path):
 
 
 def _fit_in_process(root: Path, name: str, *extra: str) -> None:
-    from lit_models.cli import main
+    from attnlab_run.cli import main
 
     main(["fit", "--config", CONFIG, f"--run.root={root}", f"--run.name={name}", *SMALL, *extra])
 

@@ -1,4 +1,4 @@
-"""The private Lightning hooks ``lit_models.run`` relies on still exist and are still called where we
+"""The private Lightning hooks ``attnlab_run.recording`` relies on still exist and are still called where we
 expect (pyproject bounds lightning < 2.7 for this reason). If Lightning renames or stops calling one,
 this fails with the name, instead of resumed runs silently losing or mangling their metrics.csv."""
 
@@ -9,7 +9,7 @@ import inspect
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 
-from lit_models.run import ResumableCSVLogger
+from attnlab_run.recording import ResumableCSVLogger
 
 
 def test_csv_writer_still_calls_the_hooks_we_override():

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lit_models.cli import main
+from attnlab_run.cli import main
 
 REPO = Path(__file__).parents[2]
 REVERSE = ["--config", str(REPO / "ablations" / "configs" / "transformer_reverse.yaml")]

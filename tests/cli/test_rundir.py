@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from lit_models.rundir import DONE, RunPaths, Status, Summary, read_summary, write_summary
+from attnlab_run.rundir import DONE, RunPaths, Status, Summary, read_summary, write_summary
 
 
 def test_summary_round_trip_keeps_unknown_keys(tmp_path):
@@ -41,7 +41,7 @@ def test_paths_and_done_states(tmp_path):
 
 
 def test_evaluations_round_trip_beside_the_fit_fields(tmp_path):
-    from lit_models.rundir import Evaluation, evaluations, record_evaluation
+    from attnlab_run.rundir import Evaluation, evaluations, record_evaluation
 
     write_summary(tmp_path, Summary(status=Status.FINISHED, seed=2, metrics={"val/loss": 1.0}))
     for key, ended in (("test-b", 2.0), ("test-a", 1.0)):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lit_models.cli import main
+from attnlab_run.cli import main
 
 REPO = Path(__file__).parents[2]
 PACKAGES = ("lit_models", "datamodules", "ablations", "benchmarks", "tests")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from lit_models.cli import main
-from lit_models.rundir import read_summary
+from attnlab_run.cli import main
+from attnlab_run.rundir import read_summary
 from tests.cli.wandb_records import offline_run
 
 CONFIGS = Path(__file__).parents[2] / "ablations" / "configs"

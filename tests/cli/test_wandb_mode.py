@@ -19,7 +19,7 @@ def _mode(home: Path, **env: str) -> str:
     """``wandb_mode()`` in a fresh process (wandb caches its settings per process) with only ``env`` set."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_") and k != "NETRC"}
     base.update(HOME=str(home), PYTHONPATH=str(REPO), XDG_CONFIG_HOME=str(home / ".config"), **env)
-    proc = subprocess.run([sys.executable, "-c", "from lit_models.wandb_mode import wandb_mode; print(wandb_mode())"],
+    proc = subprocess.run([sys.executable, "-c", "from attnlab_run.wandb_mode import wandb_mode; print(wandb_mode())"],
                           cwd=home, env=base, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.strip().splitlines()[-1]

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from lit_models.cli import main
+from attnlab_run.cli import main
 from tests.datamodules.real_data import real_data_args
 
 CONFIGS = sorted((Path(__file__).parents[2] / "ablations" / "configs").glob("*.yaml"))

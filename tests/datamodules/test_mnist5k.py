@@ -14,9 +14,9 @@ import torch
 
 import datamodules.mnist5k as mnist5k
 from attnlab_core.errors import UsageError
+from attnlab_run.cli import main
 from datamodules.digits import DIGIT_SOURCES, DigitSource, TranslatedDigits
 from datamodules.mnist5k import locate_mnist5k, mnist5k_split, read_mnist5k, split_indices
-from lit_models.cli import main
 from tests.datamodules.package_fixtures import write_mnist5k_package
 from tests.datamodules.real_data import require_mnist5k
 

@@ -11,9 +11,9 @@ import pytest
 
 import datamodules.vader_snippets as vader
 from attnlab_core.errors import UsageError
+from attnlab_run.cli import main
 from datamodules.sentiment import SentimentData
 from datamodules.vader_snippets import Snippet, mr_split, normalise, polarity_examples, read_domains, vader_splits
-from lit_models.cli import main
 from tests.cli.test_bad_input import _error_line
 from tests.datamodules.package_fixtures import domain_rows, mr_rows, write_vader_sdist
 from tests.datamodules.real_data import mr_data_dir

@@ -153,7 +153,7 @@ def test_sst2_downloaded_from_published_zip_with_sentencepiece(tmp_path: Path, h
 
 
 def test_cli_prints_a_bad_label_found_during_fit_as_one_line(tmp_path: Path, capsys) -> None:
-    from lit_models.cli import main
+    from attnlab_run.cli import main
 
     bad = tmp_path / "bad.csv"
     bad.write_text("text,label\nnice film,pos\nodd one,neutral\n")

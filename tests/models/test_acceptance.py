@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ablations.results import load_run
-from lit_models.cli import main
+from attnlab_run.cli import main
 
 CONFIGS = Path(__file__).parents[2] / "ablations" / "configs"
 pytestmark = pytest.mark.slow

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from attnlab_run.cli import main
+from attnlab_run.compile import CompileModel
 from datamodules.batching import BOS, EOS, PAD
 from lit_models.blocks.attention import MultiHeadAttention
 from lit_models.blocks.decoding import BeamReorderable, beam_search
 from lit_models.builders import build_transformer
-from lit_models.cli import main
-from lit_models.compile import CompileModel
 from lit_models.metrics import label_smoothed_loss
 
 CONFIG = str(Path(__file__).parents[2] / "ablations" / "configs" / "transformer_reverse.yaml")
@@ -163,7 +163,7 @@ def test_beam_reorder_hook_equals_generic_reorder():
 
 
 def test_bf16_on_a_cpu_without_native_bf16_warns(monkeypatch, caplog):
-    import lit_models.cli as cli
+    import attnlab_run.trainer_setup as cli
 
     monkeypatch.setattr(cli, "native_bf16_cpu", lambda: False)
     assert cli.warn_slow_bf16({"precision": "bf16-mixed", "accelerator": "cpu"})

@@ -215,7 +215,7 @@ def test_two_process_test_scores_every_image_once(tmp_path) -> None:
 
     import yaml
 
-    from lit_models.cli import main
+    from attnlab_run.cli import main
 
     tiny = {
         "seed_everything": 7,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lit_models.cli import main
+from attnlab_run.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "ablations" / "configs"
@@ -70,7 +70,7 @@ def test_lm_wikitext2_config_on_a_local_file_logs_perplexity_by_context(tmp_path
 
 def _attnlab() -> list[str]:
     script = Path(sys.executable).with_name("attnlab")
-    return [str(script)] if script.is_file() else [sys.executable, str(REPO / "lit_models" / "cli.py")]
+    return [str(script)] if script.is_file() else [sys.executable, str(REPO / "attnlab_run" / "cli.py")]
 
 
 def _test_metrics(root: Path) -> dict[str, float]:

@@ -87,10 +87,24 @@ def check_creatable(path: Path, *, option: str) -> None:
         if not path.is_dir():
             raise UsageError(f"{option}: not a directory")
         return
-    ancestor = path
-    while not ancestor.exists() and ancestor != ancestor.parent:
-        ancestor = ancestor.parent
+    problem = creatable_problem(path)
+    if problem is not None:
+        raise UsageError(f"{option}: cannot create it, {problem}")
+
+
+def nearest_existing(path: Path) -> Path:
+    """``path`` or its closest ancestor that exists."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def creatable_problem(path: Path) -> str | None:
+    """Why the folder ``path`` could not be made (its nearest existing ancestor is no writable folder),
+    or None when it exists as one or can be created. Nothing is created here."""
+    ancestor = nearest_existing(path)
     if not ancestor.is_dir():
-        raise UsageError(f"{option}: cannot create it, {ancestor} is not a directory")
+        return f"{ancestor} is not a directory"
     if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise UsageError(f"{option}: cannot create it, {ancestor} is not writable")
+        return f"{ancestor} is not writable"
+    return None

@@ -1,6 +1,6 @@
-"""The run-directory contract: ``<root>/<experiment>/<run_name>/`` with config.yaml, metrics.csv,
-summary.json, checkpoints/ and figures/; loggers (CSV always, W&B unless disabled) and the
-summary callback. The report, the sweep runner and every check read only this layout.
+"""What a command records in its run directory (the layout and ``summary.json`` are
+:mod:`attnlab_run.rundir`'s): the ``--run.*`` options, the loggers (CSV always, W&B unless disabled)
+and the :class:`RunSummary` callback that writes ``summary.json`` and each evaluation's record.
 """
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ from __future__ import annotations
 import csv
 import logging
 import os
-import secrets
 import subprocess
 import time
 from dataclasses import dataclass
@@ -22,28 +21,23 @@ from lightning.pytorch.loggers import CSVLogger, Logger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.loggers.logger import rank_zero_experiment
 
-from attnlab_core.errors import UsageError, user_error_line
-from lit_models.environment import environment
-from lit_models.faults import is_preemption, preemption_exit_code
-from lit_models.rundir import (
-    DONE,
+from attnlab_core.errors import user_error_line
+from attnlab_run.environment import environment
+from attnlab_run.preemption import is_preemption, preemption_exit_code
+from attnlab_run.rundir import (
     Evaluation,
     RunPaths,
     Status,
-    check_name,
     evaluation_id,
     read_summary,
     record_evaluation,
-    run_dir_in,
-    safe_name,
+    relative_checkpoint,
     write_summary,
 )
-from lit_models.wandb_mode import wandb_mode
-from lit_models.wandb_run import WandbIdentity, wandb_logger, wandb_run_id
+from attnlab_run.wandb_mode import wandb_mode
+from attnlab_run.wandb_run import WandbIdentity, wandb_logger, wandb_run_id
 
 log = logging.getLogger(__name__)
-RUN_DIR_ENV = "ATTNLAB_RUN_DIR"
-RESUME_ENV = "ATTNLAB_RESUME_CKPT"
 
 
 @dataclass
@@ -79,106 +73,6 @@ class RunOptions:
     test_after_fit: bool = False
     figure_drawings: PositiveInt = 8
     log_model: bool | Literal["all"] = False
-
-
-def fresh_run_name() -> str:
-    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
-
-
-def _inherited_run_dir() -> Path | None:
-    """DDP ranks > 0 re-execute the CLI; they reuse the directory rank 0 chose (passed by env)."""
-    child = any(os.environ.get(k, "0") not in ("", "0") for k in ("LOCAL_RANK", "RANK", "NODE_RANK"))
-    inherited = os.environ.get(RUN_DIR_ENV)
-    return Path(inherited) if child and inherited else None
-
-
-def stable_run_name(opts: RunOptions) -> str | None:
-    """``--run.name``, else the W&B run id a sweep agent exports (``WANDB_RUN_ID``): a requeued
-    (preempted) trial keeps its id, so it lands in the same run directory and resumes there."""
-    return opts.name or os.environ.get("WANDB_RUN_ID") or None
-
-
-def resume_preempted(run_dir: Path, *, subcommand: str, ckpt_path: str | None) -> str | None:
-    """``fit`` of a run directory whose summary says preempted continues from its ``last.ckpt``.
-
-    Decided once, by the launching process; DDP ranks > 0 (which start later, when the summary
-    already says "running") inherit the decision through the environment.
-    """
-    if _inherited_run_dir() is not None:
-        return os.environ.get(RESUME_ENV) or ckpt_path
-    last = run_dir / "checkpoints" / "last.ckpt"
-    if subcommand == "fit" and not ckpt_path and read_summary(run_dir).status is Status.PREEMPTED and last.is_file():
-        log.warning("%s was preempted: continuing from %s", run_dir, last)
-        ckpt_path = "last"
-    os.environ[RESUME_ENV] = ckpt_path or ""
-    return ckpt_path
-
-
-def set_aside_stale_log(run_dir: Path) -> None:
-    """A fresh ``fit`` in a directory that has a log (e.g. a failed attempt retried under the same
-    name) keeps that log as ``metrics.prev<N>.csv`` instead of appending to it."""
-    log_file = run_dir / "metrics.csv"
-    if _inherited_run_dir() is None and log_file.is_file():
-        n = 1
-        while (run_dir / f"metrics.prev{n}.csv").exists():
-            n += 1
-        log_file.rename(run_dir / f"metrics.prev{n}.csv")
-
-
-def resolve_run_dir(opts: RunOptions, *, default_experiment: str, ckpt_path: str | None) -> Path:
-    """Pick the run directory: the checkpoint's own run, the inherited one, or a fresh one."""
-    inherited = _inherited_run_dir()
-    if inherited is not None:
-        return inherited
-    experiment = check_name(opts.experiment, option="--run.experiment") if opts.experiment is not None else (
-        safe_name(default_experiment))
-    name = check_name(opts.name, option="--run.name") if opts.name is not None else stable_run_name(opts)
-    options = ("--run.experiment", "--run.name" if opts.name is not None else "WANDB_RUN_ID")
-    if ckpt_path and Path(ckpt_path).parent.name == "checkpoints":  # the checkpoint's own run, in its own root
-        run_dir = Path(ckpt_path).resolve().parent.parent
-    else:
-        run_dir = run_dir_in(Path(opts.root), experiment, name or fresh_run_name(), options=options)
-        while name is None and run_dir.exists():
-            run_dir = run_dir_in(Path(opts.root), experiment, fresh_run_name(), options=options)
-    os.environ[RUN_DIR_ENV] = str(run_dir)
-    return run_dir
-
-
-def check_writable(run_dir: Path) -> None:
-    """The run directory must be creatable: its nearest existing ancestor is a writable directory.
-
-    Nothing is created here (a later error must not leave an empty run directory behind).
-    """
-    ancestor = run_dir
-    while not ancestor.exists() and ancestor != ancestor.parent:
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        raise UsageError(f"cannot create the run directory {run_dir}: {ancestor} is not a directory")
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise UsageError(f"cannot create the run directory {run_dir}: {ancestor} is not writable")
-
-
-def refuse_finished_run(run_dir: Path, *, subcommand: str, ckpt_path: str | None) -> None:
-    """A new ``fit`` must not overwrite a finished run; resuming it (``--ckpt_path``) is fine."""
-    status = read_summary(run_dir).status
-    if subcommand == "fit" and not ckpt_path and status in DONE:
-        raise UsageError(
-            f"{run_dir} already holds a {status.value} run; choose another --run.name "
-            "or continue it with --ckpt_path last"
-        )
-
-
-def named_checkpoint(run_dir: Path, which: str) -> Path:
-    """``best`` / ``last`` of a run; a missing run or checkpoint is a usage error naming the path."""
-    path = run_dir / "checkpoints" / f"{which}.ckpt"
-    if which == "best" and not path.is_file() and (run_dir / "checkpoints" / "last.ckpt").is_file():
-        validated = any(k.startswith("val/") for k in read_summary(run_dir).metrics)
-        why = ("its validations never logged the monitored metric (--run.monitor)" if validated else
-               "the run never validated (it stopped before its first validation)")
-        raise UsageError(f"--ckpt_path=best: {run_dir} has no best checkpoint: {why}; use --ckpt_path last")
-    if not path.is_file():
-        raise UsageError(f"--ckpt_path={which}: no checkpoint at {path} (give --run.name of a finished run)")
-    return path
 
 
 class _AppendingWriter(ExperimentWriter):
@@ -227,7 +121,7 @@ def build_loggers(run_dir: Path, opts: RunOptions, *, subcommand: str, identity:
 
     ``fit`` logs to ``<run>/metrics.csv``; an evaluation of the run logs to its own folder
     (``<run>/test/<evaluation>/metrics.csv``, ``<run>/predict/``), so neither the training log nor
-    another evaluation's is overwritten, and to its own W&B run (:mod:`lit_models.wandb_run`).
+    another evaluation's is overwritten, and to its own W&B run (:mod:`attnlab_run.wandb_run`).
     The CSV logger comes first: Lightning saves ``config.yaml`` in the first logger's folder.
     """
     paths = RunPaths(run_dir)
@@ -263,17 +157,6 @@ def _scalars(metrics: dict[str, Any]) -> dict[str, float]:
         elif isinstance(v, (int, float)):
             out[k] = float(v)
     return out
-
-
-def relative_checkpoint(run_dir: Path, ckpt_path: str | os.PathLike[str] | None) -> str | None:
-    """A checkpoint path as an evaluation records it: relative to the run directory when it lies inside."""
-    if not ckpt_path:
-        return None
-    path = Path(ckpt_path).resolve()
-    try:
-        return str(path.relative_to(Path(run_dir).resolve()))
-    except ValueError:
-        return str(path)
 
 
 class RunSummary(L.Callback):

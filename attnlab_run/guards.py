@@ -1,7 +1,7 @@
 """Checks the CLI runs on the parsed command before anything is seeded, built or created, and the
 outcome a script reads from the exit status.
 
-- :func:`check_parsed` — run and experiment names (:func:`lit_models.rundir.check_name`) and model
+- :func:`check_parsed` — run and experiment names (:func:`attnlab_run.rundir.check_name`) and model
   sizes (:func:`lit_models.validation.check_model_sizes`), so bad values are one line at parse time.
 - :func:`refuse_moot_overrides` — a ``--model.*`` option that a loaded checkpoint would override is
   refused rather than silently dropped.
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from attnlab_core.errors import UsageError
-from lit_models.rundir import check_name
+from attnlab_run.rundir import check_name
 from lit_models.validation import check_model_sizes
 
 DIVERGED_EXIT = 3
@@ -62,13 +62,6 @@ def refuse_moot_overrides(ckpt_path: str, *, hparams: Mapping[str, Any], configu
         asked = ", ".join(f"--model.{k}={configured.get(k)} (checkpoint: {hparams[k]})" for k in moot)
         raise UsageError(f"{ckpt_path} fixes the model it loads into, so {asked} cannot apply; "
                          "drop the option, or fit a new run to change the model")
-
-
-def nearest_existing(path: Path) -> Path:
-    """``path`` or its closest ancestor that exists."""
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return path
 
 
 def remove_fresh(fresh: tuple[Path, Path] | None) -> None:

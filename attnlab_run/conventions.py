@@ -110,8 +110,8 @@ def option_names(group: str, argv: list[str]) -> list[str]:
     if group in ("decode", "run"):
         from dataclasses import fields
 
+        from attnlab_run.recording import RunOptions
         from lit_models.blocks.decoding import DecodeConfig
-        from lit_models.run import RunOptions
 
         return [f.name for f in fields(DecodeConfig if group == "decode" else RunOptions)]
     cls = _configured_class(group, argv)

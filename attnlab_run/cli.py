@@ -17,14 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
-from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
-from lightning.pytorch.loggers import WandbLogger
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from attnlab_core.errors import UsageError, check_config_files, user_error_line
-from lit_models.blocks.decoding import DecodeConfig
-from lit_models.conventions import (
+from attnlab_run.conventions import (
     arm_values,
     import_named_classes,
     misspelt_option,
@@ -33,33 +30,25 @@ from lit_models.conventions import (
     run_root,
     user_loggers,
 )
-from lit_models.faults import (
-    AtomicCheckpointIO,
-    LastCheckpoint,
-    PreemptionCheckpoint,
-    RngState,
-    is_preemption,
-    preemption_exit_code,
-)
-from lit_models.figures import AttentionFigures
-from lit_models.guards import (
+from attnlab_run.faults import LastCheckpoint, RngState
+from attnlab_run.guards import (
     DIVERGED_EXIT,
     check_parsed,
     command_line_keys,
-    nearest_existing,
     refuse_moot_overrides,
     remove_fresh,
 )
-from lit_models.inputs import CKPT_KEYWORDS, check_data_paths, load_checkpoint
-from lit_models.predictions import PredictionWriter
-from lit_models.probes import default_probes
-from lit_models.run import (
+from attnlab_run.inputs import CKPT_KEYWORDS, check_data_paths, load_checkpoint, nearest_existing
+from attnlab_run.preemption import PreemptionCheckpoint, is_preemption, preemption_exit_code
+from attnlab_run.recording import RunOptions, RunSummary, build_loggers
+from attnlab_run.rundir import (
     RUN_DIR_ENV,
-    RunOptions,
-    RunSummary,
-    build_loggers,
+    RunPaths,
+    Status,
     check_writable,
+    evaluation_id,
     named_checkpoint,
+    read_summary,
     refuse_finished_run,
     relative_checkpoint,
     resolve_run_dir,
@@ -67,46 +56,23 @@ from lit_models.run import (
     set_aside_stale_log,
     stable_run_name,
 )
-from lit_models.rundir import RunPaths, Status, evaluation_id, read_summary
-from lit_models.wandb_run import BestValidation, wandb_identity
+from attnlab_run.trainer_setup import (
+    RunConfigSaver,
+    best_or_last,
+    evaluation_options,
+    report_evaluation,
+    report_run,
+    warn_slow_bf16,
+    with_atomic_io,
+)
+from attnlab_run.wandb_run import BestValidation, wandb_identity
+from lit_models.blocks.decoding import DecodeConfig
+from lit_models.figures import AttentionFigures
+from lit_models.predictions import PredictionWriter
+from lit_models.probes import default_probes
 
 os.environ.setdefault("JSONARGPARSE_DEPRECATION_WARNINGS", "off")
 log = logging.getLogger(__name__)
-
-
-class RunConfigSaver(SaveConfigCallback):
-    """Saves the resolved config as ``config.yaml`` in ``config_dir`` (``<run>/`` for fit,
-    ``<run>/test/<evaluation>/`` when evaluating a run, so nothing is overwritten), whatever
-    ``--trainer.logger`` adds and also under ``fast_dev_run`` (where Lightning swaps every logger for
-    a dummy, and its own choice, the first logger's folder, is no folder), and logs it to W&B as flat
-    dotted keys.
-
-    Args:
-        config_dir: where ``config.yaml`` goes; None: Lightning's choice (``trainer.log_dir``).
-    """
-
-    def __init__(self, *args: Any, config_dir: str | None = None, **kwargs: Any) -> None:
-        to_log_dir = config_dir is None and kwargs.pop("save_to_log_dir", True)
-        super().__init__(*args, save_to_log_dir=to_log_dir, **kwargs)
-        self.config_dir = config_dir
-
-    def save_config(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        if self.config_dir is not None:  # rank 0 only (Lightning calls this there)
-            Path(self.config_dir).mkdir(parents=True, exist_ok=True)
-            self.parser.save(self.config, str(Path(self.config_dir) / self.config_filename), skip_none=False,
-                             overwrite=True, multifile=self.multifile)
-        flat = _flatten(self.parser.dump(self.config, skip_none=False, format="yaml"))
-        for logger in trainer.loggers:
-            if isinstance(logger, WandbLogger):
-                logger.experiment.config.update(flat, allow_val_change=True)
-
-
-def _evaluation_options(cfg: Any) -> dict[str, Any]:
-    """What decides an evaluation's numbers: the flat ``decode.*`` and ``data.*`` settings of ``cfg``."""
-    import json
-
-    groups = {k: cfg[k].as_dict() if hasattr(cfg[k], "as_dict") else cfg[k] for k in ("decode", "data") if cfg.get(k)}
-    return _flatten(json.dumps(groups, default=str, sort_keys=True))
 
 
 def _save_experiment(cfg: Any, experiment: str) -> None:
@@ -116,22 +82,6 @@ def _save_experiment(cfg: Any, experiment: str) -> None:
         cfg.run["experiment"] = experiment
     else:
         cfg.run.experiment = experiment
-
-
-def _flatten(dumped: str) -> dict[str, Any]:
-    import yaml
-
-    out: dict[str, Any] = {}
-
-    def walk(prefix: str, node: Any) -> None:
-        if isinstance(node, dict):
-            for k, v in node.items():
-                walk(f"{prefix}.{k}" if prefix else str(k), v)
-        else:
-            out[prefix.replace(".init_args", "")] = node
-
-    walk("", yaml.safe_load(dumped))
-    return out
 
 
 class AttnlabCLI(LightningCLI):
@@ -234,7 +184,7 @@ class AttnlabCLI(LightningCLI):
     def instantiate_trainer(self, **kwargs: Any) -> L.Trainer:
         cfg = self.config_init[self.subcommand]
         seed = cfg.get("seed_everything")
-        options = _evaluation_options(self.config[self.subcommand])
+        options = evaluation_options(self.config[self.subcommand])
         checkpoint = evaluation = None
         if self.subcommand in ("test", "validate"):  # its own record, log folder and W&B run
             checkpoint = relative_checkpoint(self.run_dir, self.config[self.subcommand].get("ckpt_path"))
@@ -253,7 +203,7 @@ class AttnlabCLI(LightningCLI):
             callbacks.append(PredictionWriter(path=RunPaths(self.run_dir).predictions))
         trainer_cfg = dict(self.config_init[self.subcommand]["trainer"])
         trainer_cfg["callbacks"] = list(trainer_cfg.get("callbacks") or []) + callbacks
-        trainer_cfg["plugins"] = _with_atomic_io(trainer_cfg.get("plugins"))
+        trainer_cfg["plugins"] = with_atomic_io(trainer_cfg.get("plugins"))
         experiment = self.run_dir.parent.name
         arm = arm_values(self.config[self.subcommand], self.arm_axes(experiment))
         identity = wandb_identity(self.run_dir, subcommand=self.subcommand, arm=arm,
@@ -290,22 +240,16 @@ class AttnlabCLI(LightningCLI):
         if self.trainer.is_global_zero and summary.status is Status.DIVERGED:
             self.diverged_at = summary.diverged_at if summary.diverged_at is not None else summary.global_step
         if self.run_opts.test_after_fit and self.trainer.strategy.broadcast(finished, src=0):
-            self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=_best_or_last(self.trainer))
-        _report(self.run_dir, self.trainer)
+            self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=best_or_last(self.trainer))
+        report_run(self.run_dir, self.trainer)
 
     def after_test(self) -> None:
-        _report(self.run_dir, self.trainer)
-        _report_evaluation(self.run_dir, self.trainer, self.subcommand, self.config[self.subcommand])
+        report_run(self.run_dir, self.trainer)
+        report_evaluation(self.run_dir, self.trainer, self.subcommand, self.config[self.subcommand])
 
     def after_predict(self) -> None:
         if self.trainer.is_global_zero:
             print(f"predictions: {RunPaths(self.run_dir).predictions}")
-
-
-def _best_or_last(trainer: L.Trainer) -> str:
-    """The fit's best checkpoint; ``last`` when nothing was monitored (no best was saved)."""
-    ckpt = trainer.checkpoint_callback
-    return "best" if ckpt is not None and getattr(ckpt, "best_model_path", "") else "last"
 
 
 def _fault_callbacks(run_dir: Path, opts: RunOptions) -> list[L.Callback]:
@@ -316,56 +260,11 @@ def _fault_callbacks(run_dir: Path, opts: RunOptions) -> list[L.Callback]:
             PreemptionCheckpoint(ckpt_path=last)]
 
 
-def _with_atomic_io(plugins: Any) -> list[Any]:
-    """The user's plugins plus :class:`AtomicCheckpointIO`, unless they chose a CheckpointIO themselves."""
-    from lightning.fabric.plugins import CheckpointIO
-
-    listed = [] if plugins is None else list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
-    return listed if any(isinstance(p, CheckpointIO) for p in listed) else [*listed, AtomicCheckpointIO()]
-
-
-def native_bf16_cpu() -> bool:
-    """Whether this CPU has native bf16 matmuls (AVX512-BF16 / AMX) that oneDNN can use."""
-    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-
-
-def warn_slow_bf16(trainer_cfg: dict[str, Any]) -> bool:
-    """Warn (and return True) when bf16 precision would run on a CPU without native bf16 matmuls,
-    where torch falls back to a scalar GEMM ~30-60x slower than fp32 (BENCHMARKS.md)."""
-    precision = str(trainer_cfg.get("precision") or "")
-    on_cpu = trainer_cfg.get("accelerator") == "cpu" or not torch.cuda.is_available()
-    if precision.startswith("bf16") and on_cpu and not native_bf16_cpu():
-        log.warning("--trainer.precision=%s: this CPU has no native bf16 matmul, so training runs far slower "
-                    "than with 32-true (see BENCHMARKS.md)", precision)
-        return True
-    return False
-
-
 def _attr(name: str):
     def read(datamodule: Any) -> Any:
         return getattr(datamodule, name, None)
 
     return read
-
-
-def _report(run_dir: Path, trainer: L.Trainer) -> None:
-    """User-facing lines at the end of a command: where the run lives."""
-    if not trainer.is_global_zero:
-        return
-    print(f"run directory: {run_dir}")
-    print(f"  summary:     {run_dir / 'summary.json'}")
-    if (run_dir / "figures").is_dir():
-        print(f"  figures:     {run_dir / 'figures'}")
-    ckpt = trainer.checkpoint_callback
-    if ckpt is not None and getattr(ckpt, "best_model_path", ""):
-        print(f"  best ckpt:   {ckpt.best_model_path}")
-
-
-def _report_evaluation(run_dir: Path, trainer: L.Trainer, subcommand: str, cfg: Any) -> None:
-    """Which record of summary.json's ``evaluations`` this test wrote, and where its log is."""
-    if trainer.is_global_zero:
-        key = evaluation_id(subcommand, _evaluation_options(cfg), relative_checkpoint(run_dir, cfg.get("ckpt_path")))
-        print(f"  evaluation:  {key} ({RunPaths(run_dir).evaluation_log(key)})")
 
 
 def run_cli(args: list[str] | None = None, *, arm_axes: Callable[[str], tuple[str, ...]] | None = None) -> None:
@@ -426,7 +325,7 @@ def finish_wandb() -> None:
 
 
 def main(args: list[str] | None = None) -> None:
-    """``python lit_models/cli.py fit|validate|test|predict ...`` (the ``attnlab`` command adds the rest)."""
+    """``python attnlab_run/cli.py fit|validate|test|predict ...`` (the ``attnlab`` command adds the rest)."""
     run_cli(args)
 
 

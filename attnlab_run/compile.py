@@ -3,8 +3,8 @@
 Usage (no code or config change)::
 
     attnlab fit --config ablations/configs/transformer_reverse.yaml \\
-        --trainer.callbacks+=lit_models.compile.CompileModel
-    attnlab fit ... --trainer.callbacks+=lit_models.compile.CompileModel \\
+        --trainer.callbacks+=attnlab_run.compile.CompileModel
+    attnlab fit ... --trainer.callbacks+=attnlab_run.compile.CompileModel \\
         --trainer.callbacks.init_args.mode=max-autotune
 
 Submodules are compiled *in place* (``nn.Module.compile``), so parameter names, checkpoints and

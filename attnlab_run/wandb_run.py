@@ -25,7 +25,7 @@ import lightning as L
 from lightning.pytorch.loggers import WandbLogger
 from lightning.pytorch.utilities import rank_zero_only
 
-from lit_models.rundir import read_summary
+from attnlab_run.rundir import read_summary
 
 log = logging.getLogger(__name__)
 EVAL_JOB_TYPE = "eval"

@@ -1,10 +1,10 @@
 """Fault injection: send a signal to this very process at an exact point of training.
 
-For rehearsing preemption (and for the tests of ``lit_models/faults.py``) without racing a
+For rehearsing preemption (and for the tests of ``attnlab_run/faults.py``) without racing a
 ``sleep``: the signal is delivered by the process itself at a given optimizer step and phase, so
 the point is the same on every run. Add it like any callback::
 
-    attnlab fit ... --trainer.callbacks+='{"class_path": "lit_models.fault_injection.SignalAt",
+    attnlab fit ... --trainer.callbacks+='{"class_path": "attnlab_run.fault_injection.SignalAt",
                                            "init_args": {"step": 8, "phase": "validation", "signal": "TERM"}}'
 
 Phases (``step`` is ``trainer.global_step``, the optimizer steps done):

@@ -1,7 +1,10 @@
-"""The run directory, owned here: ``<root>/<experiment>/<run_name>/`` with its paths, a typed
-``summary.json`` (:class:`Summary`, status as :class:`Status`) and its atomic read/write.
+"""The run directory, owned here (the one module for it): ``<root>/<experiment>/<run_name>/`` with its
+paths, a typed ``summary.json`` (:class:`Summary`, status as :class:`Status`) and its atomic read/write,
+and which directory a command uses (:func:`resolve_run_dir`: named, fresh, the checkpoint's own, or
+inherited by DDP ranks > 0; a preempted fit resumes, a finished one is not overwritten).
 
-The CLI writes it, the sweep runner and the report read it; nobody else parses these files.
+The CLI writes it (through :mod:`attnlab_run.recording`), the sweep runner and the report read it; nobody
+else parses these files. Nothing here imports Lightning or torch.
 
     <run>/config.yaml        the full resolved config of the fit
     <run>/metrics.csv        the training log (CSV logger)
@@ -17,14 +20,20 @@ The CLI writes it, the sweep runner and the report read it; nobody else parses t
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
+import secrets
+import time
 from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from attnlab_core.errors import UsageError
+from attnlab_run.inputs import creatable_problem
+
+log = logging.getLogger(__name__)
 
 
 class Status(str, Enum):
@@ -159,7 +168,7 @@ class Summary:
     resume_hint: str | None = None
     run_dir: str | None = None
     wandb_run_id: str | None = None
-    environment: dict[str, Any] | None = None  # lit_models.environment: hardware, library versions, precision
+    environment: dict[str, Any] | None = None  # attnlab_run.environment: hardware, library versions, precision
     evaluations: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> Evaluation.to_dict()
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -262,3 +271,127 @@ def record_evaluation(run_dir: Path, evaluation_key: str, evaluation: Evaluation
     summary = read_summary(run_dir)
     summary.evaluations = {**summary.evaluations, evaluation_key: evaluation.to_dict()}
     write_summary(run_dir, summary)
+
+
+# The run directory a command uses: chosen once by the launching process, inherited by DDP ranks > 0.
+
+RUN_DIR_ENV = "ATTNLAB_RUN_DIR"
+"""The run directory the launching process chose (DDP ranks > 0 and the sweep runner read it)."""
+RESUME_ENV = "ATTNLAB_RESUME_CKPT"
+"""The checkpoint the launching process decided to resume from (empty: none)."""
+
+
+class RunNaming(Protocol):
+    """What choosing a run directory reads of the ``--run.*`` options (``recording.RunOptions``)."""
+
+    root: str
+    experiment: str | None
+    name: str | None
+
+
+def fresh_run_name() -> str:
+    """A timestamped name with a random suffix: two runs started in the same second never collide."""
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+
+
+def _inherited_run_dir() -> Path | None:
+    """DDP ranks > 0 re-execute the CLI; they reuse the directory rank 0 chose (passed by env)."""
+    child = any(os.environ.get(k, "0") not in ("", "0") for k in ("LOCAL_RANK", "RANK", "NODE_RANK"))
+    inherited = os.environ.get(RUN_DIR_ENV)
+    return Path(inherited) if child and inherited else None
+
+
+def stable_run_name(opts: RunNaming) -> str | None:
+    """``--run.name``, else the W&B run id a sweep agent exports (``WANDB_RUN_ID``): a requeued
+    (preempted) trial keeps its id, so it lands in the same run directory and resumes there."""
+    return opts.name or os.environ.get("WANDB_RUN_ID") or None
+
+
+def resume_preempted(run_dir: Path, *, subcommand: str, ckpt_path: str | None) -> str | None:
+    """``fit`` of a run directory whose summary says preempted continues from its ``last.ckpt``.
+
+    Decided once, by the launching process; DDP ranks > 0 (which start later, when the summary
+    already says "running") inherit the decision through the environment.
+    """
+    if _inherited_run_dir() is not None:
+        return os.environ.get(RESUME_ENV) or ckpt_path
+    last = run_dir / "checkpoints" / "last.ckpt"
+    if subcommand == "fit" and not ckpt_path and read_summary(run_dir).status is Status.PREEMPTED and last.is_file():
+        log.warning("%s was preempted: continuing from %s", run_dir, last)
+        ckpt_path = "last"
+    os.environ[RESUME_ENV] = ckpt_path or ""
+    return ckpt_path
+
+
+def set_aside_stale_log(run_dir: Path) -> None:
+    """A fresh ``fit`` in a directory that has a log (e.g. a failed attempt retried under the same
+    name) keeps that log as ``metrics.prev<N>.csv`` instead of appending to it."""
+    log_file = run_dir / "metrics.csv"
+    if _inherited_run_dir() is None and log_file.is_file():
+        n = 1
+        while (run_dir / f"metrics.prev{n}.csv").exists():
+            n += 1
+        log_file.rename(run_dir / f"metrics.prev{n}.csv")
+
+
+def resolve_run_dir(opts: RunNaming, *, default_experiment: str, ckpt_path: str | None) -> Path:
+    """Pick the run directory: the checkpoint's own run, the inherited one, or a fresh one."""
+    inherited = _inherited_run_dir()
+    if inherited is not None:
+        return inherited
+    experiment = check_name(opts.experiment, option="--run.experiment") if opts.experiment is not None else (
+        safe_name(default_experiment))
+    name = check_name(opts.name, option="--run.name") if opts.name is not None else stable_run_name(opts)
+    options = ("--run.experiment", "--run.name" if opts.name is not None else "WANDB_RUN_ID")
+    if ckpt_path and Path(ckpt_path).parent.name == "checkpoints":  # the checkpoint's own run, in its own root
+        run_dir = Path(ckpt_path).resolve().parent.parent
+    else:
+        run_dir = run_dir_in(Path(opts.root), experiment, name or fresh_run_name(), options=options)
+        while name is None and run_dir.exists():
+            run_dir = run_dir_in(Path(opts.root), experiment, fresh_run_name(), options=options)
+    os.environ[RUN_DIR_ENV] = str(run_dir)
+    return run_dir
+
+
+def check_writable(run_dir: Path) -> None:
+    """The run directory must be creatable: its nearest existing ancestor is a writable directory.
+
+    Nothing is created here (a later error must not leave an empty run directory behind).
+    """
+    problem = creatable_problem(run_dir)
+    if problem is not None:
+        raise UsageError(f"cannot create the run directory {run_dir}: {problem}")
+
+
+def refuse_finished_run(run_dir: Path, *, subcommand: str, ckpt_path: str | None) -> None:
+    """A new ``fit`` must not overwrite a finished run; resuming it (``--ckpt_path``) is fine."""
+    status = read_summary(run_dir).status
+    if subcommand == "fit" and not ckpt_path and status in DONE:
+        raise UsageError(
+            f"{run_dir} already holds a {status.value} run; choose another --run.name "
+            "or continue it with --ckpt_path last"
+        )
+
+
+def named_checkpoint(run_dir: Path, which: str) -> Path:
+    """``best`` / ``last`` of a run; a missing run or checkpoint is a usage error naming the path."""
+    path = run_dir / "checkpoints" / f"{which}.ckpt"
+    if which == "best" and not path.is_file() and (run_dir / "checkpoints" / "last.ckpt").is_file():
+        validated = any(k.startswith("val/") for k in read_summary(run_dir).metrics)
+        why = ("its validations never logged the monitored metric (--run.monitor)" if validated else
+               "the run never validated (it stopped before its first validation)")
+        raise UsageError(f"--ckpt_path=best: {run_dir} has no best checkpoint: {why}; use --ckpt_path last")
+    if not path.is_file():
+        raise UsageError(f"--ckpt_path={which}: no checkpoint at {path} (give --run.name of a finished run)")
+    return path
+
+
+def relative_checkpoint(run_dir: Path, ckpt_path: str | os.PathLike[str] | None) -> str | None:
+    """A checkpoint path as an evaluation records it: relative to the run directory when it lies inside."""
+    if not ckpt_path:
+        return None
+    path = Path(ckpt_path).resolve()
+    try:
+        return str(path.relative_to(Path(run_dir).resolve()))
+    except ValueError:
+        return str(path)

@@ -16,11 +16,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ablations import claims, claims_recurrent
-from ablations.arms import REPO, REST, SWEEPS_DIR, Arms, RankedOnly, sweep_metric, swept_arms
+from ablations.arms import REPO, REST, SWEEPS_DIR, Arms, RankedOnly, sweep_metric, swept_arms  # noqa: F401 (REPO)
 from ablations.stats import Stat
 from ablations.verdicts import better, join
-
-__all__ = ["REPO", "REST", "SWEEPS_DIR", "Question", "QUESTIONS"]
 
 Goal = Literal["maximize", "minimize"]
 Arm = tuple[Any, ...]

@@ -5,10 +5,14 @@ Every verdict first asks whether the arms that should learn the task learned it 
 answers "not shown at this scale" with the scale at which the finding should show (``SHOWS_AT``),
 never "not supported". Then it joins paired-by-seed checks (``ablations.verdicts``). Metric names
 with ``curve/``, ``attn/`` and ``/len_drop/`` are per-run numbers from ``ablations.derived``.
+
+Every verdict takes its question's arms (``ablations.arms.Arms``, read from the sweep file) and names each arm
+it judges through ``arms.arm``; called without them (on hand-made statistics) it reads the arms in ``stats``.
 """
 
 from __future__ import annotations
 
+from ablations.arms import Arms
 from ablations.ranges import metric_range
 from ablations.stats import Goal, Stat, stat
 from ablations.verdicts import (
@@ -55,11 +59,11 @@ def best_arm(stats: ArmStats, arms: list[tuple], metric: str, *, maximize: bool 
     return max(present, key=lambda a: get(stats, a, metric).mean * (1 if maximize else -1))
 
 
-def scaling(stats: ArmStats) -> str:
+def scaling(stats: ArmStats, arms: Arms | None = None) -> str:
     """Vaswani et al. 2017 §3.2.1: unscaled dot products saturate the softmax (entropy collapses, small
     gradients through it); 1/d_k over-flattens; 1/sqrt(d_k) learns fastest: before none by steps to the target
     (none never reaches it), before dk by the area under the learning curve (``AREA``)."""
-    sq, none, dk = ("sqrt_dk",), ("none",), ("dk",)
+    sq, none, dk = (arms or Arms.of(stats)).arms("sqrt_dk", "none", "dk")
     gate = learned(stats, [sq], metric=EXACT, threshold=0.3, goal="maximize", shows_at=SHOWS_AT["scaling"])
     checks = [
         better(stats, sq, none, metric="attn/entropy_first", goal="maximize",
@@ -91,10 +95,12 @@ def _saturation_check() -> Check:
     return saturation.check()
 
 
-def norm(stats: ArmStats, *, warm: int) -> str:
+def norm(stats: ArmStats, arms: Arms | None = None, *, warm: int) -> str:
     """Xiong et al. 2020; Liu et al. 2020: deep Post-Norm without warm-up trains worse or diverges, warm-up
     recovers it, Pre-Norm trains without warm-up, and the gap grows with depth."""
-    deep = [("post", 6, 0), ("post", 6, warm), ("pre", 6, 0), ("pre", 6, warm)]
+    arms = arms or Arms.of(stats)
+    deep = [arms.arm("post", 6, 0), arms.arm("post", 6, warm), arms.arm("pre", 6, 0), arms.arm("pre", 6, warm)]
+    shallow_warm, shallow_cold = arms.arm("post", 2, warm), arms.arm("post", 2, 0)
     gate = learned(stats, deep, metric=EXACT, threshold=0.3, goal="maximize", shows_at=SHOWS_AT["norm"])
     post_cold, post_warm, pre_cold, _ = deep
     checks = [
@@ -106,7 +112,7 @@ def norm(stats: ArmStats, *, warm: int) -> str:
     ]
     gains = {
         ("depth 6",): _gain(stats, post_warm, post_cold, EXACT),
-        ("depth 2",): _gain(stats, ("post", 2, warm), ("post", 2, 0), EXACT),
+        ("depth 2",): _gain(stats, shallow_warm, shallow_cold, EXACT),
     }
     checks.append(
         better(
@@ -140,33 +146,34 @@ def _worse_or_diverged(stats: ArmStats, good: tuple, bad: tuple, *, claim: str, 
     return better(stats, good, bad, metric=metric, goal="maximize", negligible=negligible, claim=claim)
 
 
-POSITION_ARMS = [("sinusoidal",), ("rope",), ("learned",), ("alibi",), ("none",)]
 BEYOND = "test/beyond/token_acc_by_len"
 
 
-def positions(stats: ArmStats) -> str:
+def positions(stats: ArmStats, arms: Arms | None = None) -> str:
     """Vaswani et al. 2017 Table 3 (E): learned ≈ sinusoidal in range; without positions reversal fails;
-    beyond the training lengths the ranking of schemes (Press et al. 2022), reported, not judged."""
-    with_pos = [a for a in POSITION_ARMS if a != ("none",) and get(stats, a, EXACT) is not None]
+    beyond the training lengths the ranking of every swept scheme (Press et al. 2022), reported, not judged."""
+    arms = arms or Arms.of(stats)
+    none, sinusoidal, learned_ = arms.arms("none", "sinusoidal", "learned")
+    with_pos = [a for a in arms.swept if a != none and get(stats, a, EXACT) is not None]
     gate = learned(stats, with_pos, metric=EXACT, threshold=0.3, goal="maximize", shows_at=SHOWS_AT["positions"])
     # Judged: the schemes Vaswani et al. compared; RoPE and ALiBi (relative, no claim about reversal in an
-    # encoder-decoder) appear in the ranking only.
+    # encoder-decoder) appear in the ranking only (the question's ranked_only).
     checks = [
-        better(stats, a, ("none",), metric=EXACT, goal="maximize", negligible=NEGLIGIBLE,
+        better(stats, a, none, metric=EXACT, goal="maximize", negligible=NEGLIGIBLE,
                claim=f"{name(a)} beats none in range")
-        for a in with_pos if a in (("sinusoidal",), ("learned",))
+        for a in (sinusoidal, learned_) if a in with_pos
     ]
     checks.append(
         similar(
             stats,
-            ("learned",),
-            ("sinusoidal",),
+            learned_,
+            sinusoidal,
             metric=EXACT,
             margin=0.1,
             claim="learned ≈ sinusoidal in range (±0.1 exact match)",
         )
     )
-    return join(checks, gate) + _ranking(stats, POSITION_ARMS)
+    return join(checks, gate) + _ranking(stats, arms.ranking)
 
 
 def _ranking(stats: ArmStats, arms: list[tuple], *, metric: str = BEYOND, maximize: bool = True,
@@ -181,31 +188,30 @@ def _ranking(stats: ArmStats, arms: list[tuple], *, metric: str = BEYOND, maximi
                                       for a in ranked)
 
 
-LM_ARMS = [("none",), ("alibi",), ("rope",), ("sinusoidal",), ("learned",)]
-
-
-def lm_positions(stats: ArmStats, *, beyond: str = BEYOND, goal: Goal = "maximize", gate_metric: str = EXACT,
-                 gate_threshold: float = 0.5, shows_at: str = SHOWS_AT["lm_positions"],
+def lm_positions(stats: ArmStats, arms: Arms | None = None, *, beyond: str = BEYOND, goal: Goal = "maximize",
+                 gate_metric: str = EXACT, gate_threshold: float = 0.5, shows_at: str = SHOWS_AT["lm_positions"],
                  beyond_label: str = "beyond the training lengths (free-running token accuracy)") -> str:
     """Kazemnejad et al. 2023 (NoPE ≈ T5 bias > ALiBi > RoPE ≈ absolute) and Press et al. 2022: a causal
     decoder infers position from its mask, so NoPE and ALiBi extrapolate past the training lengths better
     than absolute positions. Read by default on free-running token accuracy in the test buckets beyond
     training; ``beyond``/``goal`` read another number (e.g. perplexity at 4x the training context, minimized),
     ``gate_metric``/``gate_threshold`` the number that says the task was learned."""
-    gate = learned(stats, LM_ARMS, metric=gate_metric, threshold=gate_threshold, goal=goal, shows_at=shows_at)
+    arms = arms or Arms.of(stats)
+    relative, absolute = arms.arms("none", "alibi"), arms.arms("sinusoidal", "learned")
+    gate = learned(stats, arms.swept, metric=gate_metric, threshold=gate_threshold, goal=goal, shows_at=shows_at)
     checks = [
         better(stats, good, bad, metric=beyond, goal=goal,
                claim=f"{name(good)} extrapolates better than {name(bad)}")
-        for good in [("none",), ("alibi",)] for bad in [("sinusoidal",), ("learned",)]
+        for good in relative for bad in absolute
     ]
-    return join(checks, gate) + _ranking(stats, LM_ARMS, metric=beyond, maximize=goal == "maximize",
+    return join(checks, gate) + _ranking(stats, arms.ranking, metric=beyond, maximize=goal == "maximize",
                                          label=beyond_label)
 
 
-def forcing(stats: ArmStats) -> str:
+def forcing(stats: ArmStats, arms: Arms | None = None) -> str:
     """Bengio et al. 2015: the exposure gap (free-running minus teacher-forced loss, averaged over training)
     is largest under teacher forcing and narrowed by scheduled sampling; student forcing learns slowest (``AREA``)."""
-    teacher, student, sched = ("teacher",), ("student",), ("scheduled",)
+    teacher, student, sched = (arms or Arms.of(stats)).arms("teacher", "student", "scheduled")
     gate = learned(stats, [teacher, sched], metric=EXACT, threshold=0.3, goal="maximize", shows_at=SHOWS_AT["forcing"])
     gap = "curve/mean/val/exposure_gap"
     checks = [
@@ -229,21 +235,22 @@ def forcing(stats: ArmStats) -> str:
     return join(checks, gate)
 
 
-def heads(stats: ArmStats) -> str:
+def heads(stats: ArmStats, arms: Arms | None = None) -> str:
     """Vaswani et al. 2017 Table 3 (A): equal parameters; one head worse than several; very narrow heads worse."""
-    several = [(4,), (8,)]
+    one, four, eight, sixteen = (arms or Arms.of(stats)).arms(1, 4, 8, 16)
+    several = [four, eight]
     gate = learned(stats, several, metric=EXACT, threshold=0.3, goal="maximize", shows_at=SHOWS_AT["heads"])
     best = best_arm(stats, several, EXACT)
     checks = [
-        _equal_parameters(stats, [(1,), (4,), (8,), (16,)]),
+        _equal_parameters(stats, [one, four, eight, sixteen]),
         at_scale(
-            better(stats, best, (1,), metric=EXACT, goal="maximize", negligible=NEGLIGIBLE,
+            better(stats, best, one, metric=EXACT, goal="maximize", negligible=NEGLIGIBLE,
                    claim=f"{name(best)} heads beat 1 head"),
             "Vaswani et al.'s single head loses 0.9 of 25.8 BLEU on WMT (3.5%, i.e. about 0.03 at 0.9 exact "
             "match); expected at " + SHOWS_AT["heads"],
         ),
         at_scale(
-            better(stats, best, (16,), metric=EXACT, goal="maximize", negligible=NEGLIGIBLE,
+            better(stats, best, sixteen, metric=EXACT, goal="maximize", negligible=NEGLIGIBLE,
                    claim=f"{name(best)} heads beat 16 heads (d_k 4)"),
             "Vaswani et al.'s drop with too many heads is 0.4 BLEU (h = 32, d_k 16) on WMT and none at h = 16; "
             "expected at " + SHOWS_AT["heads"],
@@ -264,11 +271,12 @@ def _equal_parameters(stats: ArmStats, arms: list[tuple], tolerance: float = 0.0
     return Check(claim, "supported" if hi <= lo * (1 + tolerance) else "not supported", detail, control=True)
 
 
-def sentiment(stats: ArmStats, *, shows_at: str = SHOWS_AT["sentiment_pooling"]) -> str:
+def sentiment(stats: ArmStats, arms: Arms | None = None, *, shows_at: str = SHOWS_AT["sentiment_pooling"]) -> str:
     """Yang et al. 2016; Lin et al. 2017: attention pooling finds the deciding phrase; mean and max blur it."""
-    gate = learned(stats, [("attention",)], metric="val/acc", threshold=0.6, goal="maximize", shows_at=shows_at)
+    attention, *blurred = (arms or Arms.of(stats)).arms("attention", "mean", "max")
+    gate = learned(stats, [attention], metric="val/acc", threshold=0.6, goal="maximize", shows_at=shows_at)
     checks = [
-        better(stats, ("attention",), b, metric="val/acc", goal="maximize", claim=f"attention pooling beats {name(b)}")
-        for b in [("mean",), ("max",)]
+        better(stats, attention, b, metric="val/acc", goal="maximize", claim=f"attention pooling beats {name(b)}")
+        for b in blurred
     ]
     return join(checks, gate)

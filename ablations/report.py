@@ -22,14 +22,15 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-import yaml  # noqa: E402
 
+from ablations.arms import UnsweptArm, swept_values  # noqa: E402
 from ablations.catalog import question_for  # noqa: E402
 from ablations.derived import derive  # noqa: E402
 from ablations.plots import colors, length_limits, plot_attention, plot_seeds, save_figure  # noqa: E402
 from ablations.questions import Arm, ArmStats, Question, Stat  # noqa: E402
 from ablations.ranges import is_count, metric_range  # noqa: E402
 from ablations.results import RunRecord, arm_stats, group_arms, stat, varying_params  # noqa: E402
+from ablations.sweepspec import SweepError  # noqa: E402
 from attnlab_run.environment import differences  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ def adhoc_question(name: str, runs: list[RunRecord]) -> Question:
     return Question(name=name, sweep=f"{name}.yaml", axes=varying_params(runs), metric=metric,
                     goal="maximize" if metric != "val/loss" else "minimize", probes=("val/loss",),
                     expected="(no question registered for this experiment)",
-                    verdict=lambda stats: "no verdict: ad-hoc experiment without a registered question")
+                    verdict=lambda stats, arms=None: "no verdict: ad-hoc experiment without a registered question")
 
 
 def run_value(run: RunRecord, key: str) -> float:
@@ -83,10 +84,9 @@ def _arm_label(question: Question, arm: Arm) -> str:
 def _sweep_order(question: Question) -> list[list[Any]]:
     """The value order of each axis in the sweep file (empty lists when the file is unknown)."""
     try:
-        params = yaml.safe_load(question.sweep_path.read_text()).get("parameters", {})
-    except (OSError, AttributeError, yaml.YAMLError):
-        params = {}
-    return [list(params.get(a, {}).get("values", [])) for a in question.axes]
+        return swept_values(question.sweep_path, question.axes)
+    except (SweepError, UnsweptArm):
+        return [[] for _ in question.axes]
 
 
 def sorted_arms(question: Question, arms: Mapping[Arm, list[RunRecord]]) -> list[Arm]:
@@ -314,7 +314,7 @@ def write_report(name: str, runs: list[RunRecord], out: Path, question: Question
     arms = group_arms(runs, question.axes)
     order = sorted_arms(question, arms)
     stats: ArmStats = arm_stats(arms, question_values(question))
-    verdict = question.verdict(stats)
+    verdict = question.judge(stats)
     header, rows = table(question, arms, order)
     figures = [p for p in (
         plot_seeds(arms, order, metric=question.metric, label=lambda a: _arm_label(question, a), value=run_value,

@@ -132,9 +132,10 @@ def test_positions_bible_in_range_reads_only_buckets_inside_the_cap():
 
 
 def test_positions_bible_not_shown_and_inconclusive():
-    low = {a: positions_arm(0.02, 0.01) for a in claims_real.POSITION_ARMS_MT}
+    swept = REAL_QUESTIONS["positions_bible"].swept
+    low = {a: positions_arm(0.02, 0.01) for a in swept}
     assert word(claims_real.positions_bible(low)) == "not shown at this scale"
-    noisy = {a: positions_arm(0.20, 0.08, spread=0.06, rot=i) for i, a in enumerate(claims_real.POSITION_ARMS_MT)}
+    noisy = {a: positions_arm(0.20, 0.08, spread=0.06, rot=i) for i, a in enumerate(swept)}
     assert word(claims_real.positions_bible(noisy)) == "inconclusive"
 
 

@@ -102,13 +102,13 @@ def test_norm_verdict_reads_the_swept_warm_up():
 
 
 def test_real_verdicts_read_the_swept_arms():
-    """The real questions' verdict constants are the arms their sweeps define."""
-    from ablations.questions_real import NORM_BIBLE_WARMUP, RAM_GLIMPSES
+    """The real questions' verdict constants are the arms their sweeps define (the arms themselves are read from
+    the sweeps: tests/ablations/test_arms.py)."""
+    from ablations.questions_real import NORM_BIBLE_WARMUP
 
     norm = load_sweep(SWEEPS_DIR / "norm_bible.yaml")["parameters"]
     assert sorted(norm["model.warmup_steps"]["values"]) == [0, NORM_BIBLE_WARMUP]
     assert norm["model.encoder_layers"]["value"] == norm["model.decoder_layers"]["value"] == 6, "deep: 6+6 layers"
-    assert load_sweep(SWEEPS_DIR / "ram_mnist.yaml")["parameters"]["model.glimpses"]["values"] == list(RAM_GLIMPSES)
     assert load_sweep(SWEEPS_DIR / "positions_bible.yaml")["parameters"]["data.max_len"]["value"] == 40
 
 

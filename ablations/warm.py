@@ -11,10 +11,12 @@ path's ``Popen`` does -- a new session (``setsid``: the trial's process group is
 ``PR_SET_PDEATHSIG``, stdin from /dev/null, stdout+stderr appended to ``trial.log``, the trial's
 cwd and environment, signal dispositions of a fresh interpreter, torch threads from
 ``OMP_NUM_THREADS`` -- and then runs the program like the interpreter would (``runpy``: a script,
-or ``-m module``) with the same ``sys.argv``; an uncaught exception, ``SystemExit`` (LightningCLI's
-exit codes, divergence exit 3) or KeyboardInterrupt ends the child's interpreter as it would end a
-cold one. The server reaps its children and reports ``exit <pid> <code>``; the runner's handle
-(:class:`WarmProcess`) answers ``poll``/``wait``/``pid``/``returncode`` like ``subprocess.Popen``.
+or ``-m module``) with the same ``sys.argv``; an uncaught exception (traceback, 1), ``SystemExit``
+(LightningCLI's exit codes, divergence exit 3) or KeyboardInterrupt (SIGINT) ends the child as it would
+end a cold interpreter, whose shutdown it runs (threads joined, atexit, streams flushed) except the
+teardown of the preloaded modules (:func:`finish`). The server reaps its children and reports
+``exit <pid> <code>``; the runner's handle (:class:`WarmProcess`) answers ``poll``/``wait``/``pid``/
+``returncode`` like ``subprocess.Popen``.
 
 Dying together: the server gets SIGKILL when the runner dies (``PR_SET_PDEATHSIG``) and exits at EOF
 of its control pipe; each trial gets SIGTERM when the server dies, so a runner killed with SIGKILL

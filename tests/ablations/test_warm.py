@@ -104,17 +104,19 @@ def test_exit_codes_and_output_reach_the_runner_the_same_way(tmp_path, monkeypat
         assert logs[0][-1] == logs[1][-1], logs  # the stderr tail: the error line or the exception
 
 
-def test_a_warm_trial_leads_its_own_session_and_answers_like_popen(tmp_path):
+def test_a_warm_trial_leads_its_own_session_and_answers_like_popen(tmp_path, monkeypatch):
     """What stop_process and signal_group rely on: killpg(pid) reaches it; poll/wait report -signal."""
-    server = server_for(interpreter=PY, env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}, cwd=tmp_path)
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    plan = make_plan({"name": "s", "method": "grid", "parameters": {"x": {"value": 1}}}, root=tmp_path,
+                     scale="full", threads=1, interpreter=PY)  # the environment of the sweeps above: their server
+    server = server_for(interpreter=PY, env=plan.env, cwd=plan.cwd)
     assert server is not None
     script = tmp_path / "sleep.py"
     script.write_text("import os, time\nprint(os.getpgid(0) == os.getpid() == os.getsid(0), flush=True)\n"
                       "time.sleep(60)\n")
     log = tmp_path / "log"
     log.touch()
-    proc = server.launch([str(script)], command=["sleep.py"], env={"PATH": "/usr/bin:/bin"}, cwd=tmp_path,
-                         log_path=log)
+    proc = server.launch([str(script)], command=["sleep.py"], env=plan.env, cwd=tmp_path, log_path=log)
     assert proc.poll() is None
     with pytest.raises(subprocess.TimeoutExpired):
         proc.wait(timeout=0.1)

@@ -52,6 +52,7 @@ log = logging.getLogger(__name__)
 COLD_ENV = "ATTNLAB_COLD_TRIALS"  # set to 1: every trial a plain subprocess (as `attnlab sweep --cold`)
 PRELOAD = ("torch", "lightning.pytorch", "wandb", "lit_models.cli", "attnlab.cli")
 PRELOAD_PACKAGES = ("lit_models", "datamodules")  # every module: the trial's class_paths resolve at once
+PER_CALL_ENV = ("PYTEST_CURRENT_TEST",)  # differs per call, read by no import: shares one server
 SERVER_CODE = "from ablations.warm import main; main()"
 
 
@@ -358,7 +359,7 @@ _SERVERS: dict[tuple[str, str, tuple[tuple[str, str], ...]], WarmServer] = {}
 def server_for(*, interpreter: str, env: Mapping[str, str], cwd: Path) -> WarmServer | None:
     """The running server for this interpreter, environment and cwd (started at the first call; shared
     by the sweeps of one process, e.g. ``attnlab findings``); None when it cannot serve."""
-    key = (interpreter, str(cwd), tuple(sorted(env.items())))
+    key = (interpreter, str(cwd), tuple(sorted((k, v) for k, v in env.items() if k not in PER_CALL_ENV)))
     server = _SERVERS.get(key)
     if server is None:
         if not _SERVERS:

@@ -5,9 +5,11 @@ before it; every trial runs as a subprocess with exactly the argument list ``wan
 builds from the sweep's ``command:`` (``${env} ${interpreter} ${program} ... ${args}``, values
 rendered ``--key=value`` with ``str()``), followed by the scale overrides and the run-directory
 arguments. Everything else a trial needs (its experiment, a test after the fit) is in the sweep's
-own command, so a trial here is exactly a ``wandb agent`` trial. Deviation from the agent:
+own command, so a trial here is exactly a ``wandb agent`` trial. Deviations from the agent:
 ``${interpreter}`` is the Python running this runner (the agent uses the literal ``python`` from
-PATH), so trials run in the same environment.
+PATH), so trials run in the same environment; and a trial running that interpreter is forked from a
+server that has already imported torch, Lightning and the project (``ablations/warm.py``: same argv,
+environment, cwd, log and process group; opt-in: ``attnlab sweep --warm`` or ``ATTNLAB_WARM_TRIALS=1``).
 
 Each trial lands in ``<root>/<sweep name>/<trial name>/`` (the run-directory contract) plus
 ``trial.json`` (parameters, command, exit code, status) and ``trial.log`` (its output). Trial
@@ -19,7 +21,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import random
 import shutil
@@ -47,6 +48,15 @@ from ablations.sweepspec import (  # noqa: F401 - the sweep-file API, re-exporte
     varied_keys,
 )
 from ablations.trialproc import dies_with, install_handlers, restore_handlers, signal_group, stop_process
+from ablations.trialstate import (  # noqa: F401 - re-exported
+    eta_seconds,
+    grid_size,
+    progress_line,
+    read_json,
+    resumable,
+    trial_status,
+)
+from ablations.warm import WarmProcess, server_for, warm_argv, warm_wanted
 from attnlab_run.rundir import DONE, RunPaths, Status, read_summary
 
 log = logging.getLogger(__name__)
@@ -89,6 +99,7 @@ class SweepPlan:
     interpreter: str
     cwd: Path
     env: dict[str, str]
+    warm: bool = False  # trials forked from a preloaded server (ablations/warm.py) where their command allows
 
     @property
     def metric(self) -> str | None:
@@ -106,9 +117,11 @@ class SweepPlan:
 
 
 def make_plan(
-    sweep: dict[str, Any], *, root: str | Path, scale: str, threads: int | None, interpreter: str | None = None
+    sweep: dict[str, Any], *, root: str | Path, scale: str, threads: int | None, interpreter: str | None = None,
+    warm: bool | None = None,
 ) -> SweepPlan:
-    """Validate ``sweep`` and fix its name, scale overrides, environment and working directory."""
+    """Validate ``sweep`` and fix its name, scale overrides, environment and working directory.
+    ``warm``: start trials warm (default: only with ``ATTNLAB_WARM_TRIALS=1``, :func:`ablations.warm.warm_wanted`)."""
     violations = schema_violations(sweep)
     if violations:
         raise SweepError("sweep config violates the W&B schema: " + "; ".join(violations))
@@ -124,27 +137,8 @@ def make_plan(
     program = Path(str(sweep.get("program", "")))
     cwd = Path.cwd() if program.is_absolute() or (Path.cwd() / program).exists() else REPO
     return SweepPlan(sweep=sweep, name=name, root=Path(root).resolve(), scale_args=scale_args,
-                     interpreter=interpreter or sys.executable, cwd=cwd, env=env)
-
-
-def read_json(path: Path) -> dict[str, Any]:
-    """A JSON file as a dict ({} if missing or unreadable: a trial killed mid-write)."""
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def trial_status(run_dir: Path, returncode: int | None) -> str:
-    """finished / diverged / interrupted / preempted from summary.json; anything else (no summary) is failed.
-
-    A non-zero exit fails a trial whose summary says finished (e.g. its test after the fit failed).
-    A preempted trial saved ``last.ckpt`` and is resumed the next time the sweep runs."""
-    status = read_summary(run_dir).status
-    stopped = (Status.DIVERGED, Status.INTERRUPTED, Status.PREEMPTED)
-    if returncode not in (0, None):
-        return status.value if status in stopped else Status.FAILED.value
-    return status.value if status in (Status.FINISHED, *stopped) else Status.FAILED.value
+                     interpreter=interpreter or sys.executable, cwd=cwd, env=env,
+                     warm=warm_wanted() if warm is None else warm)
 
 
 # ---------------------------------------------------------------- execution
@@ -153,7 +147,7 @@ class _Running:
     """A trial whose subprocess is alive."""
 
     trial: Trial
-    proc: subprocess.Popen
+    proc: subprocess.Popen | WarmProcess
     log_file: Any
     started: float
     resumed: bool = False
@@ -165,20 +159,21 @@ def _write_trial_json(trial: Trial, plan: SweepPlan, **fields: Any) -> None:
     RunPaths(trial.run_dir).trial.write_text(json.dumps(record, indent=2, default=str))
 
 
-def _launch(trial: Trial, plan: SweepPlan, command: list[str], log_file: Any) -> subprocess.Popen:
+def _launch(trial: Trial, plan: SweepPlan, command: list[str], log_file: Any) -> subprocess.Popen | WarmProcess:
     """Start one command (an argument list, never a shell string) in its own process group (so a
-    signal to the group reaches its DDP ranks too), set to get SIGTERM if the sweep dies."""
+    signal to the group reaches its DDP ranks too), set to get SIGTERM if the sweep dies: forked from
+    the warm server when the plan is warm and the command runs the plan's interpreter, else cold."""
     log_file.write(f"$ {' '.join(command)}\n")
     log_file.flush()
+    argv = warm_argv(command, plan.interpreter) if plan.warm else None
+    server = server_for(interpreter=plan.interpreter, env=plan.env, cwd=plan.cwd) if argv else None
+    if argv and server is not None:
+        try:
+            return server.launch(argv, command=command, env=plan.env, cwd=plan.cwd, log_path=Path(log_file.name))
+        except OSError as err:
+            log.warning("trial %s: %s; starting it cold", trial.name, err)
     return subprocess.Popen(command, cwd=plan.cwd, env=plan.env, stdout=log_file, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=dies_with(os.getpid()))
-
-
-def resumable(run_dir: Path) -> bool:
-    """A trial stopped before its end (preempted, interrupted, or still "running": its sweep was killed)
-    that saved ``checkpoints/last.ckpt``: the next invocation continues it instead of starting over."""
-    stopped = (Status.PREEMPTED, Status.INTERRUPTED, Status.RUNNING)
-    return read_summary(run_dir).status in stopped and RunPaths(run_dir).checkpoint("last").is_file()
 
 
 def start_trial(trial: Trial, plan: SweepPlan) -> _Running:
@@ -225,32 +220,6 @@ def wait_any(active: list[_Running], timeout_s: float | None,
                 return running
         time.sleep(0.2)
     return None
-
-
-def progress_line(index: int, total: int | None, outcome: Outcome, metric: str | None,
-                  eta_s: float | None = None) -> str:
-    """``[3/12] attn_scale=none,seed=1  finished  val/exact_match=0.412  38s  ETA 6 min``"""
-    value = "" if outcome.metric is None or metric is None else f"  {metric}={outcome.metric:.4g}"
-    rc = f" (exit {outcome.returncode})" if outcome.returncode not in (0, None) else ""
-    wall = f"  {outcome.wall_s:.0f}s" if not outcome.skipped else ""
-    eta = "" if eta_s is None else f"  ETA {eta_s / 60:.0f} min" if eta_s >= 90 else f"  ETA {eta_s:.0f}s"
-    return f"[{index}/{total or '?'}] {outcome.trial.name}  {outcome.status}{rc}{value}{wall}{eta}"
-
-
-def eta_seconds(outcomes: list[Outcome], total: int | None, jobs: int) -> float | None:
-    """Time left: the mean wall time of the trials run so far times the trials left, over ``jobs``."""
-    ran = [o.wall_s for o in outcomes if not o.skipped]
-    if total is None or not ran:
-        return None
-    return sum(ran) / len(ran) * max(0, total - len(outcomes)) / max(1, jobs)
-
-
-def grid_size(sweep: Mapping[str, Any]) -> int | None:
-    """Number of grid points (None for random/bayes or non-categorical grids)."""
-    if sweep.get("method") != "grid":
-        return None
-    sizes = [len(s["values"]) if "values" in s else 1 for s in sweep.get("parameters", {}).values()]
-    return math.prod(sizes)
 
 
 def _engine_record(trial: Trial, state: str, metrics: Mapping[str, float] | None = None) -> Any:

@@ -25,10 +25,10 @@ log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
-def dies_with(parent: int) -> Callable[[], None] | None:
-    """A ``preexec_fn`` (Linux) asking the kernel to send the child SIGTERM when the sweep dies, even by
-    SIGKILL: the trial then stops like a preempted one (``last.ckpt``, status preempted) instead of
-    training on with parent PID 1. The flag is checked against a parent that died before it was set.
+def dies_with(parent: int, sig: int = signal.SIGTERM) -> Callable[[], None] | None:
+    """A ``preexec_fn`` (Linux) asking the kernel to send the child ``sig`` (SIGTERM) when the sweep dies,
+    even by SIGKILL: the trial then stops like a preempted one (``last.ckpt``, status preempted) instead
+    of training on with parent PID 1. The flag is checked against a parent that died before it was set.
     Elsewhere None: a sweep killed with SIGKILL leaves its trials running there."""
     if not sys.platform.startswith("linux"):
         return None
@@ -38,9 +38,9 @@ def dies_with(parent: int) -> Callable[[], None] | None:
         return None
 
     def preexec() -> None:
-        prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
         if os.getppid() != parent:  # the sweep is already gone
-            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), sig)
 
     return preexec
 

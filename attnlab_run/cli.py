@@ -150,7 +150,13 @@ class AttnlabCLI(LightningCLI):
         anything is seeded, built or created."""
         if self.subcommand is not None:
             self._prepare_run()
-        super()._set_seed()
+        seed_log = logging.getLogger("lightning.fabric.utilities.seed")  # "Seed set to N": the seed is in
+        level = seed_log.level  # config.yaml and summary.json; printed here it would precede a data error's line
+        seed_log.setLevel(logging.WARNING)
+        try:
+            super()._set_seed()
+        finally:
+            seed_log.setLevel(level)
 
     def _prepare_run(self) -> None:
         cfg = self.config[self.subcommand]

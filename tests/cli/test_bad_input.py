@@ -205,6 +205,20 @@ def test_console_script_prints_exactly_one_line(tmp_path):
     assert proc.stderr.startswith(f"attnlab: error: {bad}:") and "malformed YAML" in proc.stderr
 
 
+
+def test_a_data_error_found_after_seeding_is_still_the_only_line(tmp_path):
+    """A problem found when the data is prepared (after the seed is set and the run directory chosen):
+    stderr is that one line, no "Seed set to N" before it, exit 2, no run directory."""
+    env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "attnlab_run.cli", "fit", "--config",
+                           str(REPO / "ablations" / "configs" / "mr_lstm_attention.yaml"),
+                           f"--data.data_dir={tmp_path / 'data'}", f"--run.root={tmp_path / 'runs'}"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()], proc.stderr
+    assert "vaderSentiment" in proc.stderr and "pip download" in proc.stderr
+    assert not (tmp_path / "runs").exists()
+
 # --------------------------------------------------------------------------- images (captioning)
 def _captioning(tmp_path: Path, images: Path, *extra: str) -> list[str]:
     """Show-Attend-Tell on the committed folder fixture (images under ``images``), tiny."""

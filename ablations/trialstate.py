@@ -7,12 +7,21 @@ import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from attnlab_run.rundir import RunPaths, Status, read_summary
 
-if TYPE_CHECKING:
-    from ablations.runner import Outcome
+
+class Outcome(Protocol):
+    """What the progress line reads of ``ablations.runner.Outcome`` (a Protocol: the runner imports this
+    module, so naming its class here would be an import cycle)."""
+
+    trial: Any
+    status: str
+    returncode: int | None
+    metric: float | None
+    wall_s: float
+    skipped: bool
 
 
 def progress_line(index: int, total: int | None, outcome: Outcome, metric: str | None,

@@ -46,13 +46,9 @@ class UnsweptArm(LookupError):
     """A verdict names an arm its question's sweep does not sweep."""
 
 
-def _sweep(path: Path) -> Mapping[str, Any]:
-    return load_sweep(path)  # not cached: a sweep file edited in a running process is read as it is now
-
-
 def swept_values(path: Path, axes: Sequence[str]) -> list[list[Any]]:
     """Each axis's values in the sweep file at ``path``, in the file's order (``[value]`` for a constant)."""
-    params = _sweep(path).get("parameters") or {}
+    params = load_sweep(path).get("parameters") or {}
     missing = [a for a in axes if a not in params]
     if missing:
         raise UnsweptArm(f"{path.name}: the question's axes {missing} are not parameters of the sweep")
@@ -66,7 +62,7 @@ def swept_arms(path: Path, axes: Sequence[str]) -> tuple[Arm, ...]:
 
 def sweep_metric(path: Path) -> tuple[str, str]:
     """The sweep file's ``metric``: (name, goal). The question reads its answer from this key."""
-    metric = _sweep(path).get("metric") or {}
+    metric = load_sweep(path).get("metric") or {}
     if not metric.get("name") or metric.get("goal") not in ("maximize", "minimize"):
         raise ValueError(f"{path.name}: a question's sweep names its metric (metric.name, metric.goal)")
     return str(metric["name"]), str(metric["goal"])

@@ -13,16 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from ablations import claims, claims_recurrent
 from ablations.arms import REPO, REST, SWEEPS_DIR, Arms, RankedOnly, sweep_metric, swept_arms  # noqa: F401 (REPO)
 from ablations.stats import Stat
-from ablations.verdicts import better, join
+from ablations.verdicts import Arm, better, join
 
 Goal = Literal["maximize", "minimize"]
-Arm = tuple[Any, ...]
-"""One arm: the values of the question's axes, in the order of ``Question.axes``."""
 
 
 ArmStats = Mapping[Arm, Mapping[str, Stat]]

@@ -17,6 +17,11 @@ import torch  # noqa: E402
 
 # Two cores shared by everything: one intra-op thread keeps small-tensor tests fast and predictable.
 torch.set_num_threads(1)
+# Under pytest-xdist (`-n 2`, as CI runs) two workers already fill the two cores: a subprocess test (a CLI fit, a
+# DDP pair) inheriting torch's default of one thread per core would oversubscribe them, which slows small-tensor
+# runs many times over. Pin the children to one thread too.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["OMP_NUM_THREADS"] = "1"
 
 
 # Real data (issue #27): a test that needs a registry package's data skips, naming the install step, where the
@@ -34,3 +39,17 @@ def pytest_runtest_makereport(item, call):
         if _REAL_DATA_SKIP.search(reason):
             report.outcome = "failed"
             report.longrepr = f"real data required (ATTNLAB_REQUIRE_REAL_DATA=1) but absent: {reason}"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Longest first: tests marked ``minutes(N)`` run in descending N before the rest (in their order).
+
+    CI runs the suite on two xdist workers; a 15-minute training that starts last keeps one worker busy
+    while the other idles. Starting the longest first (LPT scheduling) lets the short ones fill the gaps.
+    The marks are rough wall times on 2 cores, from the ``--durations`` report of a CI run.
+    """
+    def minutes(item) -> float:
+        mark = item.get_closest_marker("minutes")
+        return float(mark.args[0]) if mark else 0.0
+
+    items.sort(key=minutes, reverse=True)  # stable: unmarked tests keep their collection order

@@ -30,6 +30,7 @@ def _run(tmp_path: Path, config: str, name: str, *overrides: str) -> dict:
     return record.metrics
 
 
+@pytest.mark.minutes(4)
 def test_transformer_reverse_solves_the_task(tmp_path):
     metrics = _run(tmp_path, "transformer_reverse.yaml", "t")
     assert metrics["test/exact_match"] >= 0.99, metrics
@@ -41,12 +42,14 @@ def _long_bucket_accuracy(metrics: dict) -> float:
     return sum(buckets[k] for k in longest) / len(longest)
 
 
+@pytest.mark.minutes(15)
 def test_attention_cures_the_bottleneck(tmp_path):
     none = _run(tmp_path, "rnn_reverse.yaml", "none", "--model.attention=none")
     additive = _run(tmp_path, "rnn_reverse.yaml", "additive", "--model.attention=additive")
     assert _long_bucket_accuracy(additive) > _long_bucket_accuracy(none) + 0.3, (none, additive)
 
 
+@pytest.mark.minutes(7.5)
 def test_lstm_solves_adding_where_rnn_does_not(tmp_path):
     lstm = _run(tmp_path, "adding.yaml", "lstm", "--model.cell=lstm")
     rnn = _run(tmp_path, "adding.yaml", "rnn", "--model.cell=rnn")
@@ -69,6 +72,7 @@ def _over_seeds(tmp_path: Path, config: str, metric: str, *overrides: str) -> tu
     return mean, report
 
 
+@pytest.mark.minutes(3)
 def test_recurrent_attention_model_learns_over_seeds(tmp_path):
     """RAM (Mnih et al. 2014) on translated digits: mean test accuracy over 3 seeds far above chance (0.1).
 
@@ -82,6 +86,7 @@ def test_recurrent_attention_model_learns_over_seeds(tmp_path):
 
 
 
+@pytest.mark.minutes(7.5)
 def test_scheduled_sampling_solves_reverse_over_seeds(tmp_path):
     """Scheduled sampling (Bengio et al. 2015, §2.4; inverse-sigmoid decay, two-pass for the Transformer
     as Mihaylova & Liu 2019) on the reverse task: mean test exact match over 3 seeds far above an
@@ -100,6 +105,7 @@ def test_scheduled_sampling_solves_reverse_over_seeds(tmp_path):
     assert mean >= 0.8, report
 
 
+@pytest.mark.minutes(11)
 def test_hard_attention_captioner_learns_over_seeds(tmp_path):
     """Show, Attend and Tell with stochastic hard attention (Xu et al. 2015, §4.1: REINFORCE with a
     moving-average baseline, entropy bonus, half the captions on the expectation) on drawn shapes:

@@ -205,7 +205,8 @@ def _assert_one_history(run: Path, first: dict[str, Any], second: dict[str, Any]
     ``metrics.csv`` (the CSV logger's independent record) holds present in one of them."""
     import csv
 
-    assert first["project"] == second["project"] and first["resume"] and second["resume"]
+    assert (first["project"], first["group"]) == (second["project"], second["group"])
+    assert first["resume"] and second["resume"], "resume='allow': the run record a sync reads"
     assert first["start_time"] < second["start_time"], "wandb sync uploads the preempted attempt first"
     w_steps = [[r["_step"] for r in f["history"]] for f in (first, second)]
     uploaded = w_steps[0] + w_steps[1]

@@ -128,8 +128,9 @@ class QuietWandbLogger(WandbLogger):
         move happens only forwards.
         """
         step, self._history_from = self._history_from, None
-        run = self.experiment
-        if step is not None and step > run.step:
+        run = self.experiment  # opens the run if nothing did yet
+        current = self.next_history_step()
+        if step is not None and current is not None and step > current:
             run.log({}, step=step, commit=False)
 
     def _goal(self, name: str) -> Literal["min", "max"]:

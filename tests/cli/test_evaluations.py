@@ -254,6 +254,33 @@ def test_the_history_step_moves_only_forwards_and_only_for_a_resumed_fit(tmp_pat
     assert callback.state_dict() == {"wandb_step": (stored if moved else current) + 2}
 
 
+def test_a_wandb_that_does_not_say_its_step_costs_no_checkpoint_and_no_row(tmp_path):
+    from types import SimpleNamespace
+
+    from attnlab_run.wandb_run import HistoryStep, QuietWandbLogger
+
+    class Silent(_FakeRun):
+        @property
+        def step(self) -> int:
+            raise TimeoutError("no answer")  # what Run.step raises after 30 s without one
+
+        @step.setter
+        def step(self, value: int) -> None:
+            pass
+
+        def log(self, data: dict, step: int | None = None, commit: bool | None = None) -> None:
+            self.logged.append((data, step, commit))
+
+    logger = QuietWandbLogger(save_dir=str(tmp_path), project="p", mode="disabled")
+    logger._experiment = run = Silent(0)
+    callback = HistoryStep()
+    callback.setup(SimpleNamespace(loggers=[logger]), None, "fit")
+    assert callback.state_dict() == {}, "the checkpoint is saved without the step"
+    callback.load_state_dict({"wandb_step": 12})
+    logger.log_metrics({"train/loss": 1.0}, step=3)
+    assert [(d["train/loss"], s) for d, s, _ in run.logged] == [(1.0, None)], "the row is logged, unmoved"
+
+
 @pytest.mark.parametrize("mode", ["online", "offline"])
 def test_log_model_uploads_the_best_checkpoint_through_lightning_when_online(tmp_path, monkeypatch, mode):
     from attnlab_run.recording import RunOptions, build_loggers

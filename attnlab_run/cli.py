@@ -65,7 +65,7 @@ from attnlab_run.trainer_setup import (
     warn_slow_bf16,
     with_atomic_io,
 )
-from attnlab_run.wandb_run import BestValidation, wandb_identity
+from attnlab_run.wandb_run import BestValidation, HistoryStep, wandb_identity
 from lit_models.blocks.decoding import DecodeConfig
 from lit_models.figures import AttentionFigures
 from lit_models.predictions import PredictionWriter
@@ -201,6 +201,7 @@ class AttnlabCLI(LightningCLI):
             RunSummary(run_dir=self.run_dir, seed=seed if isinstance(seed, int) else None,
                        subcommand=self.subcommand, evaluation=evaluation, options=options, checkpoint=checkpoint),
             BestValidation(),
+            HistoryStep(),
             AttentionFigures(run_dir=self.run_dir, max_drawings=self.run_opts.figure_drawings),
             *default_probes(),
             *_fault_callbacks(self.run_dir, self.run_opts),

@@ -87,6 +87,8 @@ class QuietWandbLogger(WandbLogger):
     The step has no W&B aggregate, so ``best_step/<name>`` (the ``trainer/global_step`` of the logged
     row) is written beside it, and ``best/<name>`` holds the value as a plain number. ``best`` is
     saved in checkpoints by :class:`BestValidation`, so a resumed fit reports the best of the whole run.
+    On an offline resume, :class:`HistoryStep` hands it the W&B step the preempted attempt stopped at
+    (:meth:`continue_history_at`), and its rows continue from there.
 
     Args:
         best_of: the monitored metric and its direction (``--run.monitor``, ``--run.mode``); None: W&B's
@@ -99,6 +101,37 @@ class QuietWandbLogger(WandbLogger):
         self._best_of = best_of
         self._defined: set[str] = set()
         self.best: dict[str, tuple[float, int]] = {}
+        self._history_from: int | None = None
+
+    def continue_history_at(self, step: int) -> None:
+        """Number this run's next history row ``step`` (W&B's ``_step``), unless the run is past it already."""
+        self._history_from = step
+
+    def next_history_step(self) -> int | None:
+        """The ``_step`` of the run's next history row (``Run.step``); None where no run is open here, or
+        where W&B does not answer (``Run.step`` waits up to 30 s; a checkpoint must not fail for it)."""
+        if rank_zero_only.rank != 0 or self._experiment is None:
+            return None
+        try:
+            return int(self.experiment.step)
+        except Exception as err:  # noqa: BLE001 - W&B trouble must not lose the checkpoint
+            log.warning("W&B did not say its history step (%s): a resume of this checkpoint offline restarts it", err)
+            return None
+
+    def _move_history(self) -> None:
+        """Before the first row: move the run's step counter to ``_history_from``.
+
+        ``Run.log({}, step=s, commit=False)`` is W&B's public way to say "the next row is step s": a step
+        larger than the current one starts a new (still empty) row there, and the next ``log`` without a
+        step fills and commits it; rows after it count on from ``s``. An online resume already starts
+        after the server's last step (``Run.step`` tells), and a step below it would be dropped, so the
+        move happens only forwards.
+        """
+        step, self._history_from = self._history_from, None
+        run = self.experiment  # opens the run if nothing did yet
+        current = self.next_history_step()
+        if step is not None and current is not None and step > current:
+            run.log({}, step=step, commit=False)
 
     def _goal(self, name: str) -> Literal["min", "max"]:
         assert self._best_of is not None
@@ -106,6 +139,8 @@ class QuietWandbLogger(WandbLogger):
 
     def log_metrics(self, metrics: dict[str, Any], step: int | None = None) -> None:
         tracked_now = {}
+        if self._history_from is not None and rank_zero_only.rank == 0:
+            self._move_history()
         if self._best_of is not None and rank_zero_only.rank == 0:
             for name, value in metrics.items():
                 if not tracked(name, monitor=self._best_of[0]) or not _scalar(value):
@@ -209,3 +244,37 @@ class BestValidation(L.Callback):
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._restored = {k: (float(v[0]), int(v[1])) for k, v in state_dict.get("best", {}).items()}
+
+
+class HistoryStep(L.Callback):
+    """Carries a fit's W&B history step across a preemption, so that the resumed attempt's rows come
+    after the preempted attempt's and ``wandb sync`` of both offline folders uploads one history.
+
+    W&B numbers a run's history rows ``_step`` = 0, 1, 2, ... (one per ``log`` call). An online resume
+    starts after the last step the server holds (its reply's ``RunRecord.starting_step``), but an
+    offline process cannot ask, and its rows start at 0 again: synced after the first folder, they
+    would repeat its step numbers, and W&B replaces or drops rows whose step is not beyond its last
+    (wandb/wandb#3841, #5865, #2423, #4624). Each checkpoint therefore stores ``Run.step`` (the step
+    of the run's next row, public API), and on a resumed fit :class:`QuietWandbLogger` moves its run
+    to that step before its first row. A SIGTERM preemption checkpoints after its last row, so the
+    folders' steps never overlap; rows logged after the last checkpoint of a killed (SIGKILL) attempt
+    share their step numbers with the resumed rows that replay the same training steps. Evaluations
+    (``test``, ``validate``) open runs of their own and are left alone.
+    """
+
+    def __init__(self) -> None:
+        self._logger: QuietWandbLogger | None = None
+        self._fitting = False
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        self._logger = next((lg for lg in trainer.loggers if isinstance(lg, QuietWandbLogger)), None)
+        self._fitting = stage == "fit"
+
+    def state_dict(self) -> dict[str, Any]:
+        step = self._logger.next_history_step() if self._logger is not None else None
+        return {} if step is None else {"wandb_step": step}  # None: W&B off, another rank, or no run yet
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        step = state_dict.get("wandb_step")
+        if self._logger is not None and self._fitting and step:  # setup ran first: Trainer._run
+            self._logger.continue_history_at(int(step))

@@ -170,7 +170,9 @@ def test_a_preempted_fit_resumed_offline_is_one_complete_wandb_run(tmp_path, mon
     and identity (wandb >= 0.2x syncs the folders of one run in order of start time, as a resumed
     run: ``wandb sync --help``, wandb/wandb#10708), the resumed attempt continues the step count
     instead of replaying it, the folders together hold every step, and the last summary's best
-    covers both attempts."""
+    covers both attempts. W&B's own row numbers (``_step``) continue too: in upload order they
+    increase strictly across the two folders (W&B replaces or drops a row whose ``_step`` is not
+    beyond the last, wandb/wandb#3841, #5865), and every validation row of both attempts is there."""
     common = ["--config", CONFIG, f"--run.root={tmp_path}", "--run.name=p", *TINY, "--data.train_size=64",
               "--trainer.max_epochs=2", "--data.batch_size=16"]  # 4 steps per epoch, 8 planned
     original = cli._fault_callbacks
@@ -194,6 +196,89 @@ def test_a_preempted_fit_resumed_offline_is_one_complete_wandb_run(tmp_path, mon
     assert len(acc) == 2 and second["summary"]["best/val/token_acc"] == pytest.approx(best)
     assert second["summary"]["best_step/val/token_acc"] == min(s for v, s in acc if v == best), "first reached"
     assert read_summary(run).status is Status.FINISHED
+    _assert_one_history(run, first, second)
+
+
+def _assert_one_history(run: Path, first: dict[str, Any], second: dict[str, Any]) -> None:
+    """The two folders of a preempted fit upload as one history: same run, in start-time order, its
+    ``_step`` strictly increasing from the first folder into the second, and every validation row that
+    ``metrics.csv`` (the CSV logger's independent record) holds present in one of them."""
+    import csv
+
+    assert (first["project"], first["group"]) == (second["project"], second["group"])
+    assert first["resume"] and second["resume"], "resume='allow': the run record a sync reads"
+    assert first["start_time"] < second["start_time"], "wandb sync uploads the preempted attempt first"
+    w_steps = [[r["_step"] for r in f["history"]] for f in (first, second)]
+    uploaded = w_steps[0] + w_steps[1]
+    assert all(a < b for a, b in zip(uploaded[:-1], uploaded[1:], strict=True)), w_steps
+    assert w_steps[1][0] == w_steps[0][-1] + 1, "the resumed rows start right after the preempted ones"
+    with (run / "metrics.csv").open() as fh:
+        csv_val = sorted(int(r["step"]) for r in csv.DictReader(fh) if r.get("val/loss"))
+    wb_val = sorted(int(r["trainer/global_step"]) for f in (first, second) for r in f["history"] if "val/loss" in r)
+    assert wb_val == csv_val and len(csv_val) == 2, (wb_val, csv_val)
+    assert all(any("val/loss" in r for r in f["history"]) for f in (first, second)), "each attempt validated"
+
+
+class _FakeRun:
+    """What the logger uses of a W&B run: ``step`` (the next row's) and ``log`` with W&B's step rules."""
+
+    def __init__(self, step: int) -> None:
+        self.step, self.logged = step, []
+
+    def log(self, data: dict, step: int | None = None, commit: bool | None = None) -> None:
+        self.logged.append((data, step, commit))
+        if step is not None and step > self.step:
+            self.step = step
+        if (step is None and commit is None) or commit:
+            self.step += 1
+
+
+@pytest.mark.parametrize(("current", "stored", "stage", "moved"),
+                         [(0, 12, "fit", True), (20, 12, "fit", False), (0, 12, "test", False)])
+def test_the_history_step_moves_only_forwards_and_only_for_a_resumed_fit(tmp_path, current, stored, stage, moved):
+    """An online resume already starts after the server's last step: a stored step below it is not
+    applied (W&B would drop the row). An evaluation restoring a fit's checkpoint keeps its own steps."""
+    from types import SimpleNamespace
+
+    from attnlab_run.wandb_run import HistoryStep, QuietWandbLogger
+
+    logger = QuietWandbLogger(save_dir=str(tmp_path), project="p", mode="disabled")
+    logger._experiment = run = _FakeRun(current)
+    callback = HistoryStep()
+    callback.setup(SimpleNamespace(loggers=[logger]), None, stage)
+    callback.load_state_dict({"wandb_step": stored})
+    logger.log_metrics({"train/loss": 1.0}, step=3)
+    logger.log_metrics({"train/loss": 0.5}, step=4)
+    assert (run.logged[0] == ({}, stored, False)) is moved and len(run.logged) == 2 + moved
+    assert [(d["train/loss"], s) for d, s, _ in run.logged[moved:]] == [(1.0, None), (0.5, None)]
+    assert callback.state_dict() == {"wandb_step": (stored if moved else current) + 2}
+
+
+def test_a_wandb_that_does_not_say_its_step_costs_no_checkpoint_and_no_row(tmp_path):
+    from types import SimpleNamespace
+
+    from attnlab_run.wandb_run import HistoryStep, QuietWandbLogger
+
+    class Silent(_FakeRun):
+        @property
+        def step(self) -> int:
+            raise TimeoutError("no answer")  # what Run.step raises after 30 s without one
+
+        @step.setter
+        def step(self, value: int) -> None:
+            pass
+
+        def log(self, data: dict, step: int | None = None, commit: bool | None = None) -> None:
+            self.logged.append((data, step, commit))
+
+    logger = QuietWandbLogger(save_dir=str(tmp_path), project="p", mode="disabled")
+    logger._experiment = run = Silent(0)
+    callback = HistoryStep()
+    callback.setup(SimpleNamespace(loggers=[logger]), None, "fit")
+    assert callback.state_dict() == {}, "the checkpoint is saved without the step"
+    callback.load_state_dict({"wandb_step": 12})
+    logger.log_metrics({"train/loss": 1.0}, step=3)
+    assert [(d["train/loss"], s) for d, s, _ in run.logged] == [(1.0, None)], "the row is logged, unmoved"
 
 
 @pytest.mark.parametrize("mode", ["online", "offline"])

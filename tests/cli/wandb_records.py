@@ -104,7 +104,8 @@ def offline_run(run_dir: Path) -> dict[str, Any]:
 
 def offline_runs(run_dir: Path) -> list[dict[str, Any]]:
     """Each offline W&B run folder under ``run_dir/wandb/`` on its own, oldest first: its folder, the
-    run record's fields (``id``, ``group``, ``job_type``, ``name``, ``tags``), ``config`` and ``summary``
+    run record's fields (``id``, ``group``, ``job_type``, ``name``, ``tags``, ``project``, ``resume``,
+    ``start_time`` in microseconds: what ``wandb sync`` orders one run's folders by), ``config`` and ``summary``
     as key -> decoded JSON value (the last update of each key), and ``history`` as the logged rows."""
     import json
 
@@ -116,7 +117,8 @@ def offline_runs(run_dir: Path) -> list[dict[str, Any]]:
             if kind == "run":
                 r = rec.run
                 info.update(id=r.run_id, group=r.run_group, job_type=r.job_type, name=r.display_name,
-                            tags=list(r.tags), project=r.project)
+                            tags=list(r.tags), project=r.project, resume=r.resume,
+                            start_time=r.start_time.ToMicroseconds())
                 info["config"].update({u.key: json.loads(u.value_json) for u in r.config.update})
             elif kind == "config":
                 info["config"].update({u.key: json.loads(u.value_json) for u in rec.config.update})

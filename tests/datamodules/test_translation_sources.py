@@ -93,7 +93,7 @@ def test_every_source_serves_batches(source: str, tmp_path: Path, http_server, m
                          train_size=20, val_size=4, test_size=4, **extra)  # type: ignore[arg-type]
     dm.prepare_data()
     dm.setup("fit")
-    assert dm.tokenizers[0].size == dm.tokenizers[1].size == dm.src_vocab_size == dm.tgt_vocab_size == 48
+    assert (dm.tokenizers[0].size, dm.tokenizers[1].size) == (dm.src_vocab_size, dm.tgt_vocab_size)  # the model's
     assert [len(dm.raw_splits()[s]) for s in ("val", "test")] == [4, 4]
     batch = next(iter(dm.train_dataloader()))
     assert batch.src.max() < dm.src_vocab_size and batch.tgt.max() < dm.tgt_vocab_size

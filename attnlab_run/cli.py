@@ -21,6 +21,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from attnlab_core.errors import UsageError, check_config_files, user_error_line
+from attnlab_run.console import HeldConsole
 from attnlab_run.conventions import (
     arm_values,
     import_named_classes,
@@ -100,6 +101,8 @@ class AttnlabCLI(LightningCLI):
     fresh: tuple[Path, Path] | None = None
     """(run directory, its nearest existing ancestor) when this command creates the run directory:
     refused input found later (e.g. in the data) removes what it created, up to that ancestor."""
+    console: HeldConsole | None = None
+    """Lightning's console lines, held by :func:`run_cli` until a loop starts (set by it)."""
 
     @staticmethod
     def arm_axes(experiment: str) -> tuple[str, ...]:
@@ -205,6 +208,7 @@ class AttnlabCLI(LightningCLI):
             AttentionFigures(run_dir=self.run_dir, max_drawings=self.run_opts.figure_drawings),
             *default_probes(),
             *_fault_callbacks(self.run_dir, self.run_opts),
+            *([self.console] if self.console is not None else []),  # before the progress bar Lightning adds
         ]
         if self.subcommand == "predict":
             callbacks.append(PredictionWriter(path=RunPaths(self.run_dir).predictions))
@@ -282,11 +286,21 @@ def run_cli(args: list[str] | None = None, *, arm_axes: Callable[[str], tuple[st
         arm_axes: experiment name -> the CLI paths that define its arms (W&B tags, display name).
     """
     argv = sys.argv[1:] if args is None else list(args)
-    fields: dict[str, Any] = {"only": argv[0] if argv else None, "argv": tuple(argv)}
+    console = HeldConsole()
+    fields: dict[str, Any] = {"only": argv[0] if argv else None, "argv": tuple(argv), "console": console}
     if arm_axes is not None:
         fields["arm_axes"] = staticmethod(arm_axes)
     cli_class = type("QuestionCLI" if arm_axes is not None else "AttnlabCLI", (AttnlabCLI,), fields)
     quiet_console()
+    console.hold()  # the device banner waits: input refused while the data is set up stays the only line
+    try:
+        _run_held(cli_class, argv, args, console)
+    finally:
+        console.release()  # a command that never started a loop (or crashed) still shows what was held
+
+
+def _run_held(cli_class: type[AttnlabCLI], argv: list[str], args: list[str] | None, console: HeldConsole) -> None:
+    """:func:`run_cli`'s body: build and run the CLI; bad input is one line and exit 2."""
     try:
         check_config_files(argv)
         import_named_classes(argv)
@@ -311,6 +325,7 @@ def run_cli(args: list[str] | None = None, *, arm_axes: Callable[[str], tuple[st
         if not is_preemption(exc):
             raise
         code = preemption_exit_code(exc)
+        console.release()
         print(f"attnlab: preempted (exit {code}): checkpoint saved in {os.environ.get(RUN_DIR_ENV, 'the run')}"
               "/checkpoints/last.ckpt; continue with the same --run.name and --ckpt_path last", file=sys.stderr)
         raise SystemExit(code) from None
@@ -320,6 +335,7 @@ def run_cli(args: list[str] | None = None, *, arm_axes: Callable[[str], tuple[st
             raise
         finish_wandb()
         remove_fresh(cli_class.fresh)
+        console.discard()
         print(f"attnlab: error: {misspelt_option(line, argv) or line}", file=sys.stderr)
         raise SystemExit(2) from None
 

@@ -367,7 +367,8 @@ class SentimentData(SplitDataModule):
         if self.corpus.read is not None:
             train = [t for t, _ in self.raw_splits()["train"]]
             prepare_tokenizer(self.tokenizer_kind, train, cache_dir=self.data_dir / "tokenizers",
-                              name=f"sentiment-{self.source}", vocab_size=self.hparams.vocab_size)
+                              name=f"sentiment-{self.source}", vocab_size=self.hparams.vocab_size,
+                              origin=self._train_origin())
 
     def setup(self, stage: str) -> None:
         """Load the tokenizer and encode every split (same result on every rank)."""
@@ -377,12 +378,17 @@ class SentimentData(SplitDataModule):
         if self.tokenizer is None:
             self.tokenizer = load_tokenizer(
                 self.tokenizer_kind, [t for t, _ in splits["train"]], cache_dir=self.data_dir / "tokenizers",
-                name=f"sentiment-{self.source}", vocab_size=self.hparams.vocab_size,
+                name=f"sentiment-{self.source}", vocab_size=self.hparams.vocab_size, origin=self._train_origin(),
             )
         max_len = self.hparams.max_len
         for split, items in splits.items():
             self.datasets[split] = [((self.tokenizer.encode(t) or [UNK])[:max_len], y)
                                     for t, y in track(items, what=f"encoding the {split} split", unit="texts")]
+
+    def _train_origin(self) -> str:
+        """The training text as errors name it: its file (``files``), else the corpus's training split."""
+        path = self.hparams.train_path
+        return f"the training file {path}" if self.source == "files" else f"the {self.source} training split"
 
     def _loader(self, split: Split) -> DataLoader:
         hp = self.hparams

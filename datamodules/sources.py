@@ -62,3 +62,14 @@ class Corpus:
     memory_map: bool = False
     requires: tuple[str, ...] = ()
     check: Callable[[SourceSpec], None] | None = None
+
+
+def describe_training_files(files: SplitFiles | None, *, side: int | None, columns: tuple[str, str]) -> str | None:
+    """The training text of one side (0, 1) or of both (None) as an error names it: its plain-text
+    file(s), or its table file and column; None when the split has no files (yet)."""
+    if files is None:
+        return None
+    if isinstance(files, Path):
+        return f"the training file {files}" + ("" if side is None else f" (column {columns[side]})")
+    chosen = files if side is None else files[side:side + 1]
+    return f"the training file{'s' if len(chosen) > 1 else ''} " + " and ".join(map(str, chosen))

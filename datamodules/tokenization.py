@@ -8,6 +8,10 @@ trained **once**, in ``prepare_data``, on the training split only, and cached un
 from a hash of the corpus and every training setting; the model is written to a temporary file and
 moved into place with ``os.replace``, so a crash, a too-large vocabulary or several ranks/nodes
 writing at once never leave a half-written model. ``setup`` loads it on every rank.
+
+A word vocabulary, like a SentencePiece model, has exactly ``vocab_size`` ids (the model's embedding
+and output sizes): a training text that cannot fill it is refused in one line naming the option, the
+text's files and the largest value allowed (:func:`vocab_too_large`), never silently shrunk.
 """
 
 from __future__ import annotations
@@ -146,7 +150,8 @@ class WordVocab:
 
     @classmethod
     def build(cls, texts: Iterable[str], *, vocab_size: int) -> WordVocab:
-        """The ``vocab_size - 4`` most frequent words of ``texts`` (ties: alphabetical), deterministic."""
+        """The ``vocab_size - 4`` most frequent words of ``texts`` (ties: alphabetical), deterministic;
+        fewer when the texts have fewer distinct words (:func:`load_tokenizer` refuses that)."""
         counts = Counter(w for t in texts for w in word_tokenize(t))
         ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
         return cls(words=[w for w, _ in ranked[: max(vocab_size - N_SPECIAL, 0)] if w not in SPECIAL_PIECES])
@@ -234,6 +239,7 @@ def train_sentencepiece(
     model_type: Literal["bpe", "unigram"],
     vocab_size: int,
     character_coverage: float = 1.0,
+    origin: str | None = None,
 ) -> Path:
     """Train (or find in the cache) a SentencePiece model on ``texts``; return its path.
 
@@ -248,6 +254,7 @@ def train_sentencepiece(
         cache_dir: where models live. name: readable prefix of the file name.
         model_type: ``bpe`` or ``unigram``. vocab_size: total pieces, the 4 specials included.
         character_coverage: share of characters covered (1.0 for small alphabets; 0.9995 for CJK).
+        origin: the training text as errors name it (its files); None: ``the <name> training corpus``.
     """
     settings = spm_settings(model_type=model_type, vocab_size=vocab_size, character_coverage=character_coverage)
     digest, count, size = _corpus_stats(texts)
@@ -269,10 +276,9 @@ def train_sentencepiece(
         most = re.search(r"value <= (\d+)", str(err))
         if most is None:
             raise
-        raise UsageError(
-            f"vocab_size={vocab_size} is too large for the {name} training corpus: SentencePiece "
-            f"({model_type}) supports at most {most.group(1)}; lower vocab_size"
-        ) from None
+        raise vocab_too_large(vocab_size=vocab_size, origin=origin or f"the {name} training corpus",
+                              why=f"SentencePiece ({model_type}) supports at most {most.group(1)}",
+                              most=int(most.group(1))) from None
     atomic_write(path, buffer.getvalue())
     return path
 
@@ -288,20 +294,45 @@ def load_sentencepiece(path: Path, *, vocab_size: int) -> SentencePieceTokenizer
 
 
 # --------------------------------------------------------------------------- datamodule helpers
+def vocab_too_large(*, vocab_size: int, origin: str, why: str, most: int) -> UsageError:
+    """The one-line refusal of a vocabulary larger than its training text supports (words and
+    SentencePiece alike): the option, the text's files, why, and the largest value allowed."""
+    return UsageError(f"--data.vocab_size={vocab_size} is too large for {origin}: {why}; "
+                      f"give --data.vocab_size={most} or less")
+
+
 def prepare_tokenizer(
-    kind: Tokenization, texts: Iterable[str], *, cache_dir: Path, name: str, vocab_size: int
+    kind: Tokenization, texts: Iterable[str], *, cache_dir: Path, name: str, vocab_size: int,
+    origin: str | None = None,
 ) -> None:
-    """``prepare_data`` half: train and cache SentencePiece (``bpe``/``unigram``); nothing for ``word``."""
-    if kind != "word":
-        train_sentencepiece(texts, cache_dir=cache_dir, name=name, model_type=kind, vocab_size=vocab_size)
+    """``prepare_data`` half: train and cache SentencePiece (``bpe``/``unigram``); for ``word``, only
+    check that the training text fills ``vocab_size`` (nothing is cached), so both refuse a vocabulary
+    too large for the text here, before the loggers start. ``origin`` names the text's files in errors."""
+    if kind == "word":
+        load_tokenizer(kind, texts, cache_dir=cache_dir, name=name, vocab_size=vocab_size, origin=origin)
+    else:
+        train_sentencepiece(texts, cache_dir=cache_dir, name=name, model_type=kind, vocab_size=vocab_size,
+                            origin=origin)
 
 
 def load_tokenizer(
-    kind: Tokenization, texts: Iterable[str], *, cache_dir: Path, name: str, vocab_size: int
+    kind: Tokenization, texts: Iterable[str], *, cache_dir: Path, name: str, vocab_size: int,
+    origin: str | None = None,
 ) -> Tokenizer:
-    """``setup`` half, on every rank: build the word vocabulary of ``texts`` or load the cached model."""
+    """``setup`` half, on every rank: build the word vocabulary of ``texts`` or load the cached model.
+
+    A word vocabulary must have exactly ``vocab_size`` ids, as a SentencePiece model does: a corpus
+    with fewer distinct words is refused in one line (:func:`vocab_too_large`) instead of leaving the
+    model ids that no word has (they could only ever decode as ``<unk>``).
+    """
     if kind == "word":
-        return WordVocab.build(texts, vocab_size=vocab_size)
+        vocab = WordVocab.build(texts, vocab_size=vocab_size)
+        if vocab.size < vocab_size:
+            words = vocab.size - N_SPECIAL
+            raise vocab_too_large(
+                vocab_size=vocab_size, origin=origin or f"the {name} training corpus", most=vocab.size,
+                why=f"it has {words} distinct words + {N_SPECIAL} special tokens = {vocab.size} ids")
+        return vocab
     settings = spm_settings(model_type=kind, vocab_size=vocab_size, character_coverage=1.0)
     path = spm_model_path(cache_dir=cache_dir, name=name, digest=corpus_digest(texts), settings=settings)
     return load_sentencepiece(path, vocab_size=vocab_size)

@@ -60,7 +60,7 @@ from datamodules.bucketing import TokenBudgetBatchSampler, token_budget_loader  
 from datamodules.download import Resource, extract, fetch
 from datamodules.iwslt import prepare_iwslt14
 from datamodules.parallel_files import find_file, pair_lengths, read_parallel
-from datamodules.sources import Corpus, SourceSpec, Split, SplitFiles
+from datamodules.sources import Corpus, SourceSpec, Split, SplitFiles, describe_training_files
 from datamodules.token_store import ParallelText, TokenStore, build_token_store
 from datamodules.tokenization import (
     Tokenization,
@@ -224,6 +224,7 @@ class TranslationData(SplitDataModule):
         self.gold: dict[str, list[Alignment]] = {}
         self.texts: dict[str, list[TextPair]] = {}
         self.tokenizers: tuple[Tokenizer, Tokenizer] | None = None
+        self.train_files: SplitFiles | None = None  # the training split's files, once located (for errors)
         self.datasets: dict[str, Sequence[tuple[list[int], list[int]]]] = {}
 
     @property
@@ -285,7 +286,10 @@ class TranslationData(SplitDataModule):
         """The two plain-text files of ``split`` (fetching or preparing them first), or its table file."""
         if self.corpus.locate is None:
             raise UsageError(f"source={self.source} is generated in memory: it has no files")
-        return self.corpus.locate(self.spec, split)
+        paths = self.corpus.locate(self.spec, split)
+        if split == "train":
+            self.train_files = paths
+        return paths
 
     def _train_stream(self) -> ParallelText:
         """The training split as a re-iterable stream (``memory_map`` mode)."""
@@ -295,28 +299,32 @@ class TranslationData(SplitDataModule):
         return ParallelText(*paths)
 
     # ----------------------------------------------------------------- tokenizers
-    def _vocab_jobs(self) -> list[tuple[str, Iterable[str]]]:
-        """(model name, training texts) per vocabulary: one shared, or one per side."""
+    def _vocab_jobs(self) -> list[tuple[str, Iterable[str], str]]:
+        """(model name, training texts, their files as errors name them) per vocabulary: one shared,
+        or one per side."""
         hp = self.hparams
-        base = f"{self.source}-{hp.src_lang}{hp.tgt_lang}"
         if self.memory_map:
-            stream = self._train_stream()
-            if hp.shared_vocab:
-                return [(f"{base}-shared-stream", stream.both_sides())]
-            return [(f"{base}-{hp.src_lang}-stream", stream.side(0)), (f"{base}-{hp.tgt_lang}-stream", stream.side(1))]
-        train = self.raw_splits()["train"]
-        if hp.shared_vocab:
-            return [(f"{base}-shared", [s for s, _ in train] + [t for _, t in train])]
-        return [(f"{base}-{hp.src_lang}", [s for s, _ in train]), (f"{base}-{hp.tgt_lang}", [t for _, t in train])]
+            stream, suffix = self._train_stream(), "-stream"
+            sides = [stream.both_sides()] if hp.shared_vocab else [stream.side(0), stream.side(1)]
+        else:
+            train, suffix = self.raw_splits()["train"], ""
+            src, tgt = [s for s, _ in train], [t for _, t in train]
+            sides = [src + tgt] if hp.shared_vocab else [src, tgt]
+        names = ["shared"] if hp.shared_vocab else [hp.src_lang, hp.tgt_lang]
+        columns = (hp.src_column, hp.tgt_column)
+        return [(f"{self.source}-{hp.src_lang}{hp.tgt_lang}-{name}{suffix}", texts,
+                 describe_training_files(self.train_files, side=None if hp.shared_vocab else i, columns=columns)
+                 or f"the {self.source} training split")
+                for i, (name, texts) in enumerate(zip(names, sides, strict=True))]
 
     def prepare_data(self) -> None:
         """Download/extract (Multi30k), train SentencePiece and (``memory_map``) encode the training
         split into its token store, once; keeps no state for other ranks."""
         if self.corpus.locate is None:
             return
-        for name, texts in self._vocab_jobs():
+        for name, texts, origin in self._vocab_jobs():
             prepare_tokenizer(self.hparams.tokenizer, texts, cache_dir=self.data_dir / "tokenizers", name=name,
-                              vocab_size=self.hparams.vocab_size)
+                              vocab_size=self.hparams.vocab_size, origin=origin)
         if self.memory_map:
             src_tok, tgt_tok = self._load_tokenizers()
             build_token_store(self._train_stream(), directory=self._store_dir(), max_len=self.hparams.max_len,
@@ -327,7 +335,7 @@ class TranslationData(SplitDataModule):
         if self.corpus.lexicons:
             return self._closed_vocabs()
         toks = [load_tokenizer(hp.tokenizer, texts, cache_dir=self.data_dir / "tokenizers", name=name,
-                               vocab_size=hp.vocab_size) for name, texts in self._vocab_jobs()]
+                               vocab_size=hp.vocab_size, origin=origin) for name, texts, origin in self._vocab_jobs()]
         return toks[0], toks[-1]
 
     def _store_dir(self) -> Path:

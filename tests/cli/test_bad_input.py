@@ -219,6 +219,27 @@ def test_a_data_error_found_after_seeding_is_still_the_only_line(tmp_path):
     assert "vaderSentiment" in proc.stderr and "pip download" in proc.stderr
     assert not (tmp_path / "runs").exists()
 
+
+def test_a_data_error_found_after_the_trainer_is_built_is_the_only_line(tmp_path):
+    """The issue's case through the real console: valid parallel files of ~30 words, word tokenizer,
+    the config's vocab_size 8000. Refused while the data is prepared, after the Trainer logged its
+    device banner ("GPU available: ...", held until a loop starts): stderr is the one line, exit 2."""
+    for lang, text in (("de", "ein hund läuft im park\nzwei kinder spielen\n"),
+                       ("en", "a dog runs in the park\ntwo children play\n")):
+        (tmp_path / f"c.{lang}").write_text(text)
+    env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "attnlab_run.cli", "fit", "--config",
+                           str(CONFIGS / "multi30k_transformer.yaml"), "--data.source=files", "--data.tokenizer=word",
+                           *(f"--data.{split}_path={tmp_path / 'c'}" for split in ("train", "val", "test")),
+                           "--model.d_model=16", "--model.d_ff=32", "--trainer.accelerator=cpu",
+                           f"--data.data_dir={tmp_path / 'data'}", f"--run.root={tmp_path / 'runs'}"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()], proc.stderr
+    assert proc.stderr.startswith("attnlab: error: --data.vocab_size=8000 is too large for the training files ")
+    assert proc.stderr.strip().endswith("= 20 ids; give --data.vocab_size=20 or less") and proc.stdout == ""
+    assert not (tmp_path / "runs").exists()
+
 # --------------------------------------------------------------------------- images (captioning)
 def _captioning(tmp_path: Path, images: Path, *extra: str) -> list[str]:
     """Show-Attend-Tell on the committed folder fixture (images under ``images``), tiny."""

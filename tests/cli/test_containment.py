@@ -5,13 +5,15 @@ line, exit 2, with the file tree unchanged.
   long, control characters, random mixtures): a name is refused or its run directory resolves strictly
   inside the root as one folder per name; through the CLI, a refused name writes nothing anywhere.
 - The bad-input battery: one case per class (paths, numbers, enums, files, checkpoints, sweep files,
-  credentials), each through ``attnlab`` in-process, asserting exit 2, one stderr line naming the
-  problem, nothing on stdout, and a byte-identical file tree. All fail before any data is read.
+  data, credentials), each through ``attnlab`` in-process, asserting exit 2, one stderr line naming
+  the problem, nothing on stdout, and a byte-identical file tree. All but the data case fail before
+  any data is read; the data case fails while the data is prepared, after the Trainer is built.
 """
 
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -206,6 +208,32 @@ def test_sweep_files(sandbox, capsys, case):
     assert expected in line
 
 
+SMALL_CORPUS = {"de": ["ein hund läuft im park", "zwei kinder spielen", "die katze schläft"],
+                "en": ["a dog runs in the park", "two children play", "the cat sleeps"]}
+"""The issue's case: valid parallel files of about 30 words, far fewer than the configs' 8000 ids."""
+
+
+@pytest.mark.parametrize("tokenizer", ["word", "bpe"])
+def test_data(sandbox, capsys, tokenizer):
+    """A vocabulary larger than the training text supports, found when the data is prepared (after the
+    Trainer exists): the same one line for words and SentencePiece, naming option, files and maximum."""
+    for lang, lines in SMALL_CORPUS.items():
+        (sandbox / f"c.{lang}").write_text("\n".join(lines) + "\n")
+    config = REPO / "ablations" / "configs" / "multi30k_transformer.yaml"
+    argv = ["fit", "--config", str(config), "--data.init_args.source=files", f"--data.init_args.tokenizer={tokenizer}",
+            *(f"--data.init_args.{split}_path={sandbox / 'c'}" for split in ("train", "val", "test")),
+            "--model.init_args.d_model=16", "--model.init_args.d_ff=32", "--model.init_args.encoder_layers=1",
+            "--model.init_args.decoder_layers=1", "--trainer.accelerator=cpu", "--run.root=runs"]
+    line = _one_line(capsys, argv, sandbox)
+    words = len({w for lines in SMALL_CORPUS.values() for t in lines for w in t.split()})
+    assert f"--data.vocab_size=8000 is too large for the training files {sandbox}/c.de and {sandbox}/c.en: " in line
+    if tokenizer == "word":
+        assert line.endswith(f"it has {words} distinct words + 4 special tokens = {words + 4} ids; "
+                             f"give --data.vocab_size={words + 4} or less")
+    else:
+        assert re.search(r"SentencePiece \(bpe\) supports at most (\d+); give --data.vocab_size=\1 or less$", line)
+
+
 def test_credentials(sandbox, capsys, monkeypatch):
     """No W&B credentials: ``wandb.Api()`` raises wandb's UsageError (mocked here: no network in tests)."""
     import wandb
@@ -261,9 +289,9 @@ def test_input_refused_after_the_run_started_leaves_no_run(sandbox, capsys):
     assert {k: v for k, v in _tree(sandbox).items() if not k.startswith("wandb_dir")} == before
 
 
-def test_word_vocabulary_smaller_than_the_model_decodes_as_unk():
-    """``--data.tokenizer=word`` with vocab_size 8000 on a small corpus: the model may emit ids the
-    vocabulary does not have; they render as ``<unk>`` (this was an IndexError at the first validation)."""
+def test_ids_past_a_word_vocabulary_decode_as_unk():
+    """A defence behind the refusal of a too-small word vocabulary (``test_data``): an id the
+    vocabulary does not have renders as ``<unk>`` (this was an IndexError at the first validation)."""
     from datamodules.batching import EOS, ids_to_text
     from datamodules.tokenization import WordVocab
 

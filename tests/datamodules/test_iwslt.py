@@ -45,8 +45,8 @@ def _archive(path: Path) -> list[tuple[str, str]]:
 
 def test_iwslt14_is_split_like_fairseq(tmp_path: Path) -> None:
     kept = _archive(tmp_path / "downloads" / "de-en.tgz")
-    dm = TranslationData(source="iwslt14", data_dir=str(tmp_path), tokenizer="word", vocab_size=80, batch_size=4)
-    dm.prepare_data()
+    dm = TranslationData(source="iwslt14", data_dir=str(tmp_path), tokenizer="word", vocab_size=60, batch_size=4)
+    dm.prepare_data()  # 60 ids: the archive's training pairs have 60 distinct words (64 ids)
     out = tmp_path / "iwslt14"
     read = {f: (out / f).read_text().splitlines() for f in ("train.de", "train.en", "valid.de", "test.en")}
     valid = [p for i, p in enumerate(kept, start=1) if i % VALID_EVERY == 0]

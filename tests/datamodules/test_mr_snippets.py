@@ -142,6 +142,7 @@ def test_real_mr_trains_a_few_steps_through_the_cli(tmp_path: Path) -> None:
     data = mr_data_dir(tmp_path)
     main(["fit", "--config", str(CONFIG), f"--data.init_args.data_dir={data}", f"--run.root={tmp_path}/runs",
           "--run.name=mr", "--data.init_args.train_size=160", "--data.init_args.val_size=64", "--trainer.max_epochs=1",
+          "--data.init_args.vocab_size=1000",  # 160 snippets have 1,402 distinct words: 9000 would be refused
           "--trainer.accelerator=cpu", "--trainer.enable_progress_bar=false", "--trainer.log_every_n_steps=1"])
     summary = json.loads(next((tmp_path / "runs").glob("*/mr/summary.json")).read_text())
     assert summary["status"] == "finished"

@@ -77,8 +77,9 @@ def test_bad_arguments_are_one_line_usage_errors() -> None:
 
 
 def files_dm(tmp_path: Path, **kw: object) -> SentimentData:
+    """The fixture files; vocab_size 40 fits the 10 training texts left after val (41 ids)."""
     args = {"source": "files", "train_path": str(FIXTURES / "train.tsv"), "test_path": str(FIXTURES / "test.jsonl"),
-            "data_dir": str(tmp_path), "labels": ["neg", "pos"], "val_size": 2, "batch_size": 4, "vocab_size": 60}
+            "data_dir": str(tmp_path), "labels": ["neg", "pos"], "val_size": 2, "batch_size": 4, "vocab_size": 40}
     return SentimentData(**{**args, **kw})  # type: ignore[arg-type]
 
 
@@ -122,7 +123,7 @@ def test_imdb_layout(tmp_path: Path) -> None:
             folder.mkdir(parents=True)
             for i in range(12):
                 (folder / f"{i}_7.txt").write_text(f"{text} {i}")
-    dm = SentimentData(source="imdb", data_dir=str(tmp_path), val_size=4, vocab_size=30, batch_size=8)
+    dm = SentimentData(source="imdb", data_dir=str(tmp_path), val_size=4, vocab_size=20, batch_size=8)  # 22 ids
     dm.setup("fit")
     splits = dm.raw_splits()
     assert (len(splits["train"]), len(splits["val"]), len(splits["test"])) == (20, 4, 24)

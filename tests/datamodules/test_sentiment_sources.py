@@ -19,7 +19,7 @@ from datamodules.sentiment import SENTIMENT_SOURCES, SentimentData, SentimentSou
 from tests.datamodules.package_fixtures import write_vader_sdist
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "sentiment"
-ROWS = [(f"a {'fine' if i % 2 else 'poor'} film number {i}", i % 2) for i in range(30)]
+ROWS = [(f"a {'fine' if i % 2 else 'poor'} film number {i} scene {i + 100}", i % 2) for i in range(30)]
 
 
 def _none(tmp_path: Path, http_server, monkeypatch) -> dict[str, object]:
@@ -33,7 +33,7 @@ def _imdb(tmp_path: Path, http_server, monkeypatch) -> dict[str, object]:
             folder = tmp_path / "imdb" / "aclImdb" / split / polarity
             folder.mkdir(parents=True)
             for i in range(10):
-                (folder / f"{i}_7.txt").write_text(f"{polarity} review {i}<br />the end")
+                (folder / f"{i}_7.txt").write_text(f"{polarity} review {i} take {i + 10}<br />the end")
     return {}
 
 
@@ -73,10 +73,12 @@ def test_registry_and_fixtures_cover_the_literal() -> None:
 @pytest.mark.parametrize("source", get_args(SentimentSource))
 def test_every_source_serves_labelled_batches(source: str, tmp_path: Path, http_server, monkeypatch) -> None:
     extra = SOURCE_FIXTURES[source](tmp_path, http_server, monkeypatch)
-    dm = SentimentData(source=source, data_dir=str(tmp_path), vocab_size=60, batch_size=4, train_size=8,
+    # 20 ids: the synthetic language needs 19; every fixture's 8 training texts have more distinct words
+    dm = SentimentData(source=source, data_dir=str(tmp_path), vocab_size=20, batch_size=4, train_size=8,
                        val_size=2, test_size=4, **extra)  # type: ignore[arg-type]
     dm.prepare_data()
     dm.setup("fit")
+    assert dm.tokenizer.size == dm.src_vocab_size == 20
     assert [len(dm.raw_splits()[s]) for s in ("train", "val", "test")] == [8, 2, 4]
     batch = next(iter(dm.test_dataloader()))
     assert batch.tokens.size(0) == 4 and batch.tokens.max() < dm.src_vocab_size

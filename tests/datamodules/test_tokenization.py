@@ -96,6 +96,29 @@ def test_too_large_vocab_is_one_line_with_sizes_and_writes_nothing(tmp_path: Pat
     assert not tmp_path.exists() or list(tmp_path.iterdir()) == []
 
 
+def test_word_vocab_must_fill_vocab_size_or_is_refused_in_one_line(tmp_path: Path) -> None:
+    """A word vocabulary has exactly vocab_size ids, like a SentencePiece model: with fewer distinct
+    words in the training text, the refusal names the option, the text and the largest value allowed."""
+    distinct = len({w for t in CORPUS for w in t.split()})  # 14 words + 200 numbers
+    most = distinct + 4
+    assert load_tokenizer("word", CORPUS, cache_dir=tmp_path, name="t", vocab_size=most).size == most
+    assert load_tokenizer("word", CORPUS, cache_dir=tmp_path, name="t", vocab_size=most - 1).size == most - 1
+    with pytest.raises(UsageError) as err:
+        load_tokenizer("word", CORPUS, cache_dir=tmp_path, name="t", vocab_size=8000, origin="the training file x.tsv")
+    assert str(err.value) == (f"--data.vocab_size=8000 is too large for the training file x.tsv: it has {distinct} "
+                              f"distinct words + 4 special tokens = {most} ids; give --data.vocab_size={most} or less")
+    with pytest.raises(UsageError, match=rf"^--data.vocab_size={most + 1} is too large for the t training corpus: "):
+        load_tokenizer("word", CORPUS, cache_dir=tmp_path, name="t", vocab_size=most + 1)
+    assert list(tmp_path.iterdir()) == []  # a word vocabulary is never cached
+
+
+def test_too_large_sentencepiece_vocab_names_the_option_and_the_maximum(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"^--data.vocab_size=5000 is too large for the training file x.tsv: "
+                                         r"SentencePiece \(bpe\) supports at most (\d+); give --data.vocab_size=\1 or"):
+        prepare_tokenizer("bpe", CORPUS, cache_dir=tmp_path, name="t", vocab_size=5000,
+                          origin="the training file x.tsv")
+
+
 def test_loading_before_prepare_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="prepare_data"):
         load_tokenizer("unigram", CORPUS, cache_dir=tmp_path, name="t", vocab_size=40)

@@ -88,10 +88,12 @@ def test_registry_and_fixtures_cover_the_literal() -> None:
 @pytest.mark.parametrize("source", get_args(TranslationSource))
 def test_every_source_serves_batches(source: str, tmp_path: Path, http_server, monkeypatch) -> None:
     extra = SOURCE_FIXTURES[source](tmp_path, http_server, monkeypatch)
-    dm = TranslationData(source=source, data_dir=str(tmp_path), tokenizer="word", vocab_size=400, batch_size=4,
+    # 48 ids: every fixture's 20 training pairs have more distinct words (the smallest, bible, has 50)
+    dm = TranslationData(source=source, data_dir=str(tmp_path), tokenizer="word", vocab_size=48, batch_size=4,
                          train_size=20, val_size=4, test_size=4, **extra)  # type: ignore[arg-type]
     dm.prepare_data()
     dm.setup("fit")
+    assert (dm.tokenizers[0].size, dm.tokenizers[1].size) == (dm.src_vocab_size, dm.tgt_vocab_size)  # the model's
     assert [len(dm.raw_splits()[s]) for s in ("val", "test")] == [4, 4]
     batch = next(iter(dm.train_dataloader()))
     assert batch.src.max() < dm.src_vocab_size and batch.tgt.max() < dm.tgt_vocab_size

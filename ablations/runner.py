@@ -223,11 +223,13 @@ def wait_any(active: list[_Running], timeout_s: float | None,
 
 
 def _engine_record(trial: Trial, state: str, metrics: Mapping[str, float] | None = None) -> Any:
-    """The SweepRun the engine sees for a trial (config entries are ``{"value": v}`` like W&B's)."""
+    """The SweepRun the engine sees for a trial (config entries are ``{"value": v}`` like W&B's). The metrics go
+    in by their alias ``summaryMetrics``: sweeps 0.2.0 (what pip picks where numpy 2 is installed, since 0.3.0
+    pins numpy<2) is pydantic-1 code that under pydantic 2 silently drops the field name ``summary_metrics``."""
     from sweeps import SweepRun
 
     return SweepRun(name=trial.name, state=state, config={k: {"value": v} for k, v in trial.params.items()},
-                    summary_metrics=dict(metrics or {}))
+                    summaryMetrics=dict(metrics or {}))
 
 
 def _done_outcome(trial: Trial, metric: str | None) -> Outcome | None:

@@ -86,8 +86,10 @@ def with_atomic_io(plugins: Any) -> list[Any]:
 
 
 def native_bf16_cpu() -> bool:
-    """Whether this CPU has native bf16 matmuls (AVX512-BF16 / AMX) that oneDNN can use."""
-    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    """Whether this CPU has native bf16 matmuls (AVX512-BF16 / AMX) that oneDNN can use. The probe is a private
+    torch op (torch has no public one): a torch without it counts as native, so the advisory warning stays quiet."""
+    probe = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+    return True if probe is None else bool(probe())
 
 
 def warn_slow_bf16(trainer_cfg: dict[str, Any]) -> bool:

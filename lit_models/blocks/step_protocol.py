@@ -6,14 +6,40 @@ See ``lit_models.blocks.decoding`` for the conventions (lengths, EOS forcing, lo
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
-from torch.utils._pytree import tree_leaves, tree_map
 
 State = Any
 """A pytree (nested dict/list/tuple) of tensors; every tensor leaf has the batch on dim 0."""
+
+
+def map_tensors(fn: Callable[[Tensor], Tensor], state: State) -> State:
+    """``state`` with ``fn`` applied to every tensor leaf; dicts, lists, tuples and NamedTuples keep their type
+    (torch's pytree module is private, so the walk over the containers a :data:`State` may hold lives here)."""
+    if isinstance(state, Tensor):
+        return fn(state)
+    if isinstance(state, dict):
+        return type(state)((key, map_tensors(fn, value)) for key, value in state.items())
+    if isinstance(state, tuple) and hasattr(state, "_fields"):
+        return type(state)(*(map_tensors(fn, value) for value in state))
+    if isinstance(state, (list, tuple)):
+        return type(state)(map_tensors(fn, value) for value in state)
+    return state
+
+
+def tensor_leaves(state: State) -> Iterator[Tensor]:
+    """Every tensor leaf of ``state``, depth first in container order."""
+    if isinstance(state, Tensor):
+        yield state
+    elif isinstance(state, dict):
+        for value in state.values():
+            yield from tensor_leaves(value)
+    elif isinstance(state, (list, tuple)):
+        for value in state:
+            yield from tensor_leaves(value)
 
 
 @runtime_checkable
@@ -58,7 +84,7 @@ def reorder_state(state: State, index: Tensor) -> State:
     Returns:
         The same pytree with (M, ...) tensor leaves.
     """
-    return tree_map(lambda x: x.index_select(0, index.to(x.device)) if isinstance(x, Tensor) else x, state)
+    return map_tensors(lambda x: x.index_select(0, index.to(x.device)), state)
 
 
 def expand_state(state: State, k: int) -> State:
@@ -70,7 +96,7 @@ def expand_state(state: State, k: int) -> State:
     Returns:
         The same pytree with (B * k, ...) tensor leaves; row ``b * k + j`` is a copy of row ``b``.
     """
-    return tree_map(lambda x: x.repeat_interleave(k, dim=0) if isinstance(x, Tensor) else x, state)
+    return map_tensors(lambda x: x.repeat_interleave(k, dim=0), state)
 
 
 def max_lengths(src_lengths: Tensor, *, a: float, b: int) -> Tensor:
@@ -96,8 +122,8 @@ def gnmt_penalty(length: Tensor | float, alpha: float) -> Tensor | float:
 
 def state_device(state: State, fallback: Tensor) -> torch.device:
     """Device of the first tensor leaf of ``state`` (the decoder's device), else ``fallback``'s."""
-    leaves = [x for x in tree_leaves(state) if isinstance(x, Tensor)]
-    return leaves[0].device if leaves else fallback.device
+    first = next(tensor_leaves(state), None)
+    return first.device if first is not None else fallback.device
 
 
 def step_log_probs(

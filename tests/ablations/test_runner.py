@@ -144,3 +144,13 @@ def test_quiet_sweep_prints_only_the_totals(fake_sweep, tmp_path, capsys):
     assert sweep_main([str(path), "--root", str(tmp_path / "runs"), "--quiet"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     assert not any(line.startswith("[") for line in out) and "2 finished" in out[0]
+
+
+def test_the_engine_sees_each_trials_metrics(fake_sweep, tmp_path):
+    """Bayes search reads ``summary_metrics``; it must arrive whichever sweeps release pip chose (0.2.0 under
+    pydantic 2 ignores that field's own name and keeps only its alias)."""
+    from ablations.runner import _engine_record
+
+    trial = _plan(fake_sweep, tmp_path / "runs").trial({"x": 1, "seed_everything": 1, "fixed": 7})
+    record = _engine_record(trial, "finished", {"val/score": 0.75})
+    assert record.summary_metrics == {"val/score": 0.75} and record.config["x"] == {"value": 1}

@@ -2,7 +2,7 @@
 
 import itertools
 import math
-from typing import get_args
+from typing import NamedTuple, get_args
 
 import pytest
 import torch
@@ -129,6 +129,22 @@ def test_expand_and_reorder_nested_state_with_growing_leaf():
     torch.testing.assert_close(picked["cache"]["history"], grown["cache"]["history"][index])
     torch.testing.assert_close(picked["mem"][0], grown["mem"][0][index])
     assert reorder_state({"n": 3, "x": torch.arange(2)}, torch.tensor([1]))["n"] == 3
+
+
+class _Pair(NamedTuple):
+    h: Tensor
+    c: Tensor
+
+
+def test_state_containers_keep_their_types_and_non_tensor_leaves():
+    """The state walk (no private torch pytree) keeps NamedTuples, tuples, lists and dicts, leaves the rest."""
+    state = {"rnn": _Pair(torch.arange(2), torch.arange(2) * 10), "mem": [torch.arange(2), (torch.arange(2), "x")],
+             "n": 3, "none": None}
+    picked = reorder_state(state, torch.tensor([1, 1, 0]))
+    assert isinstance(picked["rnn"], _Pair) and isinstance(picked["mem"], list) and isinstance(picked["mem"][1], tuple)
+    assert picked["rnn"].c.tolist() == [10, 10, 0] and picked["mem"][1][0].tolist() == [1, 1, 0]
+    assert (picked["n"], picked["none"], picked["mem"][1][1]) == (3, None, "x")
+    assert expand_state(state, 2)["rnn"].h.tolist() == [0, 0, 1, 1]
 
 
 def test_max_lengths_floor_and_at_least_one():

@@ -173,6 +173,17 @@ def test_bf16_on_a_cpu_without_native_bf16_warns(monkeypatch, caplog):
     assert not cli.warn_slow_bf16({"precision": "bf16-mixed", "accelerator": "cpu"})
 
 
+def test_native_bf16_probe_is_optional(monkeypatch):
+    """The probe is a private torch op: present, its answer is a bool; a torch without it counts as native."""
+    from types import SimpleNamespace
+
+    import attnlab_run.trainer_setup as setup
+
+    assert isinstance(setup.native_bf16_cpu(), bool)
+    monkeypatch.setattr(setup, "torch", SimpleNamespace(ops=SimpleNamespace(mkldnn=SimpleNamespace())))
+    assert setup.native_bf16_cpu() is True
+
+
 def test_bf16_true_loss_curve_tracks_fp32(tmp_path):
     """`--trainer.precision bf16-true` (bf16 weights and AdamW state, issue #17), same seed and data as
     32-true: its training loss stays within 5% of fp32's at every step (mean within 2%), both curves fall

@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, NamedTuple, get_args
+from typing import Any, Literal, NamedTuple, get_args
 
 import torch
 from torch import Tensor
@@ -34,6 +34,7 @@ from attnlab_core.errors import UsageError
 from attnlab_core.progress import track
 from datamodules.batching import N_SPECIAL, UNK, SplitDataModule, build_dataloader, pad_sequences
 from datamodules.download import Resource, extract, fetch
+from datamodules.sources import describe_training_files
 from datamodules.tokenization import (
     Tokenization,
     Tokenizer,
@@ -365,10 +366,8 @@ class SentimentData(SplitDataModule):
     def prepare_data(self) -> None:
         """Download/extract the corpus and train SentencePiece once (no state is kept here)."""
         if self.corpus.read is not None:
-            train = [t for t, _ in self.raw_splits()["train"]]
-            prepare_tokenizer(self.tokenizer_kind, train, cache_dir=self.data_dir / "tokenizers",
-                              name=f"sentiment-{self.source}", vocab_size=self.hparams.vocab_size,
-                              origin=self._train_origin())
+            texts = [t for t, _ in self.raw_splits()["train"]]
+            prepare_tokenizer(self.tokenizer_kind, texts, **self._tok_options())
 
     def setup(self, stage: str) -> None:
         """Load the tokenizer and encode every split (same result on every rank)."""
@@ -376,19 +375,18 @@ class SentimentData(SplitDataModule):
             return
         splits = self.raw_splits()
         if self.tokenizer is None:
-            self.tokenizer = load_tokenizer(
-                self.tokenizer_kind, [t for t, _ in splits["train"]], cache_dir=self.data_dir / "tokenizers",
-                name=f"sentiment-{self.source}", vocab_size=self.hparams.vocab_size, origin=self._train_origin(),
-            )
+            self.tokenizer = load_tokenizer(self.tokenizer_kind, [t for t, _ in splits["train"]], **self._tok_options())
         max_len = self.hparams.max_len
         for split, items in splits.items():
             self.datasets[split] = [((self.tokenizer.encode(t) or [UNK])[:max_len], y)
                                     for t, y in track(items, what=f"encoding the {split} split", unit="texts")]
 
-    def _train_origin(self) -> str:
-        """The training text as errors name it: its file (``files``), else the corpus's training split."""
-        path = self.hparams.train_path
-        return f"the training file {path}" if self.source == "files" else f"the {self.source} training split"
+    def _tok_options(self) -> dict[str, Any]:
+        """Options of the tokenizer helpers; ``origin`` names the training file (``files``) or split in errors."""
+        path = Path(self.hparams.train_path) if self.source == "files" else None
+        origin = describe_training_files(path, side=None, columns=("", "")) or f"the {self.source} training split"
+        return {"cache_dir": self.data_dir / "tokenizers", "name": f"sentiment-{self.source}",
+                "vocab_size": self.hparams.vocab_size, "origin": origin}
 
     def _loader(self, split: Split) -> DataLoader:
         hp = self.hparams

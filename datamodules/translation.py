@@ -224,7 +224,6 @@ class TranslationData(SplitDataModule):
         self.gold: dict[str, list[Alignment]] = {}
         self.texts: dict[str, list[TextPair]] = {}
         self.tokenizers: tuple[Tokenizer, Tokenizer] | None = None
-        self.train_files: SplitFiles | None = None  # the training split's files, once located (for errors)
         self.datasets: dict[str, Sequence[tuple[list[int], list[int]]]] = {}
 
     @property
@@ -286,10 +285,7 @@ class TranslationData(SplitDataModule):
         """The two plain-text files of ``split`` (fetching or preparing them first), or its table file."""
         if self.corpus.locate is None:
             raise UsageError(f"source={self.source} is generated in memory: it has no files")
-        paths = self.corpus.locate(self.spec, split)
-        if split == "train":
-            self.train_files = paths
-        return paths
+        return self.corpus.locate(self.spec, split)
 
     def _train_stream(self) -> ParallelText:
         """The training split as a re-iterable stream (``memory_map`` mode)."""
@@ -310,10 +306,10 @@ class TranslationData(SplitDataModule):
             train, suffix = self.raw_splits()["train"], ""
             src, tgt = [s for s, _ in train], [t for _, t in train]
             sides = [src + tgt] if hp.shared_vocab else [src, tgt]
-        names = ["shared"] if hp.shared_vocab else [hp.src_lang, hp.tgt_lang]
-        columns = (hp.src_column, hp.tgt_column)
+        names, files = ["shared"] if hp.shared_vocab else [hp.src_lang, hp.tgt_lang], self._split_paths("train")
         return [(f"{self.source}-{hp.src_lang}{hp.tgt_lang}-{name}{suffix}", texts,
-                 describe_training_files(self.train_files, side=None if hp.shared_vocab else i, columns=columns)
+                 describe_training_files(files, side=None if hp.shared_vocab else i,
+                                         columns=(hp.src_column, hp.tgt_column))
                  or f"the {self.source} training split")
                 for i, (name, texts) in enumerate(zip(names, sides, strict=True))]
 

@@ -3,6 +3,9 @@
 Vaswani et al. 2017, §3.1-3.3. Post-Norm is the paper's LN(x + Dropout(Sublayer(x)));
 Pre-Norm (Xiong et al. 2020; Wang et al. 2019) is x + Dropout(Sublayer(LN(x))) and adds a
 final LayerNorm after the stack (a deviation from the paper that Pre-Norm requires).
+
+Layers take resolved numbers: h heads of width d_head (D = h·d_head), the logit ``scale``, and
+``pre_norm`` (the builder resolves the ``norm`` axis through ``lit_models.registries.PRE_NORM``).
 """
 
 from __future__ import annotations
@@ -13,7 +16,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lit_models.axes import AttnScale, Norm
 from lit_models.blocks.attention import MultiHeadAttention, causal_mask
 from lit_models.blocks.positions import PositionScheme
 
@@ -28,19 +30,13 @@ def _pre(x: Tensor, fn: Sublayer, norm: nn.LayerNorm, drop: nn.Dropout) -> Tenso
     return x + drop(fn(norm(x)))
 
 
-RESIDUALS: dict[Norm, Callable[[Tensor, Sublayer, nn.LayerNorm, nn.Dropout], Tensor]] = {
-    "post": _post,
-    "pre": _pre,
-}
-FINAL_NORM: dict[Norm, bool] = {"post": False, "pre": True}
-
-
 class Residual(nn.Module):
-    """A residual connection around a sublayer with its LayerNorm placed by ``norm`` and dropout."""
+    """A residual connection around a sublayer, with dropout and its LayerNorm after the sum (Post-Norm,
+    Vaswani §5.4: LN(x + Dropout(F(x)))) or on the sublayer's input (``pre_norm``: x + Dropout(F(LN(x))))."""
 
-    def __init__(self, *, d_model: int, norm: Norm, dropout: float) -> None:
+    def __init__(self, *, d_model: int, pre_norm: bool, dropout: float) -> None:
         super().__init__()
-        self.combine = RESIDUALS[norm]
+        self.combine = _pre if pre_norm else _post
         self.norm = nn.LayerNorm(d_model)
         self.drop = nn.Dropout(dropout)
 
@@ -66,15 +62,16 @@ class EncoderLayer(nn.Module):
     """
 
     def __init__(
-        self, *, d_model: int, heads: int, d_ff: int, dropout: float, attn_dropout: float, norm: Norm,
-        attn_scale: AttnScale, positions: PositionScheme | None = None,
+        self, *, heads: int, d_head: int, d_ff: int, dropout: float, attn_dropout: float, scale: float,
+        pre_norm: bool, positions: PositionScheme | None = None,
     ) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model=d_model, heads=heads, attn_scale=attn_scale, dropout=attn_dropout,
+        d_model = heads * d_head
+        self.self_attn = MultiHeadAttention(heads=heads, d_head=d_head, scale=scale, dropout=attn_dropout,
                                             positions=positions)
         self.ffn = FeedForward(d_model=d_model, d_ff=d_ff)
-        self.res_attn = Residual(d_model=d_model, norm=norm, dropout=dropout)
-        self.res_ffn = Residual(d_model=d_model, norm=norm, dropout=dropout)
+        self.res_attn = Residual(d_model=d_model, pre_norm=pre_norm, dropout=dropout)
+        self.res_ffn = Residual(d_model=d_model, pre_norm=pre_norm, dropout=dropout)
 
     def forward(self, x: Tensor, *, mask: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
         """x (B, S, D), mask (B, 1, 1, S) True = real token -> (B, S, D), weights (B, H, S, S) or None."""
@@ -99,17 +96,18 @@ class DecoderLayer(nn.Module):
     """
 
     def __init__(
-        self, *, d_model: int, heads: int, d_ff: int, dropout: float, attn_dropout: float, norm: Norm,
-        attn_scale: AttnScale, positions: PositionScheme | None = None,
+        self, *, heads: int, d_head: int, d_ff: int, dropout: float, attn_dropout: float, scale: float,
+        pre_norm: bool, positions: PositionScheme | None = None,
     ) -> None:
         super().__init__()
-        kw = dict(d_model=d_model, heads=heads, attn_scale=attn_scale, dropout=attn_dropout)
+        d_model = heads * d_head
+        kw = dict(heads=heads, d_head=d_head, scale=scale, dropout=attn_dropout)
         self.self_attn = MultiHeadAttention(**kw, positions=positions)
         self.cross_attn = MultiHeadAttention(**kw)
         self.ffn = FeedForward(d_model=d_model, d_ff=d_ff)
-        self.res_self = Residual(d_model=d_model, norm=norm, dropout=dropout)
-        self.res_cross = Residual(d_model=d_model, norm=norm, dropout=dropout)
-        self.res_ffn = Residual(d_model=d_model, norm=norm, dropout=dropout)
+        self.res_self = Residual(d_model=d_model, pre_norm=pre_norm, dropout=dropout)
+        self.res_cross = Residual(d_model=d_model, pre_norm=pre_norm, dropout=dropout)
+        self.res_ffn = Residual(d_model=d_model, pre_norm=pre_norm, dropout=dropout)
 
     def memory_cache(self, memory: Tensor) -> dict[str, Tensor]:
         """Project the encoder memory (B, S, D) once: {'mem_k', 'mem_v'} each (B, H, S, d_k)."""

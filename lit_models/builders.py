@@ -22,7 +22,7 @@ from lit_models.blocks.positions import PositionScheme, SchemeSizes
 from lit_models.blocks.recurrent import RecurrentEncoder
 from lit_models.blocks.recurrent_decoder import AttentionalDecoder
 from lit_models.blocks.recurrent_net import RecurrentEncoderDecoder
-from lit_models.blocks.transformer import DecoderLayer, EncoderLayer
+from lit_models.blocks.transformer import DecoderLayer, EncoderLayer, LayerOptions
 from lit_models.blocks.vision import CaptionNet, GridEncoder
 from lit_models.registries import ATTENTION_ARMS, CELLS, POOLINGS, POSITIONS, PREPENDS_CLS, VISION_ENCODERS
 from lit_models.specs import TransformerSpec
@@ -64,10 +64,10 @@ def build_positions(spec: TransformerSpec, *, causal: bool) -> PositionScheme:
     return POSITIONS[spec.positions](sizes, **spec.position_options)
 
 
-def _layer_options(spec: TransformerSpec) -> dict[str, object]:
+def _layer_options(spec: TransformerSpec) -> LayerOptions:
     """What every Transformer layer takes, resolved: h heads of d_head, FFN width, dropouts, scale, Pre-Norm."""
-    return dict(heads=spec.heads, d_head=spec.d_head, d_ff=spec.d_ff, dropout=spec.dropout,
-                attn_dropout=spec.attn_dropout, scale=spec.scale, pre_norm=spec.pre_norm)
+    return LayerOptions(heads=spec.heads, d_head=spec.d_head, d_ff=spec.d_ff, dropout=spec.dropout,
+                        attn_dropout=spec.attn_dropout, scale=spec.scale, pre_norm=spec.pre_norm)
 
 
 def _final_norm(spec: TransformerSpec) -> nn.LayerNorm | None:
@@ -78,7 +78,7 @@ def _final_norm(spec: TransformerSpec) -> nn.LayerNorm | None:
 def build_encoder(spec: TransformerSpec, *, positions: PositionScheme) -> Encoder:
     """Vaswani §3.1: N = ``spec.encoder_layers`` identical self-attention + FFN layers (+ a final LayerNorm
     for Pre-Norm), every self-attention holding the side's position scheme."""
-    made = [EncoderLayer(**_layer_options(spec), positions=positions) for _ in range(spec.encoder_layers)]
+    made = [EncoderLayer(_layer_options(spec), positions=positions) for _ in range(spec.encoder_layers)]
     return Encoder(layers=made, final_norm=_final_norm(spec))
 
 
@@ -104,7 +104,7 @@ def build_transformer(
         src_positions=src_pos,
         tgt_positions=tgt_pos,
         encoder=build_encoder(spec, positions=src_pos),
-        decoder=Decoder(layers=[DecoderLayer(**_layer_options(spec), positions=tgt_pos)
+        decoder=Decoder(layers=[DecoderLayer(_layer_options(spec), positions=tgt_pos)
                                 for _ in range(spec.decoder_layers)], final_norm=_final_norm(spec)),
         generator=generator,
         dropout=spec.dropout,
@@ -217,7 +217,7 @@ def build_causal_lm(spec: TransformerSpec, *, vocab_size: int, tying: Tying) -> 
     embed = TokenEmbedding(vocab_size=vocab_size, d_model=spec.d_model)
     generator = nn.Linear(spec.d_model, vocab_size)
     TYING[tying](embed, embed, generator)
-    made = [CausalLayer(**_layer_options(spec), positions=pos) for _ in range(spec.decoder_layers)]
+    made = [CausalLayer(_layer_options(spec), positions=pos) for _ in range(spec.decoder_layers)]
     return CausalTransformer(embed=embed, positions=pos, layers=made, final_norm=_final_norm(spec),
                              generator=generator, dropout=spec.dropout)
 

@@ -4,13 +4,14 @@ Vaswani et al. 2017, §3.1-3.3. Post-Norm is the paper's LN(x + Dropout(Sublayer
 Pre-Norm (Xiong et al. 2020; Wang et al. 2019) is x + Dropout(Sublayer(LN(x))) and adds a
 final LayerNorm after the stack (a deviation from the paper that Pre-Norm requires).
 
-Layers take resolved numbers: h heads of width d_head (D = h·d_head), the logit ``scale``, and
-``pre_norm`` (the builder resolves the ``norm`` axis through ``lit_models.registries.PRE_NORM``).
+Layers take resolved numbers (:class:`LayerOptions`): h heads of width d_head (D = h·d_head), the
+logit ``scale`` and ``pre_norm`` (the builder derives them from the model's ``TransformerSpec``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -44,6 +45,39 @@ class Residual(nn.Module):
         return self.combine(x, fn, self.norm, self.drop)
 
 
+class LayerOptions(NamedTuple):
+    """What every encoder, decoder and causal layer takes, resolved (Vaswani §3.1-3.3, §5.4).
+
+    Attributes:
+        heads, d_head: h heads of width d_k; the model width is D = h·d_k (no check needed).
+        d_ff: inner width of the FFN (eq. 2). dropout: on each sublayer's output (P_drop).
+        attn_dropout: on the attention weights. scale: the logit multiplier (eq. 1: 1/sqrt(d_k)).
+        pre_norm: LayerNorm on each sublayer's input (Pre-Norm) instead of after the residual sum.
+    """
+
+    heads: int
+    d_head: int
+    d_ff: int
+    dropout: float
+    attn_dropout: float
+    scale: float
+    pre_norm: bool
+
+    @property
+    def d_model(self) -> int:
+        return self.heads * self.d_head
+
+    def attention(self, positions: PositionScheme | None = None) -> MultiHeadAttention:
+        return MultiHeadAttention(heads=self.heads, d_head=self.d_head, scale=self.scale,
+                                  dropout=self.attn_dropout, positions=positions)
+
+    def feed_forward(self) -> FeedForward:
+        return FeedForward(d_model=self.d_model, d_ff=self.d_ff)
+
+    def residual(self) -> Residual:
+        return Residual(d_model=self.d_model, pre_norm=self.pre_norm, dropout=self.dropout)
+
+
 class FeedForward(nn.Module):
     """FFN(x) = max(0, x W1 + b1) W2 + b2 (Vaswani eq. 2), d_model -> d_ff -> d_model."""
 
@@ -61,17 +95,11 @@ class EncoderLayer(nn.Module):
     ``positions`` is the source side's scheme, injected into the self-attention (None = no hook).
     """
 
-    def __init__(
-        self, *, heads: int, d_head: int, d_ff: int, dropout: float, attn_dropout: float, scale: float,
-        pre_norm: bool, positions: PositionScheme | None = None,
-    ) -> None:
+    def __init__(self, options: LayerOptions, *, positions: PositionScheme | None = None) -> None:
         super().__init__()
-        d_model = heads * d_head
-        self.self_attn = MultiHeadAttention(heads=heads, d_head=d_head, scale=scale, dropout=attn_dropout,
-                                            positions=positions)
-        self.ffn = FeedForward(d_model=d_model, d_ff=d_ff)
-        self.res_attn = Residual(d_model=d_model, pre_norm=pre_norm, dropout=dropout)
-        self.res_ffn = Residual(d_model=d_model, pre_norm=pre_norm, dropout=dropout)
+        self.self_attn = options.attention(positions)
+        self.ffn = options.feed_forward()
+        self.res_attn, self.res_ffn = options.residual(), options.residual()
 
     def forward(self, x: Tensor, *, mask: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
         """x (B, S, D), mask (B, 1, 1, S) True = real token -> (B, S, D), weights (B, H, S, S) or None."""
@@ -95,19 +123,12 @@ class DecoderLayer(nn.Module):
     ``positions`` is the target side's scheme, injected into the masked self-attention only.
     """
 
-    def __init__(
-        self, *, heads: int, d_head: int, d_ff: int, dropout: float, attn_dropout: float, scale: float,
-        pre_norm: bool, positions: PositionScheme | None = None,
-    ) -> None:
+    def __init__(self, options: LayerOptions, *, positions: PositionScheme | None = None) -> None:
         super().__init__()
-        d_model = heads * d_head
-        kw = dict(heads=heads, d_head=d_head, scale=scale, dropout=attn_dropout)
-        self.self_attn = MultiHeadAttention(**kw, positions=positions)
-        self.cross_attn = MultiHeadAttention(**kw)
-        self.ffn = FeedForward(d_model=d_model, d_ff=d_ff)
-        self.res_self = Residual(d_model=d_model, pre_norm=pre_norm, dropout=dropout)
-        self.res_cross = Residual(d_model=d_model, pre_norm=pre_norm, dropout=dropout)
-        self.res_ffn = Residual(d_model=d_model, pre_norm=pre_norm, dropout=dropout)
+        self.self_attn = options.attention(positions)
+        self.cross_attn = options.attention()
+        self.ffn = options.feed_forward()
+        self.res_self, self.res_cross, self.res_ffn = options.residual(), options.residual(), options.residual()
 
     def memory_cache(self, memory: Tensor) -> dict[str, Tensor]:
         """Project the encoder memory (B, S, D) once: {'mem_k', 'mem_v'} each (B, H, S, d_k)."""

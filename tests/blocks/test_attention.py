@@ -13,7 +13,7 @@ from lit_models.blocks.attention import (
     causal_mask,
     scaled_dot_product,
 )
-from lit_models.blocks.transformer import DecoderLayer
+from lit_models.blocks.transformer import DecoderLayer, LayerOptions
 from lit_models.registries import ATTN_SCALES
 from lit_models.validation import head_size
 
@@ -125,8 +125,8 @@ def test_causal_mask_is_bottom_right_aligned():
 @pytest.mark.parametrize("norm", ["post", "pre"])
 def test_decoder_self_attention_is_causal(norm):
     torch.manual_seed(0)
-    layer = DecoderLayer(heads=4, d_head=8, d_ff=64, dropout=0.0, attn_dropout=0.0, pre_norm=norm == "pre",
-                         scale=8**-0.5).eval()
+    layer = DecoderLayer(LayerOptions(heads=4, d_head=8, d_ff=64, dropout=0.0, attn_dropout=0.0, scale=8**-0.5,
+                                      pre_norm=norm == "pre")).eval()
     mem = torch.randn(2, 5, 32)
     cache = layer.memory_cache(mem)
     empty = cache["mem_k"][:, :, :0]

@@ -6,7 +6,7 @@ from torch import nn
 
 from lit_models.blocks.attention import MultiHeadAttention
 from lit_models.blocks.encoder_decoder import Decoder, Encoder
-from lit_models.blocks.transformer import DecoderLayer, EncoderLayer
+from lit_models.blocks.transformer import DecoderLayer, EncoderLayer, LayerOptions
 from lit_models.registries import PRE_NORM
 
 D, H, FF = 32, 4, 64
@@ -50,11 +50,11 @@ def test_encoder_decoder_matches_nn_transformer(norm):
     ref = nn.Transformer(D, H, n, n, FF, dropout=0.0, batch_first=True, norm_first=norm == "pre")
     if norm == "post":  # nn.Transformer always adds final norms; the paper's Post-Norm has none
         ref.encoder.norm, ref.decoder.norm = None, None
-    kw = dict(heads=H, d_head=D // H, d_ff=FF, dropout=0.0, attn_dropout=0.0, pre_norm=PRE_NORM[norm],
-              scale=(D // H) ** -0.5)
+    options = LayerOptions(heads=H, d_head=D // H, d_ff=FF, dropout=0.0, attn_dropout=0.0,
+                           scale=(D // H) ** -0.5, pre_norm=PRE_NORM[norm])
     final = (lambda: nn.LayerNorm(D)) if PRE_NORM[norm] else (lambda: None)
-    enc = Encoder(layers=[EncoderLayer(**kw) for _ in range(n)], final_norm=final())
-    dec = Decoder(layers=[DecoderLayer(**kw) for _ in range(n)], final_norm=final())
+    enc = Encoder(layers=[EncoderLayer(options) for _ in range(n)], final_norm=final())
+    dec = Decoder(layers=[DecoderLayer(options) for _ in range(n)], final_norm=final())
     for o, r in zip(enc.layers, ref.encoder.layers, strict=True):
         _copy_mha(o.self_attn, r.self_attn)
         _copy_ffn_norms(o, r, ["res_attn", "res_ffn"])

@@ -20,6 +20,7 @@ from lit_models.blocks.positions import (
     ALiBiPositions,
     LearnedPositions,
     PositionScheme,
+    RelativeBucketPositions,
     RotaryPositions,
     SinusoidalPositions,
 )
@@ -48,6 +49,7 @@ POSITIONS: dict[Positions, type[PositionScheme]] = {
     "learned": LearnedPositions,
     "rope": RotaryPositions,
     "alibi": ALiBiPositions,
+    "t5": RelativeBucketPositions,
     "none": PositionScheme,
 }
 """Positions arm -> scheme class, built as ``cls(SchemeSizes(...), **options)`` (``builders.build_positions``)."""

@@ -10,7 +10,7 @@ from typing import Literal
 Norm = Literal["post", "pre"]
 """Residual LayerNorm placement: post = LN(x + F(x)) (Vaswani 2017); pre = x + F(LN(x)) + final LN."""
 
-Positions = Literal["sinusoidal", "learned", "rope", "alibi", "t5", "none"]
+Positions = Literal["sinusoidal", "learned", "rope", "alibi", "none"]
 """Position information: sinusoids (Vaswani §3.5), learned absolute table, rotary q/k (Su 2021), linear score
 bias (ALiBi, Press 2022), nothing."""
 

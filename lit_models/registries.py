@@ -20,7 +20,6 @@ from lit_models.blocks.positions import (
     ALiBiPositions,
     LearnedPositions,
     PositionScheme,
-    RelativeBucketPositions,
     RotaryPositions,
     SinusoidalPositions,
 )
@@ -49,7 +48,6 @@ POSITIONS: dict[Positions, type[PositionScheme]] = {
     "learned": LearnedPositions,
     "rope": RotaryPositions,
     "alibi": ALiBiPositions,
-    "t5": RelativeBucketPositions,
     "none": PositionScheme,
 }
 """Positions arm -> scheme class, built as ``cls(SchemeSizes(...), **options)`` (``builders.build_positions``)."""

@@ -180,29 +180,3 @@ class ALiBiPositions(PositionScheme):
         i = torch.arange(offset, offset + t, device=device, dtype=torch.float32)  # query positions
         j = torch.arange(s, device=device, dtype=torch.float32)  # key positions
         return -self.slopes.to(device)[:, None, None] * (i[:, None] - j[None, :]).abs()  # (H, T, S)
-
-
-class RelativeBucketPositions(PositionScheme):
-    """THROWAWAY (cost probe): T5 relative position buckets (Raffel et al. 2020, §2.1), a learned bias per head."""
-
-    def __init__(self, sizes: SchemeSizes, *, num_buckets: int = 32, max_distance: int = 128) -> None:
-        super().__init__(sizes)
-        self.causal, self.num_buckets, self.max_distance = sizes.causal, num_buckets, max_distance
-        self.table = nn.Embedding(num_buckets, sizes.heads)
-
-    def _bucket(self, rel: Tensor) -> Tensor:
-        n, base = self.num_buckets, torch.zeros_like(rel)
-        if self.causal:
-            rel = (-rel).clamp(min=0)
-        else:
-            n //= 2
-            base, rel = (rel > 0).long() * n, rel.abs()
-        exact = n // 2
-        far = exact + (torch.log(rel.clamp(min=1).float() / exact) / math.log(self.max_distance / exact)
-                       * (n - exact)).long()
-        return base + torch.where(rel < exact, rel, far.clamp(max=n - 1))
-
-    def score_bias(self, *, t: int, s: int, offset: int, device: torch.device) -> Tensor | None:
-        i = torch.arange(offset, offset + t, device=device)
-        j = torch.arange(s, device=device)
-        return self.table(self._bucket(j[None, :] - i[:, None])).permute(2, 0, 1).float()  # (H, T, S)

@@ -59,6 +59,11 @@ class PositionScheme(nn.Module):
 
     Without positions, self-attention is permutation-equivariant (a causal mask still lets a
     decoder infer position; Kazemnejad et al. 2023).
+
+    Args:
+        sizes: what the model fixes (every scheme takes it; this arm reads none of it). A subclass adds
+            its own options as keyword arguments with defaults, passed by ``builders.build_positions``
+            from ``TransformerSpec.position_options``.
     """
 
     def __init__(self, sizes: SchemeSizes) -> None:

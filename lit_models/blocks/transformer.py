@@ -90,7 +90,7 @@ class FeedForward(nn.Module):
 
 
 class EncoderLayer(nn.Module):
-    """Self-attention then FFN, each inside a ``Residual``.
+    """Self-attention then FFN, each inside a ``Residual`` (Vaswani §3.1), built from :class:`LayerOptions`.
 
     ``positions`` is the source side's scheme, injected into the self-attention (None = no hook).
     """

@@ -3,7 +3,7 @@
 Vaswani et al. 2017, §3.2.1 footnote 4: if the components of q and k are independent with mean 0
 and variance 1, q·k has variance d_k, so unscaled logits grow like sqrt(d_k) and push the softmax
 into regions with extremely small gradients. This module computes that directly, with the suite's
-own scale functions (``lit_models.blocks.attention.ATTN_SCALES``), for several d_k and every scale:
+own scale functions (``lit_models.registries.ATTN_SCALES``), for several d_k and every scale:
 the attention entropy (divided by log S, so uniform = 1) and the gradient of a random upstream loss
 with respect to the logits (the softmax Jacobian's size). Unit-variance q and k are what the
 suite's LayerNorm inputs and Xavier-initialised projections give at step 0. No training: the
@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from ablations.verdicts import Check
-from lit_models.blocks.attention import ATTN_SCALES
+from lit_models.registries import ATTN_SCALES
 
 D_KS = (16, 32, 64, 128, 256)
 KEYS = 16  # source positions each query attends over

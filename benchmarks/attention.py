@@ -27,7 +27,7 @@ page = os.sysconf("SC_PAGE_SIZE")
 def rss():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * page
-layer = MultiHeadAttention(d_model=d_model, heads=heads, attn_scale="sqrt_dk", dropout=0.0)
+layer = MultiHeadAttention(heads=heads, d_head=d_model // heads, scale=(d_model // heads) ** -0.5, dropout=0.0)
 x = torch.randn(1, length, d_model, requires_grad=True)
 def run():
     q, k, v = layer.project_qkv(x)

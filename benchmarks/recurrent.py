@@ -1,6 +1,6 @@
 """Section 5: per-step overhead of the recurrent decoder's ``step()`` vs a bare ``nn.LSTMCell`` loop.
 
-``AttentionalDecoder(cell="lstm", attention="none").step`` (embedding, LSTM cell, deep output,
+``AttentionalDecoder`` (lstm cell, attention "none") ``.step`` (embedding, LSTM cell, deep output,
 logits, state dict bookkeeping) against a hand-written loop doing the same arithmetic with
 ``nn.Embedding``, ``nn.LSTMCell`` and two ``nn.Linear`` — the difference is the price of the
 uniform ``step(prev, state)`` protocol. A cell-only loop (no embedding, no output layer) is
@@ -14,6 +14,7 @@ from torch import Tensor, nn
 
 from benchmarks.common import interleaved_times
 from lit_models.blocks.recurrent_decoder import AttentionalDecoder
+from lit_models.registries import ATTENTION_ARMS, CELLS
 
 
 class BareLSTMDecoder(nn.Module):
@@ -41,8 +42,8 @@ def bench_recurrent_step(*, batch: int, steps: int, vocab: int, embed: int, hidd
                          warmup: int) -> dict:
     """{"attnlab_us", "bare_us", "cell_only_us", "overhead"} per decoding step (microseconds)."""
     torch.manual_seed(0)
-    dec = AttentionalDecoder(cell="lstm", vocab_size=vocab, embed_dim=embed, hidden_size=hidden,
-                             memory_size=hidden, attention="none").eval()
+    dec = AttentionalDecoder(cell=CELLS["lstm"], vocab_size=vocab, embed_dim=embed, hidden_size=hidden,
+                             memory_size=hidden, attention=ATTENTION_ARMS["none"]).eval()
     bare = BareLSTMDecoder(vocab=vocab, embed=embed, hidden=hidden).eval()
     tokens = torch.randint(4, vocab, (batch, steps))
     memory, mask = torch.randn(batch, 8, hidden), torch.ones(batch, 8, dtype=torch.bool)

@@ -18,10 +18,10 @@ from attnlab_core.tokens import BOS, EOS, PAD
 from benchmarks.common import Size, no_eos_bias
 from lit_models.blocks.decoding import beam_search, greedy
 from lit_models.blocks.encoder_decoder import TokenEmbedding
-from lit_models.blocks.positions import SinusoidalPositions
-from lit_models.builders import build_transformer
+from lit_models.builders import build_positions, build_transformer
 from lit_models.metrics import label_smoothed_loss
 from lit_models.optim import adamw
+from lit_models.specs import TransformerSpec
 
 DROPOUT = 0.1
 LABEL_SMOOTHING = 0.1
@@ -55,13 +55,16 @@ def _smoothed(logits: Tensor, tgt: Tensor) -> Tensor:
     return label_smoothed_loss(logits, tgt[:, 1:], eps=LABEL_SMOOTHING)
 
 
+def spec(size: Size) -> TransformerSpec:
+    """The benchmarked Transformer: the paper's base choices (Post-Norm, sinusoids, 1/sqrt(d_k)) at ``size``."""
+    return TransformerSpec(d_model=size.d_model, heads=size.heads, d_ff=size.d_ff, encoder_layers=size.layers,
+                           decoder_layers=size.layers, dropout=DROPOUT, attn_dropout=0.0, norm="post",
+                           positions="sinusoidal", attn_scale="sqrt_dk", max_len=512)
+
+
 def build_attnlab(size: Size) -> System:
     """``lit_models.builders.build_transformer`` — the net ``TransformerSeq2Seq`` trains."""
-    net = build_transformer(
-        src_vocab_size=size.vocab, tgt_vocab_size=size.vocab, d_model=size.d_model, heads=size.heads,
-        d_ff=size.d_ff, encoder_layers=size.layers, decoder_layers=size.layers, dropout=DROPOUT,
-        attn_dropout=0.0, norm="post", positions="sinusoidal", attn_scale="sqrt_dk", max_len=512, tying="all",
-    )
+    net = build_transformer(spec(size), src_vocab_size=size.vocab, tgt_vocab_size=size.vocab, tying="all")
     no_eos_bias(net.generator)
 
     def loss(src: Tensor, tgt: Tensor) -> Tensor:
@@ -86,7 +89,7 @@ class TorchSeq2Seq(nn.Module):
     def __init__(self, size: Size) -> None:
         super().__init__()
         self.embed = TokenEmbedding(vocab_size=size.vocab, d_model=size.d_model)
-        self.positions = SinusoidalPositions(d_model=size.d_model)
+        self.positions = build_positions(spec(size), causal=False)
         self.drop = nn.Dropout(DROPOUT)
         self.core = nn.Transformer(
             d_model=size.d_model, nhead=size.heads, num_encoder_layers=size.layers,

@@ -1,4 +1,8 @@
-"""The only place where blocks are wired together. Each builder reads like the paper's figure."""
+"""The only place where blocks are wired together. Each builder reads like the paper's figure.
+
+Builders take an architecture's frozen spec (``lit_models.specs``) or its axis values, resolve every
+axis through ``lit_models.registries``, and hand the blocks resolved objects and numbers.
+"""
 
 from __future__ import annotations
 
@@ -8,30 +12,20 @@ from torch import nn
 
 from attnlab_core.errors import UsageError
 from attnlab_core.tokens import PAD
-from lit_models.axes import (
-    Attention,
-    AttnScale,
-    Cell,
-    EncoderFamily,
-    Norm,
-    Pooling,
-    Positions,
-    Tying,
-    VisionBackbone,
-)
+from lit_models.axes import Attention, Cell, EncoderFamily, Pooling, Tying, VisionBackbone
 from lit_models.blocks.alignment import HardEval
 from lit_models.blocks.causal import CausalLayer, CausalTransformer
 from lit_models.blocks.classifier_net import RecurrentStates, TextClassifierNet, TransformerStates
 from lit_models.blocks.encoder_decoder import Decoder, Encoder, EncoderDecoder, TokenEmbedding
 from lit_models.blocks.glimpse_net import GlimpseNetwork, GlimpseSensor, LocationPolicy, RecurrentAttention
-from lit_models.blocks.pooling import POOLINGS, PREPENDS_CLS
-from lit_models.blocks.positions import PositionScheme, build_positions
-from lit_models.blocks.recurrent import CELLS, RecurrentEncoder
+from lit_models.blocks.positions import PositionScheme, SchemeSizes
+from lit_models.blocks.recurrent import RecurrentEncoder
 from lit_models.blocks.recurrent_decoder import AttentionalDecoder
 from lit_models.blocks.recurrent_net import RecurrentEncoderDecoder
-from lit_models.blocks.transformer import FINAL_NORM, DecoderLayer, EncoderLayer
-from lit_models.blocks.vision import CaptionNet, build_vision_encoder
-from lit_models.validation import check_heads
+from lit_models.blocks.transformer import DecoderLayer, EncoderLayer, LayerOptions
+from lit_models.blocks.vision import CaptionNet, GridEncoder
+from lit_models.registries import ATTENTION_ARMS, CELLS, POOLINGS, POSITIONS, PREPENDS_CLS, VISION_ENCODERS
+from lit_models.specs import TransformerSpec
 
 
 def _tie_none(src: TokenEmbedding, tgt: TokenEmbedding, out: nn.Linear) -> TokenEmbedding:
@@ -62,60 +56,58 @@ TYING: dict[Tying, Callable[[TokenEmbedding, TokenEmbedding, nn.Linear], TokenEm
 """Weight tying; each returns the source embedding to use."""
 
 
-def build_encoder(
-    *, d_model: int, heads: int, d_ff: int, layers: int, dropout: float, attn_dropout: float, norm: Norm,
-    attn_scale: AttnScale, positions: PositionScheme,
-) -> Encoder:
-    """Vaswani §3.1: N identical self-attention + FFN layers (+ a final LayerNorm for Pre-Norm),
-    every self-attention holding the side's position scheme."""
-    check_heads(d_model=d_model, heads=heads)
-    made = [EncoderLayer(d_model=d_model, heads=heads, d_ff=d_ff, dropout=dropout, attn_dropout=attn_dropout,
-                         norm=norm, attn_scale=attn_scale, positions=positions) for _ in range(layers)]
-    return Encoder(layers=made, final_norm=nn.LayerNorm(d_model) if FINAL_NORM[norm] else None)
+def build_positions(spec: TransformerSpec, *, causal: bool) -> PositionScheme:
+    """The one way to build a position scheme: the arm's class with the model's sizes, the side's
+    causality and the spec's options for the scheme (each defaults in the class)."""
+    sizes = SchemeSizes(d_model=spec.d_model, heads=spec.heads, d_head=spec.d_head, max_len=spec.max_len,
+                        causal=causal)
+    return POSITIONS[spec.positions](sizes, **spec.position_options)
+
+
+def _layer_options(spec: TransformerSpec) -> LayerOptions:
+    """What every Transformer layer takes, resolved: h heads of d_head, FFN width, dropouts, scale, Pre-Norm."""
+    return LayerOptions(heads=spec.heads, d_head=spec.d_head, d_ff=spec.d_ff, dropout=spec.dropout,
+                        attn_dropout=spec.attn_dropout, scale=spec.scale, pre_norm=spec.pre_norm)
+
+
+def _final_norm(spec: TransformerSpec) -> nn.LayerNorm | None:
+    """Pre-Norm's final LayerNorm after a stack (a deviation from Vaswani et al. 2017 that Pre-Norm needs)."""
+    return nn.LayerNorm(spec.d_model) if spec.pre_norm else None
+
+
+def build_encoder(spec: TransformerSpec, *, positions: PositionScheme) -> Encoder:
+    """Vaswani §3.1: N = ``spec.encoder_layers`` identical self-attention + FFN layers (+ a final LayerNorm
+    for Pre-Norm), every self-attention holding the side's position scheme."""
+    made = [EncoderLayer(_layer_options(spec), positions=positions) for _ in range(spec.encoder_layers)]
+    return Encoder(layers=made, final_norm=_final_norm(spec))
 
 
 def build_transformer(
-    *,
-    src_vocab_size: int,
-    tgt_vocab_size: int,
-    d_model: int,
-    heads: int,
-    d_ff: int,
-    encoder_layers: int,
-    decoder_layers: int,
-    dropout: float,
-    attn_dropout: float,
-    norm: Norm,
-    positions: Positions,
-    attn_scale: AttnScale,
-    max_len: int,
-    tying: Tying,
+    spec: TransformerSpec, *, src_vocab_size: int, tgt_vocab_size: int, tying: Tying,
 ) -> EncoderDecoder:
     """Vaswani et al. 2017, Figure 1: embeddings + positions -> N encoder layers -> N decoder
     layers with cross-attention -> linear -> (softmax in the loss).
 
-    One position scheme per side, built once: the network registers it and applies its embedding
-    hook; the side's self-attention modules hold it for their q/k and score-bias hooks.
+    One position scheme per side, built once (the source bidirectional, the target causal): the
+    network registers it and applies its embedding hook; the side's self-attention modules hold it
+    for their q/k and score-bias hooks.
     """
-    check_heads(d_model=d_model, heads=heads)
-    layer_kw = dict(d_model=d_model, heads=heads, d_ff=d_ff, dropout=dropout, attn_dropout=attn_dropout,
-                    norm=norm, attn_scale=attn_scale)
-    src_pos = build_positions(positions, d_model=d_model, heads=heads, max_len=max_len)
-    tgt_pos = build_positions(positions, d_model=d_model, heads=heads, max_len=max_len)
-    src_embed = TokenEmbedding(vocab_size=src_vocab_size, d_model=d_model)
-    tgt_embed = TokenEmbedding(vocab_size=tgt_vocab_size, d_model=d_model)
-    generator = nn.Linear(d_model, tgt_vocab_size)
+    src_pos = build_positions(spec, causal=False)
+    tgt_pos = build_positions(spec, causal=True)
+    src_embed = TokenEmbedding(vocab_size=src_vocab_size, d_model=spec.d_model)
+    tgt_embed = TokenEmbedding(vocab_size=tgt_vocab_size, d_model=spec.d_model)
+    generator = nn.Linear(spec.d_model, tgt_vocab_size)
     src_embed = TYING[tying](src_embed, tgt_embed, generator)
     return EncoderDecoder(
         src_embed=src_embed,
         tgt_embed=tgt_embed,
         src_positions=src_pos,
         tgt_positions=tgt_pos,
-        encoder=build_encoder(**layer_kw, layers=encoder_layers, positions=src_pos),
-        decoder=Decoder(layers=[DecoderLayer(**layer_kw, positions=tgt_pos) for _ in range(decoder_layers)],
-                        final_norm=nn.LayerNorm(d_model) if FINAL_NORM[norm] else None),
+        encoder=build_encoder(spec, positions=src_pos),
+        decoder=Decoder(layers=[DecoderLayer(_layer_options(spec), positions=tgt_pos)
+                                for _ in range(spec.decoder_layers)], final_norm=_final_norm(spec)),
         generator=generator,
-        dropout=dropout,
+        dropout=spec.dropout,
     )
 
 
@@ -137,38 +129,42 @@ def build_recurrent_seq2seq(
     With ``attention="none"`` this is the fixed-vector encoder-decoder of Sutskever/Cho.
     """
     src_embed = nn.Embedding(src_vocab_size, embed_dim, padding_idx=PAD)
-    encoder = RecurrentEncoder(cell=cell, input_size=embed_dim, hidden_size=hidden_size, num_layers=num_layers,
+    encoder = RecurrentEncoder(cell=CELLS[cell], input_size=embed_dim, hidden_size=hidden_size, num_layers=num_layers,
                                bidirectional=bidirectional, dropout=dropout)
-    decoder = AttentionalDecoder(cell=cell, vocab_size=tgt_vocab_size, embed_dim=embed_dim, hidden_size=hidden_size,
-                                 memory_size=encoder.output_size, attention=attention, num_layers=num_layers,
+    decoder = AttentionalDecoder(cell=CELLS[cell], vocab_size=tgt_vocab_size, embed_dim=embed_dim,
+                                 hidden_size=hidden_size, memory_size=encoder.output_size,
+                                 attention=ATTENTION_ARMS[attention], num_layers=num_layers,
                                  dropout=dropout, hard_eval=hard_eval)
     return RecurrentEncoderDecoder(src_embed=src_embed, encoder=encoder, decoder=decoder, dropout=dropout)
 
 
 def build_classifier(
     *, vocab_size: int, num_classes: int, encoder: EncoderFamily, pooling: Pooling, cell: Cell, embed_dim: int,
-    hidden_size: int, num_layers: int, bidirectional: bool, d_model: int, heads: int, d_ff: int, norm: Norm,
-    positions: Positions, attn_scale: AttnScale, max_positions: int, attn_size: int, dropout: float,
+    hidden_size: int, num_layers: int, bidirectional: bool, attn_size: int, dropout: float,
+    transformer: TransformerSpec | None,
 ) -> TextClassifierNet:
     """Wire a classifier: recurrent (Yang et al. 2016 word level) or
-    Transformer encoder (Vaswani et al. 2017 encoder; Devlin et al. 2019 for ``cls``) + pooling."""
+    Transformer encoder (Vaswani et al. 2017 encoder; Devlin et al. 2019 for ``cls``) + pooling.
+
+    ``transformer`` is the encoder's spec when ``encoder="transformer"`` (else unused, may be None).
+    """
     if encoder == "recurrent":
         if pooling == "cls" and not bidirectional:
             raise UsageError("pooling=cls with a unidirectional recurrent encoder reads a state that has seen "
                              "only the [CLS] token; use bidirectional=true or encoder=transformer")
-        rnn = RecurrentEncoder(cell=cell, input_size=embed_dim, hidden_size=hidden_size, num_layers=num_layers,
+        rnn = RecurrentEncoder(cell=CELLS[cell], input_size=embed_dim, hidden_size=hidden_size, num_layers=num_layers,
                                bidirectional=bidirectional, dropout=dropout)
         embed: nn.Module = nn.Embedding(vocab_size, embed_dim, padding_idx=PAD)
         states: nn.Module = RecurrentStates(encoder=rnn, dropout=dropout)
         width, directions, cls_dim = rnn.output_size, 2 if bidirectional else 1, embed_dim
     else:
-        check_heads(d_model=d_model, heads=heads)
-        pos = build_positions(positions, d_model=d_model, heads=heads, max_len=max_positions)
-        stack = build_encoder(d_model=d_model, heads=heads, d_ff=d_ff, layers=num_layers, dropout=dropout,
-                              attn_dropout=0.0, norm=norm, attn_scale=attn_scale, positions=pos)
-        embed = TokenEmbedding(vocab_size=vocab_size, d_model=d_model)
+        if transformer is None:
+            raise ValueError("encoder='transformer' needs its TransformerSpec")
+        pos = build_positions(transformer, causal=False)
+        stack = build_encoder(transformer, positions=pos)
+        embed = TokenEmbedding(vocab_size=vocab_size, d_model=transformer.d_model)
         states = TransformerStates(positions=pos, encoder=stack, dropout=dropout)
-        width, directions, cls_dim = d_model, 1, d_model
+        width, directions, cls_dim = transformer.d_model, 1, transformer.d_model
     return TextClassifierNet(
         embed=embed, states=states, head=nn.Linear(width, num_classes),
         pooling=POOLINGS[pooling](d_in=width, attn_size=attn_size, directions=directions),
@@ -184,8 +180,9 @@ def build_captioner(
     """Xu et al. 2015, Fig. 1: a CNN feature grid (the annotation vectors a_i) -> an attentional LSTM
     decoder whose context ẑ_t is soft (additive), hard (sampled) or absent, with the β gate (§4.2.1)."""
     grid = build_vision_encoder(encoder, grid_size=grid_size, fine_tune=fine_tune, weights=weights, width=cnn_width)
-    decoder = AttentionalDecoder(cell=cell, vocab_size=tgt_vocab_size, embed_dim=embed_dim, hidden_size=hidden_size,
-                                 memory_size=grid.feature_size, attention=attention, dropout=dropout,
+    decoder = AttentionalDecoder(cell=CELLS[cell], vocab_size=tgt_vocab_size, embed_dim=embed_dim,
+                                 hidden_size=hidden_size, memory_size=grid.feature_size,
+                                 attention=ATTENTION_ARMS[attention], dropout=dropout,
                                  hard_eval=hard_eval, gate=gate, soft_mix=hard_soft_mix)
     return CaptionNet(encoder=grid, decoder=decoder)
 
@@ -208,24 +205,36 @@ def build_ram(
                               baseline=nn.Linear(hidden_size, 1), classifier=nn.Linear(hidden_size, num_classes),
                               glimpses=glimpses)
 
-def build_causal_lm(
-    *, vocab_size: int, d_model: int, heads: int, d_ff: int, layers: int, dropout: float, attn_dropout: float,
-    norm: Norm, positions: Positions, attn_scale: AttnScale, max_len: int, tying: Tying,
-) -> CausalTransformer:
-    """Radford et al. 2018 (GPT), §3.1: token embedding + positions -> N masked self-attention + FFN
-    layers (Vaswani sublayers, no cross-attention) -> linear -> (softmax in the loss).
+def build_causal_lm(spec: TransformerSpec, *, vocab_size: int, tying: Tying) -> CausalTransformer:
+    """Radford et al. 2018 (GPT), §3.1: token embedding + positions -> N = ``spec.decoder_layers`` masked
+    self-attention + FFN layers (Vaswani sublayers, no cross-attention) -> linear -> (softmax in the loss).
 
-    One position scheme, built once and held by every layer's self-attention. With one vocabulary
+    One causal position scheme, built once and held by every layer's self-attention. With one vocabulary
     the input embedding is the only one: ``tying`` "decoder" and "all" both tie it to the output
     projection (Press & Wolf 2017), "none" keeps them apart.
     """
-    check_heads(d_model=d_model, heads=heads)
-    pos = build_positions(positions, d_model=d_model, heads=heads, max_len=max_len)
-    embed = TokenEmbedding(vocab_size=vocab_size, d_model=d_model)
-    generator = nn.Linear(d_model, vocab_size)
+    pos = build_positions(spec, causal=True)
+    embed = TokenEmbedding(vocab_size=vocab_size, d_model=spec.d_model)
+    generator = nn.Linear(spec.d_model, vocab_size)
     TYING[tying](embed, embed, generator)
-    made = [CausalLayer(d_model=d_model, heads=heads, d_ff=d_ff, dropout=dropout, attn_dropout=attn_dropout,
-                        norm=norm, attn_scale=attn_scale, positions=pos) for _ in range(layers)]
-    return CausalTransformer(embed=embed, positions=pos, layers=made,
-                             final_norm=nn.LayerNorm(d_model) if FINAL_NORM[norm] else None,
-                             generator=generator, dropout=dropout)
+    made = [CausalLayer(_layer_options(spec), positions=pos) for _ in range(spec.decoder_layers)]
+    return CausalTransformer(embed=embed, positions=pos, layers=made, final_norm=_final_norm(spec),
+                             generator=generator, dropout=spec.dropout)
+
+
+def build_vision_encoder(
+    backbone: VisionBackbone, *, grid_size: int = 14, fine_tune: bool = False, weights: str | None = None,
+    width: int = 128,
+) -> GridEncoder:
+    """Resolve the captioner's ``encoder`` axis once (Xu et al. 2015 §3.1.1: a grid of annotation vectors).
+
+    Args:
+        backbone: :data:`VisionBackbone`.
+        grid_size: G (Xu et al.: 14).
+        fine_tune: train the backbone too.
+        weights: a torchvision weights enum member by name (``"DEFAULT"``, ``"IMAGENET1K_V1"``,
+            ``"IMAGENET1K_V2"``; downloaded once into the torch hub cache) or None (random init,
+            offline). ``small_cnn`` accepts only None.
+        width: output channels of ``small_cnn`` (ResNets: 512 or 2048).
+    """
+    return VISION_ENCODERS[backbone](grid_size=grid_size, fine_tune=fine_tune, weights=weights, width=width)

@@ -32,6 +32,7 @@ from lit_models.forcing import ScheduledMode
 from lit_models.metrics import Ratio, label_smoothed_loss
 from lit_models.protocols import UnigramBaseline
 from lit_models.seq2seq import Seq2SeqModule
+from lit_models.specs import TransformerSpec
 
 
 class ContextPerplexity(Metric):
@@ -119,9 +120,10 @@ class CausalLM(Seq2SeqModule):
                          scheduled_floor=scheduled_floor, scheduled_mode=scheduled_mode)
         self.save_hyperparameters()
         self.net = build_causal_lm(
-            vocab_size=tgt_vocab_size, d_model=d_model, heads=heads, d_ff=d_ff, layers=layers, dropout=dropout,
-            attn_dropout=attn_dropout, norm=norm, positions=positions, attn_scale=attn_scale,
-            max_len=max_positions, tying=tying,
+            TransformerSpec(d_model=d_model, heads=heads, d_ff=d_ff, decoder_layers=layers, dropout=dropout,
+                            attn_dropout=attn_dropout, norm=norm, positions=positions, attn_scale=attn_scale,
+                            max_len=max_positions),
+            vocab_size=tgt_vocab_size, tying=tying,
         )
         self.text_metrics = torch.nn.ModuleDict(
             {s: torch.nn.ModuleDict({"loss": Ratio(), "ppl_by_ctx": ContextPerplexity()}) for s in ("val", "test")}

@@ -31,13 +31,13 @@ from torchmetrics.classification import (  # noqa: E402
 
 from attnlab_core.errors import UsageError  # noqa: E402
 from attnlab_core.tokens import PAD  # noqa: E402
-from lit_models.axes import AttnScale, Cell, EncoderFamily, LRSchedule, Norm, Positions  # noqa: E402
+from lit_models.axes import AttnScale, Cell, EncoderFamily, LRSchedule, Norm, Pooling, Positions  # noqa: E402
 from lit_models.blocks.classifier_net import ClassifierOut  # noqa: E402
-from lit_models.blocks.pooling import Pooling  # noqa: E402
 from lit_models.builders import build_classifier  # noqa: E402
 from lit_models.evaluation import EvaluationModule
 from lit_models.optim import module_adamw  # noqa: E402
 from lit_models.schedules import LR_SCHEDULES  # noqa: E402
+from lit_models.specs import TransformerSpec  # noqa: E402
 
 
 class SentimentClassifier(EvaluationModule):
@@ -73,8 +73,11 @@ class SentimentClassifier(EvaluationModule):
         self.net = build_classifier(
             vocab_size=src_vocab_size, num_classes=num_classes, encoder=encoder, pooling=pooling, cell=cell,
             embed_dim=embed_dim, hidden_size=hidden_size, num_layers=num_layers, bidirectional=bidirectional,
-            d_model=d_model, heads=heads, d_ff=d_ff, norm=norm, positions=positions, attn_scale=attn_scale,
-            max_positions=max_positions, attn_size=attn_size, dropout=dropout,
+            attn_size=attn_size, dropout=dropout,
+            transformer=TransformerSpec(
+                d_model=d_model, heads=heads, d_ff=d_ff, encoder_layers=num_layers, dropout=dropout, attn_dropout=0.0,
+                norm=norm, positions=positions, attn_scale=attn_scale, max_len=max_positions,
+            ) if encoder == "transformer" else None,
         )
         self.metrics = nn.ModuleDict({split: nn.ModuleDict({
             "acc": MulticlassAccuracy(num_classes=hp.num_classes, average="micro"),

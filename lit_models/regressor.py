@@ -17,6 +17,7 @@ from lit_models.axes import Cell
 from lit_models.blocks.recurrent import SequenceRegressor
 from lit_models.evaluation import EvaluationModule
 from lit_models.optim import module_adamw
+from lit_models.registries import CELLS
 
 
 class AddingRegressor(EvaluationModule):
@@ -35,7 +36,8 @@ class AddingRegressor(EvaluationModule):
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
-        self.net = SequenceRegressor(cell=cell, input_size=input_size, hidden_size=hidden_size, num_layers=num_layers)
+        self.net = SequenceRegressor(cell=CELLS[cell], input_size=input_size, hidden_size=hidden_size,
+                                     num_layers=num_layers)
         self.metrics = nn.ModuleDict({split: nn.ModuleDict({"mse": MeanMetric(), "loss": MeanMetric()})
                                       for split in ("val", "test")})
         self.tokens_seen = 0

@@ -22,6 +22,7 @@ from lit_models.decoder_training import DecoderTrainingModule
 from lit_models.figures import longest_examples
 from lit_models.forcing import ScheduledMode
 from lit_models.metrics import build_seq2seq_metrics, metric_signatures, positions_matched, sequences_equal
+from lit_models.specs import TransformerSpec
 
 FIGURE_EXAMPLES = 1
 
@@ -163,10 +164,10 @@ class TransformerSeq2Seq(Seq2SeqModule):
                          scheduled_floor=scheduled_floor, scheduled_mode=scheduled_mode)
         self.save_hyperparameters()
         self.net = build_transformer(
-            src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, d_model=d_model, heads=heads,
-            d_ff=d_ff, encoder_layers=encoder_layers, decoder_layers=decoder_layers, dropout=dropout,
-            attn_dropout=attn_dropout, norm=norm, positions=positions, attn_scale=attn_scale,
-            max_len=max_positions, tying=tying,
+            TransformerSpec(d_model=d_model, heads=heads, d_ff=d_ff, encoder_layers=encoder_layers,
+                            decoder_layers=decoder_layers, dropout=dropout, attn_dropout=attn_dropout, norm=norm,
+                            positions=positions, attn_scale=attn_scale, max_len=max_positions),
+            src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, tying=tying,
         )
 
 

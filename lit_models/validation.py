@@ -3,7 +3,8 @@ model takes is a positive integer, and the attention width splits evenly over th
 
 The CLI calls :func:`check_model_sizes` on the parsed ``--model`` options (so a bad value is refused
 at parse time, naming its option, before any run directory exists); the builders call
-:func:`check_heads` so a model built from Python is held to the same rule.
+:func:`head_size` (through ``lit_models.specs.TransformerSpec``) so a model built from Python is held
+to the same rule.
 """
 
 from __future__ import annotations
@@ -36,14 +37,15 @@ def check_model_sizes(values: Mapping[str, Any], *, prefix: str = "--model.") ->
             raise UsageError(f"{prefix}{name}={value} is not allowed: it must be a positive integer (>= 1)")
     d_model, heads = values.get("d_model"), values.get("heads")
     if isinstance(d_model, int) and isinstance(heads, int):
-        check_heads(d_model=d_model, heads=heads)
+        head_size(d_model=d_model, heads=heads)
 
 
-def check_heads(*, d_model: int, heads: int) -> None:
+def head_size(*, d_model: int, heads: int) -> int:
     """Vaswani et al. 2017 §3.2.2: ``h`` heads of width ``d_k = d_model / h``; both positive and
-    ``h`` divides ``d_model``."""
+    ``h`` divides ``d_model``. Returns d_k; the one place the split is checked."""
     for name, value in (("d_model", d_model), ("heads", heads)):
         if value < 1:
             raise UsageError(f"{name}={value} is not allowed: it must be a positive integer (>= 1)")
     if d_model % heads:
         raise UsageError(f"d_model={d_model} is not divisible by heads={heads}")
+    return d_model // heads

@@ -20,8 +20,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lit_models.axes import Attention
-
 ScoreName = Literal["additive", "dot", "general"]
 """Alignment score e(s, h): additive (Bahdanau), dot and general (Luong)."""
 
@@ -297,36 +295,28 @@ class NoAlignment(nn.Module):
 
 
 class AttentionArm(NamedTuple):
-    """What an :data:`Attention` value means: its scorer and attend modes (eval None = ``hard_eval``)."""
+    """What a decoder-attention arm means: its scorer (None: no attention) and attend modes (eval None =
+    ``hard_eval``); ``lit_models.registries.ATTENTION_ARMS`` maps each arm to one."""
 
     scorer: ScoreName | None
     train_mode: AttendMode
     eval_mode: AttendMode | None
 
 
-ATTENTION_ARMS: dict[Attention, AttentionArm] = {
-    "none": AttentionArm(scorer=None, train_mode="soft", eval_mode="soft"),
-    "additive": AttentionArm(scorer="additive", train_mode="soft", eval_mode="soft"),
-    "dot": AttentionArm(scorer="dot", train_mode="soft", eval_mode="soft"),
-    "general": AttentionArm(scorer="general", train_mode="soft", eval_mode="soft"),
-    "hard": AttentionArm(scorer="additive", train_mode="sample", eval_mode=None),  # Xu et al. §4.1
-}
-
 HARD_EVAL_MODES: dict[HardEval, AttendMode] = {"argmax": "argmax", "expectation": "soft"}
 
 
 def build_alignment(
-    attention: Attention, *, query_size: int, memory_size: int, attn_size: int, hard_eval: HardEval
+    arm: AttentionArm, *, query_size: int, memory_size: int, attn_size: int, hard_eval: HardEval
 ) -> Alignment | NoAlignment:
-    """Resolve the ``attention`` axis once: an :class:`Alignment` or :class:`NoAlignment`.
+    """Build an attention arm: an :class:`Alignment` or :class:`NoAlignment`.
 
     Args:
-        attention: the axis value.
+        arm: the resolved arm (its scorer and attend modes).
         query_size: Dq, decoder state size. memory_size: D, memory width.
         attn_size: hidden width of the additive scorer (unused by dot / general).
         hard_eval: what ``hard`` does in eval mode (argmax location or soft expectation).
     """
-    arm = ATTENTION_ARMS[attention]
     if arm.scorer is None:
         return NoAlignment()
     scorer = SCORERS[arm.scorer](query_size=query_size, key_size=memory_size, attn_size=attn_size)

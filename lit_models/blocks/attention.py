@@ -8,20 +8,11 @@ attend) so the fused SDPA kernel still runs.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lit_models.axes import AttnScale
 from lit_models.blocks.positions import PositionScheme
-
-ATTN_SCALES: dict[AttnScale, Callable[[int], float]] = {
-    "sqrt_dk": lambda d_k: d_k**-0.5,  # Vaswani eq. 1
-    "none": lambda d_k: 1.0,  # plain dot product: logits grow with d_k, softmax saturates
-    "dk": lambda d_k: 1.0 / d_k,  # over-scaled: logits shrink with d_k, attention goes uniform
-}
 
 
 def attention_weights(q: Tensor, k: Tensor, *, mask: Tensor | None, scale: float) -> Tensor:
@@ -32,7 +23,7 @@ def attention_weights(q: Tensor, k: Tensor, *, mask: Tensor | None, scale: float
         k: (B, H, S, d_k) keys.
         mask: boolean, broadcastable to (B, H, T, S), True = may attend; or a float mask added to
             the scaled logits (-inf = may not attend).
-        scale: multiplier of the logits (see ``ATTN_SCALES``).
+        scale: multiplier of the logits (Vaswani eq. 1: 1/sqrt(d_k); ``lit_models.registries.ATTN_SCALES``).
 
     Returns:
         (B, H, T, S) float32 weights; rows sum to 1, masked entries are exactly 0 and a row with
@@ -114,16 +105,17 @@ def causal_mask(t: int, s: int, *, device: torch.device | None = None) -> Tensor
 class MultiHeadAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
 
-    Vaswani et al. 2017 §3.2.2 with d_k = d_v = d_model / h. The three input projections are
+    Vaswani et al. 2017 §3.2.2 with d_k = d_v = d_model / h, given here as h and d_k (so D = h·d_k
+    needs no check: the model's spec validates the split once). The three input projections are
     one fused (3·d_model, d_model) matrix, laid out [W^Q; W^K; W^V] like
     ``torch.nn.MultiheadAttention.in_proj_weight``: self-attention projects Q, K, V with one
     matmul, cross-attention projects Q from the decoder and K, V from the memory with its
     row blocks. The parameter count is 4·d_model² + 4·d_model whatever the number of heads.
 
     Args:
-        d_model: model width D.
-        heads: number of heads h (must divide D).
-        attn_scale: logit scaling arm (``ATTN_SCALES``).
+        heads: number of heads h.
+        d_head: width d_k of each head; the model width is D = h·d_k.
+        scale: the multiplier of the logits q·k (Vaswani eq. 1: 1/sqrt(d_k)), resolved by the builder.
         dropout: dropout on the attention weights.
         positions: the position scheme of the sequence this module attends over (self-attention):
             its ``rotate`` hook transforms q and k, its ``score_bias`` hook biases the scores. None
@@ -132,14 +124,11 @@ class MultiHeadAttention(nn.Module):
     """
 
     def __init__(
-        self, *, d_model: int, heads: int, attn_scale: AttnScale, dropout: float,
-        positions: PositionScheme | None = None,
+        self, *, heads: int, d_head: int, scale: float, dropout: float, positions: PositionScheme | None = None,
     ) -> None:
         super().__init__()
-        if d_model % heads:
-            raise ValueError(f"d_model={d_model} is not divisible by heads={heads}")
-        self.heads, self.d_k = heads, d_model // heads
-        self.scale = ATTN_SCALES[attn_scale](self.d_k)
+        self.heads, self.d_k, self.scale = heads, d_head, scale
+        d_model = heads * d_head
         self.dropout = dropout
         self.in_proj = nn.Linear(d_model, 3 * d_model)
         self.out_proj = nn.Linear(d_model, d_model)

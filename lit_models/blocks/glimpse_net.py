@@ -153,7 +153,7 @@ class RecurrentAttention(nn.Module):
 
     Hybrid training (§3.2): the cross-entropy of f_a reaches f_a, f_h and f_g; the policy f_l and
     the baseline read h_t detached, so f_l is trained by REINFORCE only and b_t by its MSE only.
-    Deviation: the core is a :data:`~lit_models.axes.Cell` from :data:`recurrent.CELLS`; the
+    Deviation: the core is a cell arm resolved through ``lit_models.registries.CELLS``; the
     paper's core is a rectifier RNN, ``rnn`` here is the tanh Elman cell, LSTM is the usual choice
     of reimplementations (and the paper's for its dynamic environments).
 
@@ -161,7 +161,7 @@ class RecurrentAttention(nn.Module):
 
     Args:
         sensor: ρ, a :class:`GlimpseSensor`. glimpse: f_g, a :class:`GlimpseNetwork`. core: f_h, a
-        ``recurrent.CELLS[cell].step`` module (h, c) -> (h, c). policy: f_l, a :class:`LocationPolicy`.
+        cell's step module (``CellSpec.step``): (h, c) -> (h, c). policy: f_l, a :class:`LocationPolicy`.
         baseline: b_t, Linear(|h_t|, 1). classifier: f_a, Linear(|h_t|, classes) (softmax in the loss).
         glimpses: T.
     """

@@ -14,18 +14,16 @@ on padding and sum to 1 over the real tokens, or are None where no such reading 
   eq. 5-7: u_t = tanh(W h_t + b), α_t = softmax_t(u_tᵀ u_w), s = Σ_t α_t h_t; the single-hop case of
   Lin et al. 2017's self-attentive embedding).
 - ``cls``: the state of a learned summary token prepended to the input (Devlin et al. 2019); the
-  classifier prepends it (:data:`PREPENDS_CLS`), the pooling reads position 0.
+  classifier prepends it (``lit_models.registries.PREPENDS_CLS``), the pooling reads position 0.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
 
-from lit_models.axes import Pooling
 from lit_models.blocks.alignment import masked_log_alpha
 
 
@@ -111,17 +109,3 @@ class ClsPooling(nn.Module):
 
     def forward(self, states: Tensor, mask: Tensor) -> PoolOut:
         return PoolOut(states[:, 0], None)
-
-
-PoolingFactory = Callable[..., nn.Module]
-POOLINGS: dict[Pooling, PoolingFactory] = {
-    "last": lambda *, d_in, attn_size, directions: LastPooling(directions=directions),
-    "mean": lambda *, d_in, attn_size, directions: MeanPooling(),
-    "max": lambda *, d_in, attn_size, directions: MaxPooling(),
-    "attention": lambda *, d_in, attn_size, directions: AttentionPooling(d_in=d_in, attn_size=attn_size),
-    "cls": lambda *, d_in, attn_size, directions: ClsPooling(),
-}
-"""Pooling value -> factory(*, d_in, attn_size, directions)."""
-
-PREPENDS_CLS: dict[Pooling, bool] = {p: p == "cls" for p in POOLINGS}
-"""Whether the classifier prepends a learned [CLS] state to the embedded input for this pooling."""

@@ -13,18 +13,31 @@ attention hooks. Each hook defaults to "do nothing", so a scheme overrides only 
 
 ``offset`` is the absolute position of the first query (and, for ``forward``/``rotate``, of the
 first new token): non-zero during KV-cached decoding, where keys 0..S-1 are already in the cache.
-A new scheme is one class here plus one entry in ``POSITIONS``.
+Every scheme is built by ``scheme(sizes, **options)``: :class:`SchemeSizes` holds what the model fixes
+(width, heads, head size, table length, and whether the side is causal); a scheme's own options
+(e.g. RoPE's ``base``) are keyword arguments with defaults. A new scheme is one class here, its word
+in the ``Positions`` axis and one entry in ``lit_models.registries.POSITIONS``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
-from lit_models.axes import Positions
+
+@dataclass(frozen=True)
+class SchemeSizes:
+    """What the model fixes for a scheme: width D, h heads of width d_head (D = h·d_head, Vaswani §3.2.2),
+    the longest sequence a table must hold, and whether the side is causal (decoder) or bidirectional."""
+
+    d_model: int
+    heads: int
+    d_head: int
+    max_len: int
+    causal: bool
 
 
 def sinusoid_table(length: int, d_model: int) -> Tensor:
@@ -46,7 +59,15 @@ class PositionScheme(nn.Module):
 
     Without positions, self-attention is permutation-equivariant (a causal mask still lets a
     decoder infer position; Kazemnejad et al. 2023).
+
+    Args:
+        sizes: what the model fixes (every scheme takes it; this arm reads none of it). A subclass adds
+            its own options as keyword arguments with defaults, passed by ``builders.build_positions``
+            from ``TransformerSpec.position_options``.
     """
+
+    def __init__(self, sizes: SchemeSizes) -> None:
+        super().__init__()
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         """Embedding hook: x (B, T, D) -> (B, T, D)."""
@@ -64,10 +85,10 @@ class PositionScheme(nn.Module):
 class SinusoidalPositions(PositionScheme):
     """Fixed sinusoids added to the embeddings; the table grows on demand (no length limit)."""
 
-    def __init__(self, *, d_model: int) -> None:
-        super().__init__()
-        self.d_model = d_model
-        self.register_buffer("table", sinusoid_table(512, d_model), persistent=False)
+    def __init__(self, sizes: SchemeSizes) -> None:
+        super().__init__(sizes)
+        self.d_model = sizes.d_model
+        self.register_buffer("table", sinusoid_table(512, sizes.d_model), persistent=False)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         end = offset + x.size(1)
@@ -79,11 +100,11 @@ class SinusoidalPositions(PositionScheme):
 class LearnedPositions(PositionScheme):
     """A learned absolute position table of ``max_len`` rows (Gehring 2017; Vaswani Table 3 row E)."""
 
-    def __init__(self, *, d_model: int, max_len: int) -> None:
-        super().__init__()
-        self.max_len = max_len
-        self.table = nn.Embedding(max_len, d_model)
-        nn.init.normal_(self.table.weight, std=d_model**-0.5)
+    def __init__(self, sizes: SchemeSizes) -> None:
+        super().__init__(sizes)
+        self.max_len = sizes.max_len
+        self.table = nn.Embedding(sizes.max_len, sizes.d_model)
+        nn.init.normal_(self.table.weight, std=sizes.d_model**-0.5)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         end = offset + x.size(1)
@@ -121,11 +142,14 @@ class RotaryEmbedding(nn.Module):
 
 
 class RotaryPositions(PositionScheme):
-    """RoPE arm: nothing is added to the embeddings; self-attention rotates q and k."""
+    """RoPE arm: nothing is added to the embeddings; self-attention rotates q and k.
 
-    def __init__(self, *, d_head: int) -> None:
-        super().__init__()
-        self.rope = RotaryEmbedding(d_head=d_head)
+    Options: ``base`` of the frequencies θ_i (Su et al. 2021: 10000).
+    """
+
+    def __init__(self, sizes: SchemeSizes, *, base: float = 10000.0) -> None:
+        super().__init__(sizes)
+        self.rope = RotaryEmbedding(d_head=sizes.d_head, base=base)
 
     def rotate(self, x: Tensor, offset: int = 0) -> Tensor:
         return self.rope(x, offset)
@@ -153,26 +177,11 @@ class ALiBiPositions(PositionScheme):
     bidirectional form — a common extension, not in the paper.
     """
 
-    def __init__(self, *, heads: int) -> None:
-        super().__init__()
-        self.register_buffer("slopes", alibi_slopes(heads), persistent=False)
+    def __init__(self, sizes: SchemeSizes) -> None:
+        super().__init__(sizes)
+        self.register_buffer("slopes", alibi_slopes(sizes.heads), persistent=False)
 
     def score_bias(self, *, t: int, s: int, offset: int, device: torch.device) -> Tensor | None:
         i = torch.arange(offset, offset + t, device=device, dtype=torch.float32)  # query positions
         j = torch.arange(s, device=device, dtype=torch.float32)  # key positions
         return -self.slopes.to(device)[:, None, None] * (i[:, None] - j[None, :]).abs()  # (H, T, S)
-
-
-POSITIONS: dict[Positions, Callable[..., PositionScheme]] = {
-    "sinusoidal": lambda *, d_model, d_head, heads, max_len: SinusoidalPositions(d_model=d_model),
-    "learned": lambda *, d_model, d_head, heads, max_len: LearnedPositions(d_model=d_model, max_len=max_len),
-    "rope": lambda *, d_model, d_head, heads, max_len: RotaryPositions(d_head=d_head),
-    "alibi": lambda *, d_model, d_head, heads, max_len: ALiBiPositions(heads=heads),
-    "none": lambda *, d_model, d_head, heads, max_len: PositionScheme(),
-}
-"""Positions arm -> factory(d_model, d_head, heads, max_len) -> the scheme."""
-
-
-def build_positions(positions: Positions, *, d_model: int, heads: int, max_len: int) -> PositionScheme:
-    """The one way to build a scheme: the arm's factory with every size it may need."""
-    return POSITIONS[positions](d_model=d_model, d_head=d_model // heads, heads=heads, max_len=max_len)

@@ -4,12 +4,12 @@ Encoders read embedded, right-padded inputs (B, S, E) with a boolean mask (B, S)
 token; a prefix of each row). ``rnn``/``gru``/``lstm`` run ``nn.RNN``/``nn.GRU``/``nn.LSTM`` on a
 packed sequence, so padding never reaches the final state; ``lstm_peephole`` runs
 :class:`PeepholeLSTM`, a time loop that freezes the state on padded steps, with the same effect.
-The attentional decoder lives in ``recurrent_decoder.py``; it uses the step cells of :data:`CELLS`.
+The attentional decoder lives in ``recurrent_decoder.py``; it uses the step cells of a :class:`CellSpec`
+(``lit_models.registries.CELLS`` maps each cell arm to one).
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
 from typing import NamedTuple
@@ -18,8 +18,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
-
-from lit_models.axes import Cell
 
 LayerOut = tuple[Tensor, Tensor, Tensor | None]
 """outputs (B, S, dirs·H) zero at padding, h_n (L·dirs, B, H), c_n (L·dirs, B, H) or None (torch layout)."""
@@ -213,30 +211,10 @@ class CellStateStep(nn.Module):
 
 
 class CellSpec(NamedTuple):
-    """Builders for one :data:`Cell` value: a sequence layer (encoders) and a step cell (decoders)."""
+    """What one cell arm builds: a sequence layer (encoders) and a step cell (decoders)."""
 
     layer: Callable[..., nn.Module]  # (*, input_size, hidden_size, num_layers, bidirectional, dropout)
     step: Callable[..., nn.Module]  # (*, input_size, hidden_size) -> HiddenStep | CellStateStep
-
-
-CELLS: dict[Cell, CellSpec] = {
-    "rnn": CellSpec(
-        layer=functools.partial(PackedRecurrent, rnn_type=nn.RNN),
-        step=functools.partial(HiddenStep, cell_type=nn.RNNCell),
-    ),
-    "gru": CellSpec(
-        layer=functools.partial(PackedRecurrent, rnn_type=nn.GRU),
-        step=functools.partial(HiddenStep, cell_type=nn.GRUCell),
-    ),
-    "lstm": CellSpec(
-        layer=functools.partial(PackedRecurrent, rnn_type=nn.LSTM),
-        step=functools.partial(CellStateStep, cell_type=nn.LSTMCell),
-    ),
-    "lstm_peephole": CellSpec(
-        layer=PeepholeLSTM,
-        step=functools.partial(CellStateStep, cell_type=PeepholeLSTMCell),
-    ),
-}
 
 
 class RecurrentState(NamedTuple):
@@ -271,19 +249,20 @@ class RecurrentEncoder(nn.Module):
     them to its own size. Inputs are embedded by the caller.
 
     Args:
-        cell: :data:`Cell` value, resolved through :data:`CELLS`.
+        cell: the resolved :class:`CellSpec` (``lit_models.registries.CELLS[arm]``).
         input_size: E, embedding size. hidden_size: H per direction. num_layers: L.
         bidirectional: run a backward RNN too; ``output_size`` = dirs·H.
         dropout: between stacked layers.
     """
 
     def __init__(
-        self, *, cell: Cell, input_size: int, hidden_size: int, num_layers: int, bidirectional: bool, dropout: float
+        self, *, cell: CellSpec, input_size: int, hidden_size: int, num_layers: int, bidirectional: bool,
+        dropout: float,
     ) -> None:
         super().__init__()
         self.num_layers = num_layers
         self.output_size = hidden_size * (2 if bidirectional else 1)
-        self.layer = CELLS[cell].layer(
+        self.layer = cell.layer(
             input_size=input_size,
             hidden_size=hidden_size,
             num_layers=num_layers,
@@ -311,10 +290,10 @@ class SequenceRegressor(nn.Module):
     linear read-out of the last layer's hidden state after the last step.
 
     Args:
-        cell: :data:`Cell`. input_size: C channels. hidden_size: H. num_layers: L.
+        cell: a resolved :class:`CellSpec`. input_size: C channels. hidden_size: H. num_layers: L.
     """
 
-    def __init__(self, *, cell: Cell, input_size: int, hidden_size: int, num_layers: int) -> None:
+    def __init__(self, *, cell: CellSpec, input_size: int, hidden_size: int, num_layers: int) -> None:
         super().__init__()
         self.encoder = RecurrentEncoder(
             cell=cell,

@@ -31,9 +31,8 @@ import torch
 from torch import Tensor, nn
 
 from attnlab_core.tokens import EOS, PAD
-from lit_models.axes import Attention, Cell
-from lit_models.blocks.alignment import HardEval, build_alignment
-from lit_models.blocks.recurrent import CELLS
+from lit_models.blocks.alignment import AttentionArm, HardEval, build_alignment
+from lit_models.blocks.recurrent import CellSpec
 
 DecoderState = dict[str, Tensor]
 """See the module docstring for the keys; every tensor has the batch on dim 0."""
@@ -92,9 +91,9 @@ class AttentionalDecoder(nn.Module):
       offsets the global seed per DDP rank so ranks do not sample identical locations.
 
     Args:
-        cell: :data:`Cell`, resolved through ``recurrent.CELLS``.
+        cell: the resolved :class:`~lit_models.blocks.recurrent.CellSpec` (its step cell).
         vocab_size: V. embed_dim: E. hidden_size: H. memory_size: D (encoder output width, also
-            the width of ``encoder_final``). attention: :data:`Attention`.
+            the width of ``encoder_final``). attention: the resolved :class:`AttentionArm`.
         num_layers: L stacked cells. dropout: on embeddings, between layers and before the output.
         hard_eval: :data:`HardEval`, only used by ``attention="hard"``.
         gate: multiply the context by the gating scalar β (Xu et al. §4.2.1); only built when the
@@ -107,12 +106,12 @@ class AttentionalDecoder(nn.Module):
     def __init__(
         self,
         *,
-        cell: Cell,
+        cell: CellSpec,
         vocab_size: int,
         embed_dim: int,
         hidden_size: int,
         memory_size: int,
-        attention: Attention,
+        attention: AttentionArm,
         num_layers: int = 1,
         dropout: float = 0.0,
         hard_eval: HardEval = "argmax",
@@ -129,7 +128,7 @@ class AttentionalDecoder(nn.Module):
         ctx = self.alignment.context_size
         self.gate: nn.Module = ContextGate(query_size=hidden_size) if gate and ctx > 0 else NoGate()
         self.cells = nn.ModuleList(
-            CELLS[cell].step(input_size=embed_dim + ctx if l == 0 else hidden_size, hidden_size=hidden_size)
+            cell.step(input_size=embed_dim + ctx if l == 0 else hidden_size, hidden_size=hidden_size)
             for l in range(num_layers)
         )
         self.cell_state_size: int = self.cells[0].cell_state_size

@@ -3,17 +3,20 @@
 Vaswani et al. 2017, §3.1-3.3. Post-Norm is the paper's LN(x + Dropout(Sublayer(x)));
 Pre-Norm (Xiong et al. 2020; Wang et al. 2019) is x + Dropout(Sublayer(LN(x))) and adds a
 final LayerNorm after the stack (a deviation from the paper that Pre-Norm requires).
+
+Layers take resolved numbers (:class:`LayerOptions`): h heads of width d_head (D = h·d_head), the
+logit ``scale`` and ``pre_norm`` (the builder derives them from the model's ``TransformerSpec``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lit_models.axes import AttnScale, Norm
 from lit_models.blocks.attention import MultiHeadAttention, causal_mask
 from lit_models.blocks.positions import PositionScheme
 
@@ -28,24 +31,51 @@ def _pre(x: Tensor, fn: Sublayer, norm: nn.LayerNorm, drop: nn.Dropout) -> Tenso
     return x + drop(fn(norm(x)))
 
 
-RESIDUALS: dict[Norm, Callable[[Tensor, Sublayer, nn.LayerNorm, nn.Dropout], Tensor]] = {
-    "post": _post,
-    "pre": _pre,
-}
-FINAL_NORM: dict[Norm, bool] = {"post": False, "pre": True}
-
-
 class Residual(nn.Module):
-    """A residual connection around a sublayer with its LayerNorm placed by ``norm`` and dropout."""
+    """A residual connection around a sublayer, with dropout and its LayerNorm after the sum (Post-Norm,
+    Vaswani §5.4: LN(x + Dropout(F(x)))) or on the sublayer's input (``pre_norm``: x + Dropout(F(LN(x))))."""
 
-    def __init__(self, *, d_model: int, norm: Norm, dropout: float) -> None:
+    def __init__(self, *, d_model: int, pre_norm: bool, dropout: float) -> None:
         super().__init__()
-        self.combine = RESIDUALS[norm]
+        self.combine = _pre if pre_norm else _post
         self.norm = nn.LayerNorm(d_model)
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, fn: Sublayer) -> Tensor:
         return self.combine(x, fn, self.norm, self.drop)
+
+
+class LayerOptions(NamedTuple):
+    """What every encoder, decoder and causal layer takes, resolved (Vaswani §3.1-3.3, §5.4).
+
+    Attributes:
+        heads, d_head: h heads of width d_k; the model width is D = h·d_k (no check needed).
+        d_ff: inner width of the FFN (eq. 2). dropout: on each sublayer's output (P_drop).
+        attn_dropout: on the attention weights. scale: the logit multiplier (eq. 1: 1/sqrt(d_k)).
+        pre_norm: LayerNorm on each sublayer's input (Pre-Norm) instead of after the residual sum.
+    """
+
+    heads: int
+    d_head: int
+    d_ff: int
+    dropout: float
+    attn_dropout: float
+    scale: float
+    pre_norm: bool
+
+    @property
+    def d_model(self) -> int:
+        return self.heads * self.d_head
+
+    def attention(self, positions: PositionScheme | None = None) -> MultiHeadAttention:
+        return MultiHeadAttention(heads=self.heads, d_head=self.d_head, scale=self.scale,
+                                  dropout=self.attn_dropout, positions=positions)
+
+    def feed_forward(self) -> FeedForward:
+        return FeedForward(d_model=self.d_model, d_ff=self.d_ff)
+
+    def residual(self) -> Residual:
+        return Residual(d_model=self.d_model, pre_norm=self.pre_norm, dropout=self.dropout)
 
 
 class FeedForward(nn.Module):
@@ -60,21 +90,16 @@ class FeedForward(nn.Module):
 
 
 class EncoderLayer(nn.Module):
-    """Self-attention then FFN, each inside a ``Residual``.
+    """Self-attention then FFN, each inside a ``Residual`` (Vaswani §3.1), built from :class:`LayerOptions`.
 
     ``positions`` is the source side's scheme, injected into the self-attention (None = no hook).
     """
 
-    def __init__(
-        self, *, d_model: int, heads: int, d_ff: int, dropout: float, attn_dropout: float, norm: Norm,
-        attn_scale: AttnScale, positions: PositionScheme | None = None,
-    ) -> None:
+    def __init__(self, options: LayerOptions, *, positions: PositionScheme | None = None) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model=d_model, heads=heads, attn_scale=attn_scale, dropout=attn_dropout,
-                                            positions=positions)
-        self.ffn = FeedForward(d_model=d_model, d_ff=d_ff)
-        self.res_attn = Residual(d_model=d_model, norm=norm, dropout=dropout)
-        self.res_ffn = Residual(d_model=d_model, norm=norm, dropout=dropout)
+        self.self_attn = options.attention(positions)
+        self.ffn = options.feed_forward()
+        self.res_attn, self.res_ffn = options.residual(), options.residual()
 
     def forward(self, x: Tensor, *, mask: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
         """x (B, S, D), mask (B, 1, 1, S) True = real token -> (B, S, D), weights (B, H, S, S) or None."""
@@ -98,18 +123,12 @@ class DecoderLayer(nn.Module):
     ``positions`` is the target side's scheme, injected into the masked self-attention only.
     """
 
-    def __init__(
-        self, *, d_model: int, heads: int, d_ff: int, dropout: float, attn_dropout: float, norm: Norm,
-        attn_scale: AttnScale, positions: PositionScheme | None = None,
-    ) -> None:
+    def __init__(self, options: LayerOptions, *, positions: PositionScheme | None = None) -> None:
         super().__init__()
-        kw = dict(d_model=d_model, heads=heads, attn_scale=attn_scale, dropout=attn_dropout)
-        self.self_attn = MultiHeadAttention(**kw, positions=positions)
-        self.cross_attn = MultiHeadAttention(**kw)
-        self.ffn = FeedForward(d_model=d_model, d_ff=d_ff)
-        self.res_self = Residual(d_model=d_model, norm=norm, dropout=dropout)
-        self.res_cross = Residual(d_model=d_model, norm=norm, dropout=dropout)
-        self.res_ffn = Residual(d_model=d_model, norm=norm, dropout=dropout)
+        self.self_attn = options.attention(positions)
+        self.cross_attn = options.attention()
+        self.ffn = options.feed_forward()
+        self.res_self, self.res_cross, self.res_ffn = options.residual(), options.residual(), options.residual()
 
     def memory_cache(self, memory: Tensor) -> dict[str, Tensor]:
         """Project the encoder memory (B, S, D) once: {'mem_k', 'mem_v'} each (B, H, S, d_k)."""

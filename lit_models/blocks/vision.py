@@ -22,8 +22,6 @@ import torch
 import torchvision
 from torch import Tensor, nn
 
-from lit_models.axes import VisionBackbone
-
 
 class GridEncoder(nn.Module):
     """A backbone producing a (B, D, h, w) map, pooled to a G × G grid of D-vectors.
@@ -90,7 +88,7 @@ class CoordCNN(nn.Module):
         return self.net(torch.cat([images, coords], dim=1))
 
 
-def _resnet(name: str, feature_size: int) -> Callable[..., GridEncoder]:
+def resnet_grid(name: str, feature_size: int) -> Callable[..., GridEncoder]:
     """A torchvision ResNet without ``avgpool`` and ``fc`` (its conv5_x output), as a GridEncoder factory."""
 
     def build(*, grid_size: int, fine_tune: bool, weights: str | None, width: int) -> GridEncoder:
@@ -102,38 +100,10 @@ def _resnet(name: str, feature_size: int) -> Callable[..., GridEncoder]:
     return build
 
 
-def _small_cnn(*, grid_size: int, fine_tune: bool, weights: str | None, width: int) -> GridEncoder:
+def small_cnn_grid(*, grid_size: int, fine_tune: bool, weights: str | None, width: int) -> GridEncoder:
     if weights:
         raise ValueError(f"small_cnn has no pre-trained weights (got weights={weights!r}); use weights=null")
     return GridEncoder(backbone=CoordCNN(width=width), feature_size=width, grid_size=grid_size, fine_tune=fine_tune)
-
-
-VISION_ENCODERS: dict[VisionBackbone, Callable[..., GridEncoder]] = {
-    "small_cnn": _small_cnn,
-    "resnet18": _resnet("resnet18", 512),
-    "resnet34": _resnet("resnet34", 512),
-    "resnet50": _resnet("resnet50", 2048),
-    "resnet101": _resnet("resnet101", 2048),
-}
-"""Backbone name -> ``(*, grid_size, fine_tune, weights, width) -> GridEncoder``."""
-
-
-def build_vision_encoder(
-    backbone: VisionBackbone, *, grid_size: int = 14, fine_tune: bool = False, weights: str | None = None,
-    width: int = 128,
-) -> GridEncoder:
-    """Resolve the ``encoder`` axis once.
-
-    Args:
-        backbone: :data:`VisionBackbone`.
-        grid_size: G (Xu et al.: 14).
-        fine_tune: train the backbone too.
-        weights: a torchvision weights enum member by name (``"DEFAULT"``, ``"IMAGENET1K_V1"``,
-            ``"IMAGENET1K_V2"``; downloaded once into the torch hub cache) or None (random init,
-            offline). ``small_cnn`` accepts only None.
-        width: output channels of ``small_cnn`` (ResNets: 512 or 2048).
-    """
-    return VISION_ENCODERS[backbone](grid_size=grid_size, fine_tune=fine_tune, weights=weights, width=width)
 
 
 class CaptionNet(nn.Module):

@@ -10,7 +10,6 @@ import torch
 from lit_models.axes import Attention
 from lit_models.blocks.alignment import (
     ATTEND_MODES,
-    ATTENTION_ARMS,
     HARD_EVAL_MODES,
     SCORERS,
     AdditiveScore,
@@ -24,6 +23,7 @@ from lit_models.blocks.alignment import (
     attend,
     build_alignment,
 )
+from lit_models.registries import ATTENTION_ARMS
 
 B, S, DQ, DK = 3, 5, 4, 6
 
@@ -151,20 +151,20 @@ def test_hard_context_has_no_gradient_to_scores() -> None:
 
 
 def test_build_alignment_arms() -> None:
-    assert isinstance(build_alignment("none", query_size=4, memory_size=6, attn_size=4, hard_eval="argmax"),
-                      NoAlignment)
-    hard = build_alignment("hard", query_size=4, memory_size=6, attn_size=4, hard_eval="expectation")
+    assert isinstance(build_alignment(ATTENTION_ARMS["none"], query_size=4, memory_size=6, attn_size=4,
+                                      hard_eval="argmax"), NoAlignment)
+    hard = build_alignment(ATTENTION_ARMS["hard"], query_size=4, memory_size=6, attn_size=4, hard_eval="expectation")
     assert isinstance(hard, Alignment) and isinstance(hard.scorer, AdditiveScore)
     assert (hard.train_mode, hard.eval_mode) == ("sample", "soft")
-    general = build_alignment("general", query_size=4, memory_size=6, attn_size=4, hard_eval="argmax")
+    general = build_alignment(ATTENTION_ARMS["general"], query_size=4, memory_size=6, attn_size=4, hard_eval="argmax")
     assert isinstance(general, Alignment) and (general.train_mode, general.eval_mode) == ("soft", "soft")
     with pytest.raises(ValueError):
-        build_alignment("dot", query_size=4, memory_size=6, attn_size=4, hard_eval="argmax")
+        build_alignment(ATTENTION_ARMS["dot"], query_size=4, memory_size=6, attn_size=4, hard_eval="argmax")
 
 
 def test_alignment_modes_follow_train_eval() -> None:
     torch.manual_seed(0)
-    align = build_alignment("hard", query_size=DQ, memory_size=DK, attn_size=5, hard_eval="argmax")
+    align = build_alignment(ATTENTION_ARMS["hard"], query_size=DQ, memory_size=DK, attn_size=5, hard_eval="argmax")
     memory, mask, q = torch.randn(B, S, DK), torch.ones(B, S, dtype=torch.bool), torch.randn(B, DQ)
     prepared = align.prepare(memory, mask)
     align.eval()

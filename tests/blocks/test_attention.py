@@ -8,13 +8,14 @@ import torch
 
 from lit_models.axes import AttnScale
 from lit_models.blocks.attention import (
-    ATTN_SCALES,
     MultiHeadAttention,
     attention_weights,
     causal_mask,
     scaled_dot_product,
 )
-from lit_models.blocks.transformer import DecoderLayer
+from lit_models.blocks.transformer import DecoderLayer, LayerOptions
+from lit_models.registries import ATTN_SCALES
+from lit_models.validation import head_size
 
 SCALES = get_args(AttnScale)
 
@@ -29,7 +30,7 @@ SEED_ROW1 = torch.tensor([0.306, 0.373, 0.321])
 
 def _identity_mha(d: int, attn_scale: AttnScale = "sqrt_dk") -> MultiHeadAttention:
     """One head, W^Q = W^K = W^V = W^O = I and zero biases."""
-    mha = MultiHeadAttention(d_model=d, heads=1, attn_scale=attn_scale, dropout=0.0)
+    mha = MultiHeadAttention(heads=1, d_head=d, scale=ATTN_SCALES[attn_scale](d), dropout=0.0)
     with torch.no_grad():
         mha.in_proj.weight.copy_(torch.eye(d).repeat(3, 1))
         mha.in_proj.bias.zero_()
@@ -102,7 +103,7 @@ def _masks(t: int, s: int) -> dict[str, dict]:
 @pytest.mark.parametrize("attn_scale", SCALES)
 def test_sdpa_path_equals_explicit_path(attn_scale, mask_kind):
     torch.manual_seed(0)
-    mha = MultiHeadAttention(d_model=32, heads=4, attn_scale=attn_scale, dropout=0.5).eval()
+    mha = MultiHeadAttention(heads=4, d_head=8, scale=ATTN_SCALES[attn_scale](8), dropout=0.5).eval()
     t, s = (5, 5) if mask_kind == "is_causal" else (4, 6)
     x, mem = torch.randn(3, t, 32), torch.randn(3, s, 32)
     q = mha.project_q(x)
@@ -124,8 +125,8 @@ def test_causal_mask_is_bottom_right_aligned():
 @pytest.mark.parametrize("norm", ["post", "pre"])
 def test_decoder_self_attention_is_causal(norm):
     torch.manual_seed(0)
-    layer = DecoderLayer(d_model=32, heads=4, d_ff=64, dropout=0.0, attn_dropout=0.0, norm=norm,
-                         attn_scale="sqrt_dk").eval()
+    layer = DecoderLayer(LayerOptions(heads=4, d_head=8, d_ff=64, dropout=0.0, attn_dropout=0.0, scale=8**-0.5,
+                                      pre_norm=norm == "pre")).eval()
     mem = torch.randn(2, 5, 32)
     cache = layer.memory_cache(mem)
     empty = cache["mem_k"][:, :, :0]
@@ -147,7 +148,7 @@ def test_each_attn_scale_changes_the_output():
     outs = {}
     for arm in SCALES:
         torch.manual_seed(0)  # identical weights for every arm
-        mha = MultiHeadAttention(d_model=32, heads=4, attn_scale=arm, dropout=0.0)
+        mha = MultiHeadAttention(heads=4, d_head=8, scale=ATTN_SCALES[arm](8), dropout=0.0)
         outs[arm], _ = mha.attend(*mha.project_qkv(x), mask=None)
     for a in SCALES:
         for b in SCALES:
@@ -179,10 +180,10 @@ def test_attention_entropy_falls_as_scale_grows_at_large_dk():
 @pytest.mark.parametrize("heads", [1, 2, 4, 8])
 def test_multihead_parameter_count_independent_of_heads(heads):
     d = 64
-    mha = MultiHeadAttention(d_model=d, heads=heads, attn_scale="sqrt_dk", dropout=0.0)
+    mha = MultiHeadAttention(heads=heads, d_head=d // heads, scale=(d // heads) ** -0.5, dropout=0.0)
     assert sum(p.numel() for p in mha.parameters()) == 4 * d * d + 4 * d
 
 
 def test_d_model_not_divisible_by_heads_raises_naming_both():
     with pytest.raises(ValueError, match=r"d_model=10.*heads=4"):
-        MultiHeadAttention(d_model=10, heads=4, attn_scale="sqrt_dk", dropout=0.0)
+        head_size(d_model=10, heads=4)

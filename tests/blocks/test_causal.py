@@ -12,8 +12,9 @@ from lit_models.axes import Norm, Positions
 from lit_models.blocks.causal import CausalLayer, attention_mask, left_pad
 from lit_models.blocks.decoding import beam_search, greedy, sample
 from lit_models.blocks.positions import PositionScheme
-from lit_models.blocks.transformer import FINAL_NORM
 from lit_models.builders import build_causal_lm
+from lit_models.registries import PRE_NORM
+from lit_models.specs import TransformerSpec
 
 D, H, FF, V = 32, 4, 64, 19
 
@@ -32,13 +33,14 @@ def _copy_layer(ours: CausalLayer, ref: nn.TransformerEncoderLayer) -> None:
 def test_causal_stack_matches_nn_transformer_encoder_with_causal_mask(norm):
     torch.manual_seed(0)
     ref_layer = nn.TransformerEncoderLayer(D, H, FF, dropout=0.0, batch_first=True, norm_first=norm == "pre")
-    ref = nn.TransformerEncoder(ref_layer, 2, norm=nn.LayerNorm(D) if FINAL_NORM[norm] else None,
+    ref = nn.TransformerEncoder(ref_layer, 2, norm=nn.LayerNorm(D) if PRE_NORM[norm] else None,
                                 enable_nested_tensor=False)
-    net = build_causal_lm(vocab_size=V, d_model=D, heads=H, d_ff=FF, layers=2, dropout=0.0, attn_dropout=0.0,
-                          norm=norm, positions="none", attn_scale="sqrt_dk", max_len=64, tying="none")
+    net = build_causal_lm(TransformerSpec(d_model=D, heads=H, d_ff=FF, decoder_layers=2, dropout=0.0,
+                                          attn_dropout=0.0, norm=norm, positions="none", attn_scale="sqrt_dk",
+                                          max_len=64), vocab_size=V, tying="none")
     for ours, theirs in zip(net.layers, ref.layers, strict=True):
         _copy_layer(ours, theirs)
-    if FINAL_NORM[norm]:
+    if PRE_NORM[norm]:
         net.final_norm.load_state_dict(ref.norm.state_dict())
     net.eval(), ref.eval()
     ids = torch.randint(4, V, (3, 9))
@@ -56,8 +58,9 @@ def test_causal_stack_matches_nn_transformer_encoder_with_causal_mask(norm):
 
 def _net(positions: Positions, norm: Norm = "pre") -> nn.Module:
     torch.manual_seed(1)
-    return build_causal_lm(vocab_size=V, d_model=D, heads=H, d_ff=FF, layers=2, dropout=0.0, attn_dropout=0.0,
-                           norm=norm, positions=positions, attn_scale="sqrt_dk", max_len=64, tying="decoder").eval()
+    return build_causal_lm(TransformerSpec(d_model=D, heads=H, d_ff=FF, decoder_layers=2, dropout=0.0,
+                                           attn_dropout=0.0, norm=norm, positions=positions, attn_scale="sqrt_dk",
+                                           max_len=64), vocab_size=V, tying="decoder").eval()
 
 
 def _batch() -> tuple[torch.Tensor, torch.Tensor]:
@@ -120,8 +123,9 @@ def test_left_pad_and_mask_never_leave_an_empty_row():
 
 
 def test_learned_table_refuses_positions_beyond_it():
-    net = build_causal_lm(vocab_size=V, d_model=D, heads=H, d_ff=FF, layers=1, dropout=0.0, attn_dropout=0.0,
-                          norm="pre", positions="learned", attn_scale="sqrt_dk", max_len=8, tying="decoder")
+    net = build_causal_lm(TransformerSpec(d_model=D, heads=H, d_ff=FF, decoder_layers=1, dropout=0.0,
+                                          attn_dropout=0.0, norm="pre", positions="learned", attn_scale="sqrt_dk",
+                                          max_len=8), vocab_size=V, tying="decoder")
     with pytest.raises(ValueError, match="max_len=8"):
         net.lm_logits(torch.randint(4, V, (1, 9)))
 

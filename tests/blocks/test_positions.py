@@ -9,13 +9,26 @@ import torch
 from lit_models.axes import Positions
 from lit_models.blocks.attention import MultiHeadAttention, causal_mask
 from lit_models.blocks.positions import (
-    POSITIONS,
     LearnedPositions,
     RotaryEmbedding,
+    SchemeSizes,
     SinusoidalPositions,
-    build_positions,
     sinusoid_table,
 )
+from lit_models.builders import build_positions
+from lit_models.registries import POSITIONS
+from lit_models.specs import TransformerSpec
+
+
+def _scheme(positions: Positions, *, d_model: int, heads: int, max_len: int):
+    """The builder's scheme for a model of these sizes (the other spec fields do not reach a scheme)."""
+    spec = TransformerSpec(d_model=d_model, heads=heads, d_ff=1, dropout=0.0, attn_dropout=0.0, norm="post",
+                           attn_scale="sqrt_dk", positions=positions, max_len=max_len)
+    return build_positions(spec, causal=False)
+
+
+def _sizes(d_model: int, max_len: int = 16) -> SchemeSizes:
+    return SchemeSizes(d_model=d_model, heads=1, d_head=d_model, max_len=max_len, causal=False)
 
 
 def test_registry_covers_positions_axis():
@@ -40,7 +53,7 @@ def test_sinusoid_table_matches_naive_loop_of_the_paper_equation(d_model):
 
 
 def test_sinusoid_table_grows_on_demand():
-    pe = SinusoidalPositions(d_model=8)
+    pe = SinusoidalPositions(_sizes(8))
     x = torch.zeros(1, 3, 8)
     far = pe(x, offset=700)  # past the initial 512-row table
     torch.testing.assert_close(far[0], sinusoid_table(703, 8)[700:])
@@ -81,7 +94,7 @@ def test_rope_rejects_odd_head_size():
 
 def test_learned_positions_raise_naming_max_positions_when_too_long():
     torch.manual_seed(0)
-    pe = LearnedPositions(d_model=8, max_len=5)
+    pe = LearnedPositions(_sizes(8, max_len=5))
     assert pe(torch.zeros(1, 5, 8)).shape == (1, 5, 8)
     with pytest.raises(ValueError, match="max_positions"):
         pe(torch.zeros(1, 6, 8))
@@ -92,7 +105,7 @@ def test_learned_positions_raise_naming_max_positions_when_too_long():
 @pytest.mark.parametrize("positions", get_args(Positions))
 def test_every_scheme_keeps_shape_and_only_absolute_schemes_add(positions):
     torch.manual_seed(0)
-    pe = build_positions(positions, d_model=8, heads=2, max_len=16)
+    pe = _scheme(positions, d_model=8, heads=2, max_len=16)
     x = torch.randn(2, 5, 8)
     assert pe(x).shape == x.shape
     adds = positions in ("sinusoidal", "learned")
@@ -126,8 +139,8 @@ def _naive_attention(mha: MultiHeadAttention, x: torch.Tensor, allowed: torch.Te
 def test_attention_with_every_scheme_matches_a_naive_loop(positions, causal):
     """The scheme's hooks reach attention on the fused and the explicit path, with padding and causal masks."""
     torch.manual_seed(0)
-    pe = build_positions(positions, d_model=16, heads=4, max_len=32)
-    mha = MultiHeadAttention(d_model=16, heads=4, attn_scale="sqrt_dk", dropout=0.0, positions=pe).eval()
+    pe = _scheme(positions, d_model=16, heads=4, max_len=32)
+    mha = MultiHeadAttention(heads=4, d_head=4, scale=4**-0.5, dropout=0.0, positions=pe).eval()
     x = torch.randn(2, 6, 16)
     keep = torch.ones(2, 6, dtype=torch.bool)
     keep[1, 4:] = False  # padded keys
@@ -144,8 +157,8 @@ def test_attention_with_every_scheme_matches_a_naive_loop(positions, causal):
 def test_last_query_with_offset_equals_full_causal_pass(positions):
     """What the KV cache relies on: the last query alone, at its offset, over all keys = the full pass's last row."""
     torch.manual_seed(0)
-    pe = build_positions(positions, d_model=16, heads=4, max_len=32)
-    mha = MultiHeadAttention(d_model=16, heads=4, attn_scale="sqrt_dk", dropout=0.0, positions=pe).eval()
+    pe = _scheme(positions, d_model=16, heads=4, max_len=32)
+    mha = MultiHeadAttention(heads=4, d_head=4, scale=4**-0.5, dropout=0.0, positions=pe).eval()
     x = torch.randn(2, 7, 16)
     with torch.no_grad():
         q, k, v = mha.project_qkv(x)
@@ -159,10 +172,10 @@ def test_only_attention_acting_schemes_change_what_attention_sees():
     """rope acts through q/k; sinusoidal, learned and none leave attention's hooks as identities."""
     x = torch.randn(1, 2, 5, 4)
     for positions in ("sinusoidal", "learned", "none"):
-        pe = build_positions(positions, d_model=8, heads=2, max_len=16)
+        pe = _scheme(positions, d_model=8, heads=2, max_len=16)
         assert torch.equal(pe.rotate(x, 3), x)
         assert pe.score_bias(t=5, s=5, offset=0, device=x.device) is None
-    assert not torch.allclose(build_positions("rope", d_model=8, heads=2, max_len=16).rotate(x, 3), x)
+    assert not torch.allclose(_scheme("rope", d_model=8, heads=2, max_len=16).rotate(x, 3), x)
 
 
 def test_alibi_slopes_follow_the_paper():
@@ -176,7 +189,7 @@ def test_alibi_slopes_follow_the_paper():
 
 
 def test_alibi_bias_is_minus_slope_times_distance_with_offset():
-    pe = build_positions("alibi", d_model=8, heads=2, max_len=16)
+    pe = _scheme("alibi", d_model=8, heads=2, max_len=16)
     bias = pe.score_bias(t=2, s=5, offset=3, device=torch.device("cpu"))  # queries at 3, 4; keys 0..4
     m = pe.slopes
     expected = torch.stack([-m[h] * torch.tensor([[3.0, 2, 1, 0, 1], [4, 3, 2, 1, 0]]) for h in range(2)])

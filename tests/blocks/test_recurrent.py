@@ -13,13 +13,13 @@ from torch import Tensor, nn
 from datamodules.batching import BOS, EOS, PAD
 from lit_models.axes import Attention, Cell
 from lit_models.blocks.recurrent import (
-    CELLS,
     PeepholeLSTM,
     PeepholeLSTMCell,
     RecurrentEncoder,
     SequenceRegressor,
 )
 from lit_models.blocks.recurrent_decoder import AttentionalDecoder
+from lit_models.registries import ATTENTION_ARMS, CELLS
 
 TORCH_RNNS: dict[str, type[nn.RNNBase]] = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}
 LENGTHS = torch.tensor([5, 3, 1, 4])
@@ -72,7 +72,7 @@ def test_cell_registry_covers_axis() -> None:
 @pytest.mark.parametrize("cell", ["rnn", "gru", "lstm"])
 def test_torch_encoders_match_reference(cell: str, bidirectional: bool) -> None:
     torch.manual_seed(0)
-    enc = RecurrentEncoder(cell=cell, input_size=3, hidden_size=4, num_layers=2, bidirectional=bidirectional,
+    enc = RecurrentEncoder(cell=CELLS[cell], input_size=3, hidden_size=4, num_layers=2, bidirectional=bidirectional,
                            dropout=0.0)
     ref = TORCH_RNNS[cell](3, 4, num_layers=2, batch_first=True, bidirectional=bidirectional)
     ref.load_state_dict(enc.layer.rnn.state_dict())
@@ -132,7 +132,7 @@ def _lstm_from_peephole(layer: PeepholeLSTM, bidirectional: bool) -> nn.LSTM:
 @pytest.mark.parametrize("bidirectional", [False, True])
 def test_peephole_encoder_equals_lstm_without_peepholes_and_differs_with(bidirectional: bool) -> None:
     torch.manual_seed(0)
-    enc = RecurrentEncoder(cell="lstm_peephole", input_size=3, hidden_size=4, num_layers=2,
+    enc = RecurrentEncoder(cell=CELLS["lstm_peephole"], input_size=3, hidden_size=4, num_layers=2,
                            bidirectional=bidirectional, dropout=0.0)
     ref = _lstm_from_peephole(enc.layer, bidirectional)
     x, mask = _padded_inputs()
@@ -149,14 +149,14 @@ def test_empty_rows_give_zero_state() -> None:
     x, mask = _padded_inputs()
     mask[2] = False
     for cell in get_args(Cell):
-        out = RecurrentEncoder(cell=cell, input_size=3, hidden_size=4, num_layers=1, bidirectional=True,
+        out = RecurrentEncoder(cell=CELLS[cell], input_size=3, hidden_size=4, num_layers=1, bidirectional=True,
                                dropout=0.0)(x, mask)
         assert torch.isfinite(out.outputs).all() and (out.final.h[2] == 0).all() and (out.outputs[2] == 0).all()
 
 
 def test_sequence_regressor_reads_last_state() -> None:
     torch.manual_seed(0)
-    model = SequenceRegressor(cell="lstm_peephole", input_size=2, hidden_size=5, num_layers=2)
+    model = SequenceRegressor(cell=CELLS["lstm_peephole"], input_size=2, hidden_size=5, num_layers=2)
     x = torch.randn(3, 6, 2)
     y = model(x)
     assert y.shape == (3,)
@@ -173,8 +173,8 @@ PAIRS = list(itertools.product(get_args(Cell), get_args(Attention)))
 
 def _decoder(cell: Cell, attention: Attention, *, seed: int = 0, **kw: str) -> AttentionalDecoder:
     torch.manual_seed(seed)
-    return AttentionalDecoder(cell=cell, vocab_size=V, embed_dim=E, hidden_size=H, memory_size=H,
-                              attention=attention, num_layers=2, dropout=0.0, **kw)
+    return AttentionalDecoder(cell=CELLS[cell], vocab_size=V, embed_dim=E, hidden_size=H, memory_size=H,
+                              attention=ATTENTION_ARMS[attention], num_layers=2, dropout=0.0, **kw)
 
 
 def _memory(seed: int = 1) -> tuple[Tensor, Tensor, Tensor]:
@@ -293,9 +293,10 @@ def test_decoder_overfits_tiny_copy_batch() -> None:
     src = torch.randint(4, V, (4, 5))
     tgt = torch.cat([torch.full((4, 1), BOS), src, torch.full((4, 1), EOS)], dim=1)
     embed = nn.Embedding(V, E)
-    enc = RecurrentEncoder(cell="gru", input_size=E, hidden_size=H, num_layers=1, bidirectional=True, dropout=0.0)
-    dec = AttentionalDecoder(cell="gru", vocab_size=V, embed_dim=E, hidden_size=H, memory_size=2 * H,
-                             attention="additive", dropout=0.0)
+    enc = RecurrentEncoder(cell=CELLS["gru"], input_size=E, hidden_size=H, num_layers=1, bidirectional=True,
+                           dropout=0.0)
+    dec = AttentionalDecoder(cell=CELLS["gru"], vocab_size=V, embed_dim=E, hidden_size=H, memory_size=2 * H,
+                             attention=ATTENTION_ARMS["additive"], dropout=0.0)
     params = [*embed.parameters(), *enc.parameters(), *dec.parameters()]
     opt = torch.optim.Adam(params, lr=0.05)
     mask = torch.ones_like(src, dtype=torch.bool)

@@ -6,7 +6,8 @@ from torch import nn
 
 from lit_models.blocks.attention import MultiHeadAttention
 from lit_models.blocks.encoder_decoder import Decoder, Encoder
-from lit_models.blocks.transformer import FINAL_NORM, DecoderLayer, EncoderLayer
+from lit_models.blocks.transformer import DecoderLayer, EncoderLayer, LayerOptions
+from lit_models.registries import PRE_NORM
 
 D, H, FF = 32, 4, 64
 
@@ -27,7 +28,7 @@ def _copy_ffn_norms(ours, ref, res_names) -> None:
 def test_multihead_matches_torch_with_padding_mask():
     torch.manual_seed(0)
     ref = nn.MultiheadAttention(D, H, batch_first=True)
-    ours = MultiHeadAttention(d_model=D, heads=H, attn_scale="sqrt_dk", dropout=0.0)
+    ours = MultiHeadAttention(heads=H, d_head=D // H, scale=(D // H) ** -0.5, dropout=0.0)
     _copy_mha(ours, ref)
     x, mem = torch.randn(3, 5, D), torch.randn(3, 7, D)
     pad = torch.zeros(3, 7, dtype=torch.bool)
@@ -49,10 +50,11 @@ def test_encoder_decoder_matches_nn_transformer(norm):
     ref = nn.Transformer(D, H, n, n, FF, dropout=0.0, batch_first=True, norm_first=norm == "pre")
     if norm == "post":  # nn.Transformer always adds final norms; the paper's Post-Norm has none
         ref.encoder.norm, ref.decoder.norm = None, None
-    kw = dict(d_model=D, heads=H, d_ff=FF, dropout=0.0, attn_dropout=0.0, norm=norm, attn_scale="sqrt_dk")
-    final = (lambda: nn.LayerNorm(D)) if FINAL_NORM[norm] else (lambda: None)
-    enc = Encoder(layers=[EncoderLayer(**kw) for _ in range(n)], final_norm=final())
-    dec = Decoder(layers=[DecoderLayer(**kw) for _ in range(n)], final_norm=final())
+    options = LayerOptions(heads=H, d_head=D // H, d_ff=FF, dropout=0.0, attn_dropout=0.0,
+                           scale=(D // H) ** -0.5, pre_norm=PRE_NORM[norm])
+    final = (lambda: nn.LayerNorm(D)) if PRE_NORM[norm] else (lambda: None)
+    enc = Encoder(layers=[EncoderLayer(options) for _ in range(n)], final_norm=final())
+    dec = Decoder(layers=[DecoderLayer(options) for _ in range(n)], final_norm=final())
     for o, r in zip(enc.layers, ref.encoder.layers, strict=True):
         _copy_mha(o.self_attn, r.self_attn)
         _copy_ffn_norms(o, r, ["res_attn", "res_ffn"])

@@ -10,7 +10,9 @@ import torch
 
 from lit_models.axes import VisionBackbone
 from lit_models.blocks.recurrent_decoder import AttentionalDecoder
-from lit_models.blocks.vision import VISION_ENCODERS, CaptionNet, build_vision_encoder
+from lit_models.blocks.vision import CaptionNet
+from lit_models.builders import build_vision_encoder
+from lit_models.registries import ATTENTION_ARMS, CELLS, VISION_ENCODERS
 
 WIDTHS = {"small_cnn": 16, "resnet18": 512, "resnet34": 512, "resnet50": 2048, "resnet101": 2048}
 
@@ -63,8 +65,8 @@ def test_small_cnn_features_know_where_they_are() -> None:
 def test_caption_net_protocol() -> None:
     torch.manual_seed(0)
     enc = build_vision_encoder("small_cnn", grid_size=4, width=16)
-    dec = AttentionalDecoder(cell="lstm", vocab_size=11, embed_dim=8, hidden_size=12, memory_size=16,
-                             attention="additive", gate=True)
+    dec = AttentionalDecoder(cell=CELLS["lstm"], vocab_size=11, embed_dim=8, hidden_size=12, memory_size=16,
+                             attention=ATTENTION_ARMS["additive"], gate=True)
     net = CaptionNet(encoder=enc, decoder=dec).eval()
     images, tgt_in = torch.randn(2, 3, 32, 32), torch.tensor([[1, 5, 6], [1, 7, 0]])
     state = net.encode(images)

@@ -166,9 +166,11 @@ def test_overfits_one_batch(batch, attention: str) -> None:
 def test_gate_scales_the_context() -> None:
     """β = 1 (a huge gate bias) reproduces the ungated decoder; β = 0 removes the context."""
     from lit_models.blocks.recurrent_decoder import AttentionalDecoder
+    from lit_models.registries import ATTENTION_ARMS, CELLS
 
     torch.manual_seed(0)
-    kw = dict(cell="lstm", vocab_size=9, embed_dim=4, hidden_size=6, memory_size=5, attention="additive")
+    kw = dict(cell=CELLS["lstm"], vocab_size=9, embed_dim=4, hidden_size=6, memory_size=5,
+              attention=ATTENTION_ARMS["additive"])
     gated, plain = AttentionalDecoder(**kw, gate=True).eval(), AttentionalDecoder(**kw, gate=False).eval()
     plain.load_state_dict({k: v for k, v in gated.state_dict().items() if not k.startswith("gate.")})
     memory, mask = torch.randn(2, 3, 5), torch.ones(2, 3, dtype=torch.bool)

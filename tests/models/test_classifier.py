@@ -15,10 +15,12 @@ from torch import nn
 from attnlab_core.errors import UsageError
 from datamodules.batching import PAD
 from datamodules.sentiment import SentimentData
-from lit_models.axes import EncoderFamily
-from lit_models.blocks.pooling import POOLINGS, PREPENDS_CLS, AttentionPooling, LastPooling, MaxPooling, Pooling
+from lit_models.axes import EncoderFamily, Pooling
+from lit_models.blocks.pooling import AttentionPooling, LastPooling, MaxPooling
 from lit_models.builders import build_classifier
 from lit_models.classifier import SentimentClassifier
+from lit_models.registries import POOLINGS, PREPENDS_CLS
+from lit_models.specs import TransformerSpec
 
 ARCH = {"cell": "lstm", "embed_dim": 16, "hidden_size": 12, "num_layers": 1, "bidirectional": True, "d_model": 16,
         "heads": 2, "d_ff": 32, "norm": "pre", "positions": "sinusoidal", "attn_scale": "sqrt_dk",
@@ -27,8 +29,14 @@ ARCH = {"cell": "lstm", "embed_dim": 16, "hidden_size": 12, "num_layers": 1, "bi
 
 def net(encoder: EncoderFamily, pooling: Pooling, seed: int = 0, **kw: object) -> nn.Module:
     torch.manual_seed(seed)
-    return build_classifier(vocab_size=30, num_classes=3, encoder=encoder, pooling=pooling,
-                            **{**ARCH, **kw}).eval()  # type: ignore[arg-type]
+    a = {**ARCH, **kw}
+    spec = TransformerSpec(d_model=a["d_model"], heads=a["heads"], d_ff=a["d_ff"], encoder_layers=a["num_layers"],
+                           dropout=a["dropout"], attn_dropout=0.0, norm=a["norm"], attn_scale=a["attn_scale"],
+                           positions=a["positions"], max_len=a["max_positions"])  # type: ignore[arg-type]
+    return build_classifier(vocab_size=30, num_classes=3, encoder=encoder, pooling=pooling, cell=a["cell"],
+                            embed_dim=a["embed_dim"], hidden_size=a["hidden_size"], num_layers=a["num_layers"],
+                            bidirectional=a["bidirectional"], attn_size=a["attn_size"], dropout=a["dropout"],
+                            transformer=spec).eval()  # type: ignore[arg-type]
 
 
 def padded(lengths: list[int], width: int) -> torch.Tensor:

@@ -12,15 +12,14 @@ import torch.nn.functional as F
 
 from datamodules.batching import BOS, EOS, PAD, collate_pairs
 from lit_models.axes import AttnScale, Forcing, LRSchedule, Norm, Positions, ScheduledDecay, Tying
-from lit_models.blocks.attention import ATTN_SCALES
 from lit_models.blocks.decoding import DecodeConfig, decode
-from lit_models.blocks.positions import POSITIONS
-from lit_models.blocks.transformer import FINAL_NORM, RESIDUALS
 from lit_models.builders import build_transformer
 from lit_models.forcing import DECAYS, SCHEDULED_MODES, ScheduledMode, build_forcing, gold_probability
 from lit_models.metrics import LengthBucketAccuracy, label_smoothed_loss, sequences_equal, smoothed_distribution
+from lit_models.registries import ATTN_SCALES, POSITIONS, PRE_NORM
 from lit_models.schedules import LR_SCHEDULES, noam, paper_noam_lr
 from lit_models.seq2seq import TransformerSeq2Seq, count_parameters
+from lit_models.specs import TransformerSpec
 
 # A hand-built reverse batch: 8 sources of length 4..6 over content ids 4..11 (0..3 are special).
 SEQS = [[4, 5, 6, 7], [8, 9, 10, 11, 4], [11, 7, 5, 9, 6, 8], [6, 6, 10, 4], [9, 4, 11, 8, 7],
@@ -59,9 +58,9 @@ def random_sources(n: int, *, seed: int, lo: int = 2, hi: int = 7) -> torch.Tens
 # ---------------------------------------------------------------------------------------------- registries
 @pytest.mark.parametrize(
     ("registry", "axis"),
-    [(ATTN_SCALES, AttnScale), (RESIDUALS, Norm), (FINAL_NORM, Norm), (POSITIONS, Positions),
+    [(ATTN_SCALES, AttnScale), (PRE_NORM, Norm), (POSITIONS, Positions),
      (LR_SCHEDULES, LRSchedule), (DECAYS, ScheduledDecay), (SCHEDULED_MODES, ScheduledMode)],
-    ids=["ATTN_SCALES", "RESIDUALS", "FINAL_NORM", "POSITIONS", "LR_SCHEDULES", "DECAYS", "SCHEDULED_MODES"],
+    ids=["ATTN_SCALES", "PRE_NORM", "POSITIONS", "LR_SCHEDULES", "DECAYS", "SCHEDULED_MODES"],
 )
 def test_registry_covers_its_literal(registry, axis):
     assert set(registry) == set(get_args(axis))
@@ -357,9 +356,10 @@ def test_scheduled_module_p_gold_follows_the_decay(decay):
 def test_transformer_base_parameter_count():
     d, h, d_ff, n, vocab = 512, 8, 2048, 6, 37000
     with torch.device("meta"):
-        net = build_transformer(src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=d, heads=h, d_ff=d_ff,
-                                encoder_layers=n, decoder_layers=n, dropout=0.1, attn_dropout=0.0, norm="post",
-                                positions="sinusoidal", attn_scale="sqrt_dk", max_len=512, tying="all")
+        net = build_transformer(TransformerSpec(d_model=d, heads=h, d_ff=d_ff, encoder_layers=n, decoder_layers=n,
+                                                dropout=0.1, attn_dropout=0.0, norm="post", positions="sinusoidal",
+                                                attn_scale="sqrt_dk", max_len=512),
+                                src_vocab_size=vocab, tgt_vocab_size=vocab, tying="all")
     count = sum(p.numel() for p in net.parameters())  # parameters() yields each tied tensor once
     attn, ffn, ln = 4 * d * d + 4 * d, 2 * d * d_ff + d_ff + d, 2 * d
     expected = vocab * d + vocab + n * (attn + ffn + 2 * ln) + n * (2 * attn + ffn + 3 * ln)

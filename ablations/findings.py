@@ -32,26 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from ablations.findings_readme import QuestionResult, hms, load_results, readme, stamp
-from ablations.questions import QUESTIONS, Question
+from ablations.questions import ORDER, QUESTIONS, Question
 from ablations.questions_real import REAL_ORDER, REAL_QUESTIONS
 
 log = logging.getLogger(__name__)
 
 TRIAL_WALL = re.compile(r"\s(\d+(?:\.\d+)?)s$")  # the runner's progress line ends with the trial's wall time
-
-# The four questions the suite is named for first, then the rest (cheapest first).
-ORDER = (
-    "scaling",
-    "norm",
-    "positions",
-    "forcing",
-    "heads",
-    "attention_bottleneck",
-    "cells",
-    "cells_adding",
-    "sentiment_pooling",
-    "caption_attention",
-)
 
 
 @dataclass

@@ -87,6 +87,15 @@ class BatchProbe(L.Callback):
                                 batch_idx: int, dataloader_idx: int = 0) -> None:
         self.batch.capture(batch, batch_idx, dataloader_idx)
 
+    def probed(self, trainer: L.Trainer, pl_module: L.LightningModule, kind: type) -> tuple[Any, Tensor, Tensor] | None:
+        """(network, src, tgt) on the module's device when this validation is probed (rank zero, not the sanity
+        check), a batch was captured and the network is a ``kind`` (a protocol of ``lit_models.protocols``);
+        else None."""
+        net, data = network(pl_module), self.batch.on(pl_module.device)
+        if not _should_probe(trainer) or data is None or not isinstance(net, kind):
+            return None
+        return net, *data
+
 
 class AttentionEntropy(BatchProbe):
     """Mean attention entropy per map (``enc_self/layer1``, ``cross/layer2``, ...) on a fixed batch.
@@ -102,11 +111,9 @@ class AttentionEntropy(BatchProbe):
 
     @torch.no_grad()
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        net = network(pl_module)
-        data = self.batch.on(pl_module.device)
-        if not _should_probe(trainer) or data is None or not isinstance(net, AttentionMapsNet):
+        if (probed := self.probed(trainer, pl_module, AttentionMapsNet)) is None:
             return
-        src, tgt = data
+        net, src, tgt = probed
         tgt_in = tgt[:, :-1]
         for name, weights in net.attention_maps(src, tgt_in).items():
             if weights is None or weights.dim() != 4:
@@ -285,14 +292,11 @@ class AlignmentMass(BatchProbe):
 
     @torch.no_grad()
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        net = network(pl_module)
-        data = self.batch.on(pl_module.device)
         dm = trainer.datamodule
         task = dm.task if isinstance(dm, NamesTask) else None
-        if (not _should_probe(trainer) or data is None or not isinstance(task, str)
-                or not isinstance(net, AttentionMapsNet)):
+        if not isinstance(task, str) or (probed := self.probed(trainer, pl_module, AttentionMapsNet)) is None:
             return
-        src, tgt = data
+        net, src, tgt = probed
         target = target_positions(src, tgt, task)
         if target is None:
             return
@@ -327,11 +331,9 @@ class FreeRunningLoss(BatchProbe):
 
     @torch.no_grad()
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        net = network(pl_module)
-        data = self.batch.on(pl_module.device)
-        if not _should_probe(trainer) or data is None or not isinstance(net, StepwiseNet):
+        if (probed := self.probed(trainer, pl_module, StepwiseNet)) is None:
             return
-        src, tgt = data
+        net, src, tgt = probed
         eps = pl_module.label_smoothing if isinstance(pl_module, SmoothedLoss) else 0.0
         teacher = stepwise_loss(net, src, tgt, feed="gold", label_smoothing=eps)
         free = stepwise_loss(net, src, tgt, feed="own", label_smoothing=eps)

@@ -13,6 +13,8 @@ it judges through ``arms.arm``; called without them (on hand-made statistics) it
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ablations.arms import Arms
 from ablations.ranges import metric_range
 from ablations.stats import Goal, Stat, stat
@@ -80,6 +82,13 @@ def _saturation_check() -> Check:
     from ablations import saturation  # torch: imported when a verdict is read, never by `attnlab --help`
 
     return saturation.check()
+
+
+def saturation_figures(folder: Path) -> list[Path]:
+    """The scaling question's computed figure: the softmax at initialisation over d_k (``ablations.saturation``)."""
+    from ablations import saturation  # torch: imported when the figure is drawn
+
+    return [saturation.plot(folder / "saturation.png")]
 
 
 def norm(stats: ArmStats, arms: Arms | None = None, *, warm: int) -> str:

@@ -134,7 +134,7 @@ def report_question(question: Question, *, root: Path, out: Path) -> QuestionRes
         s = stat(done)
         label = "/".join(map(str, arm))
         parts.append(f"{label} {s.mean:.3f} ± {s.std:.3f}" if s.n else f"{label} —")
-    figures = [*report.figures, *_computed_figures(question, out / question.name)]
+    figures = [*report.figures, *(question.figures(out / question.name) if question.figures else [])]
     result = QuestionResult(
         name=question.name,
         verdict=report.verdict,
@@ -164,15 +164,6 @@ def _trial_span(runs: Sequence[Any]) -> list[float] | None:
 
 def _distinct(values: Any) -> list[str]:
     return list(dict.fromkeys(str(v) for v in values if v))
-
-
-def _computed_figures(question: Question, folder: Path) -> list[Path]:
-    """Figures computed rather than trained: the scaling question's softmax at initialisation over d_k."""
-    if question.name != "scaling":
-        return []
-    from ablations import saturation
-
-    return [saturation.plot(folder / "saturation.png")]
 
 
 def findings_parser() -> argparse.ArgumentParser:

@@ -91,6 +91,8 @@ class Question:
             answers (``Arms.shows_at``).
         media: the W&B image keys of the question's figures, for ``attnlab dashboard`` (``{arm}``: each value of
             the question's single axis); none for a question whose runs draw no figures.
+        figures: draws the figures computed rather than trained into a folder and returns their paths (for
+            ``attnlab findings``); imports what it needs only when called.
 
     The registries' order (:data:`QUESTIONS`, ``ablations.questions_real.REAL_QUESTIONS``) is the order in
     which ``attnlab findings`` runs and reports the questions.
@@ -112,6 +114,7 @@ class Question:
     full: str = "attnlab sweep sweeps/<name>.yaml (the config as written)"
     shows_at: str = FULL_PRESET
     media: tuple[str, ...] = ()
+    figures: Callable[[Path], list[Path]] | None = None
 
     def __post_init__(self) -> None:
         if not self.sweep:
@@ -226,7 +229,7 @@ QUESTIONS: dict[str, Question] = {
             source="Vaswani et al. 2017, §3.2.1 (footnote 4)",
             full="attnlab sweep sweeps/scaling.yaml: 1250 steps at d_k 128; add model.d_model 64/512 for the d_k trend",
             shows_at="the full preset (transformer_reverse.yaml, 4 epochs x 20k examples, d_k 128; ~5 min on a GPU)",
-            media=TRANSFORMER_MAPS,
+            media=TRANSFORMER_MAPS, figures=claims.saturation_figures,
         ),
         Question(
             name="norm", axes=("model.norm", "model.encoder_layers", "model.warmup_steps"),

@@ -3,7 +3,8 @@
 For every registered question, synthetic (``ablations.questions.QUESTIONS``) and on real data
 (``ablations.questions_real.REAL_QUESTIONS``): ``attnlab findings`` runs and reports it, in the registry's order,
 and ``--only`` accepts it; ``attnlab dashboard`` offers it, with the figures its entry names; docs/sweeps.md lists
-it; its verdict reads where the finding should show from its entry (``Question.shows_at``).
+it; its verdict reads where the finding should show from its entry (``Question.shows_at``); the figures it
+computes are drawn (``Question.figures``).
 """
 
 from __future__ import annotations
@@ -62,3 +63,10 @@ class _AllMetrics(dict):
 
     def get(self, key, default=None):
         return self.value
+
+
+@pytest.mark.parametrize("name", sorted(n for n, q in ALL.items() if q.figures))
+def test_the_entry_draws_its_computed_figures(name: str, tmp_path):
+    """``attnlab findings`` adds the figures the entry computes (``Question.figures``) to the question's section."""
+    paths = ALL[name].figures(tmp_path)
+    assert paths and all(p.is_file() and p.parent == tmp_path for p in paths)

@@ -8,7 +8,9 @@ then it is ranked, either by the verdict (:attr:`Arms.ranking` or :attr:`Arms.ra
 reads neither, by a ranking line on the question's metric appended to the verdict (``Question.judge``).
 ``tests/ablations/test_arms.py`` checks that every swept arm is judged or ranked-only, for every question.
 
-The question's metric is declared once too: the sweep file's ``metric`` (:func:`sweep_metric`).
+The question's metric is declared once too: the sweep file's ``metric`` (:func:`sweep_metric`). The scale at which
+its finding should show, which a verdict names when the quick scale shows nothing, travels with the arms
+(:attr:`Arms.shows_at`, from ``Question.shows_at``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ REST: Final = "rest"
 beyond those a paper compared), so a new arm needs only its sweep line."""
 
 RankedOnly = tuple[Any, ...] | Literal["rest"]
+
+FULL_PRESET: Final = "the full preset"
+"""Where a finding should show when its question does not say (``Question.shows_at``, :meth:`Arms.of`)."""
 
 
 def _sweeps_dir() -> Path:
@@ -79,22 +84,24 @@ class Arms:
     ``swept``: every arm, in the sweep file's order. ``strict``: :meth:`arm` raises :class:`UnsweptArm` for an arm
     not in ``swept`` (the sweep's arms); not strict (:meth:`of`, for a verdict called on hand-made statistics) it
     returns any arm asked for. Records which arms were judged (:meth:`arm`) and whether the ranked-only ones
-    were ranked (:attr:`ranking`, :attr:`ranked`).
+    were ranked (:attr:`ranking`, :attr:`ranked`). ``shows_at``: the scale at which the question's finding should
+    show, for the verdict's "not shown at this scale" answers (``Question.shows_at``).
     """
 
     def __init__(self, *, swept: Iterable[Arm], ranked_only: RankedOnly = (), strict: bool = True,
-                 where: str = "the sweep") -> None:
+                 where: str = "the sweep", shows_at: str = FULL_PRESET) -> None:
         self.swept: tuple[Arm, ...] = tuple(swept)
         self._ranked_only = ranked_only
         self.strict = strict
         self.where = where
+        self.shows_at = shows_at
         self.judged: list[Arm] = []
         self.ranked_read = False
 
     @classmethod
-    def of(cls, stats: Mapping[Arm, Any]) -> Arms:
+    def of(cls, stats: Mapping[Arm, Any], *, shows_at: str = FULL_PRESET) -> Arms:
         """The arms present in ``stats``, not strict: a verdict called without its question's arms."""
-        return cls(swept=stats, strict=False, where="the statistics")
+        return cls(swept=stats, strict=False, where="the statistics", shows_at=shows_at)
 
     def arm(self, *values: Any) -> Arm:
         """The arm with these axis values, recorded as judged; UnsweptArm when the sweep does not sweep it."""

@@ -2,15 +2,18 @@
 questions and sentiment pooling here, the recurrent and captioning ones in ``ablations.claims_recurrent``.
 
 Every verdict first asks whether the arms that should learn the task learned it at all; if not it
-answers "not shown at this scale" with the scale at which the finding should show (``SHOWS_AT``),
-never "not supported". Then it joins paired-by-seed checks (``ablations.verdicts``). Metric names
-with ``curve/``, ``attn/`` and ``/len_drop/`` are per-run numbers from ``ablations.derived``.
+answers "not shown at this scale" with the scale at which the finding should show (``arms.shows_at``: the
+question's ``Question.shows_at``), never "not supported". Then it joins paired-by-seed checks
+(``ablations.verdicts``). Metric names with ``curve/``, ``attn/`` and ``/len_drop/`` are per-run numbers from
+``ablations.derived``.
 
 Every verdict takes its question's arms (``ablations.arms.Arms``, read from the sweep file) and names each arm
 it judges through ``arms.arm``; called without them (on hand-made statistics) it reads the arms in ``stats``.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from ablations.arms import Arms
 from ablations.ranges import metric_range
@@ -36,21 +39,6 @@ LEN_DROP = "val/len_drop/acc_by_len"
 # could not separate sqrt_dk from dk (328 ± 47 vs 344 ± 27 steps) or student from teacher (438 ± 109 vs 375).
 AREA = "curve/mean/val/exact_match"
 
-SHOWS_AT = {
-    "scaling": "the full preset (transformer_reverse.yaml, 4 epochs x 20k examples, d_k 128; ~5 min on a GPU)",
-    "norm": "the full preset (4 epochs x 20k examples at constant lr; a GPU, or Xiong et al.'s 6+6 layers on IWSLT)",
-    "positions": "the full preset (4 epochs x 20k examples, test lengths to 24)",
-    "forcing": "the full preset (4 epochs x 20k examples)",
-    "heads": "the full preset (4 epochs x 20k examples); Vaswani's 0.9 BLEU needs WMT-scale data",
-    "bottleneck_translation": "the config as written (multi30k_gru_attention.yaml on the generated pair, 12k pairs)",
-    "lm_positions": "the full preset (lm_reverse.yaml, 6 epochs; ~940 steps pass 0.95 in range)",
-    "attention_bottleneck": "the full preset (rnn_reverse.yaml; lengths to 30 make the bottleneck sharper)",
-    "cells": "the full preset (rnn_reverse.yaml, lengths 5-50), and at T = 100 in cells_adding",
-    "cells_adding": "the full preset (adding.yaml: lr 0.01, 10 epochs; LSTM reaches MSE 0.0003 there)",
-    "caption_attention": "the full preset (caption config, 30+ epochs on a GPU)",
-    "sentiment_pooling": "the full preset (sentiment config)",
-}
-
 
 def best_arm(stats: ArmStats, arms: list[tuple], metric: str, *, maximize: bool = True) -> tuple:
     present = [a for a in arms if get(stats, a, metric) is not None]
@@ -63,8 +51,9 @@ def scaling(stats: ArmStats, arms: Arms | None = None) -> str:
     """Vaswani et al. 2017 §3.2.1: unscaled dot products saturate the softmax (entropy collapses, small
     gradients through it); 1/d_k over-flattens; 1/sqrt(d_k) learns fastest: before none by steps to the target
     (none never reaches it), before dk by the area under the learning curve (``AREA``)."""
-    sq, none, dk = (arms or Arms.of(stats)).arms("sqrt_dk", "none", "dk")
-    gate = learned(stats, [sq], metric=EXACT, threshold=0.3, goal="maximize", shows_at=SHOWS_AT["scaling"])
+    arms = arms or Arms.of(stats)
+    sq, none, dk = arms.arms("sqrt_dk", "none", "dk")
+    gate = learned(stats, [sq], metric=EXACT, threshold=0.3, goal="maximize", shows_at=arms.shows_at)
     checks = [
         better(stats, sq, none, metric="attn/entropy_first", goal="maximize",
                claim="without scaling attention entropy collapses (first validation, mean over maps)"),
@@ -95,13 +84,20 @@ def _saturation_check() -> Check:
     return saturation.check()
 
 
+def saturation_figures(folder: Path) -> list[Path]:
+    """The scaling question's computed figure: the softmax at initialisation over d_k (``ablations.saturation``)."""
+    from ablations import saturation  # torch: imported when the figure is drawn
+
+    return [saturation.plot(folder / "saturation.png")]
+
+
 def norm(stats: ArmStats, arms: Arms | None = None, *, warm: int) -> str:
     """Xiong et al. 2020; Liu et al. 2020: deep Post-Norm without warm-up trains worse or diverges, warm-up
     recovers it, Pre-Norm trains without warm-up, and the gap grows with depth."""
     arms = arms or Arms.of(stats)
     deep = [arms.arm("post", 6, 0), arms.arm("post", 6, warm), arms.arm("pre", 6, 0), arms.arm("pre", 6, warm)]
     shallow_warm, shallow_cold = arms.arm("post", 2, warm), arms.arm("post", 2, 0)
-    gate = learned(stats, deep, metric=EXACT, threshold=0.3, goal="maximize", shows_at=SHOWS_AT["norm"])
+    gate = learned(stats, deep, metric=EXACT, threshold=0.3, goal="maximize", shows_at=arms.shows_at)
     post_cold, post_warm, pre_cold, _ = deep
     checks = [
         _worse_or_diverged(stats, post_warm, post_cold, claim="warm-up recovers deep Post-Norm"),
@@ -155,7 +151,7 @@ def positions(stats: ArmStats, arms: Arms | None = None) -> str:
     arms = arms or Arms.of(stats)
     none, sinusoidal, learned_ = arms.arms("none", "sinusoidal", "learned")
     with_pos = [a for a in arms.swept if a != none and get(stats, a, EXACT) is not None]
-    gate = learned(stats, with_pos, metric=EXACT, threshold=0.3, goal="maximize", shows_at=SHOWS_AT["positions"])
+    gate = learned(stats, with_pos, metric=EXACT, threshold=0.3, goal="maximize", shows_at=arms.shows_at)
     # Judged: the schemes Vaswani et al. compared; RoPE and ALiBi (relative, no claim about reversal in an
     # encoder-decoder) appear in the ranking only (the question's ranked_only).
     checks = [
@@ -189,7 +185,7 @@ def _ranking(stats: ArmStats, arms: list[tuple], *, metric: str = BEYOND, maximi
 
 
 def lm_positions(stats: ArmStats, arms: Arms | None = None, *, beyond: str = BEYOND, goal: Goal = "maximize",
-                 gate_metric: str = EXACT, gate_threshold: float = 0.5, shows_at: str = SHOWS_AT["lm_positions"],
+                 gate_metric: str = EXACT, gate_threshold: float = 0.5,
                  beyond_label: str = "beyond the training lengths (free-running token accuracy)") -> str:
     """Kazemnejad et al. 2023 (NoPE ≈ T5 bias > ALiBi > RoPE ≈ absolute) and Press et al. 2022: a causal
     decoder infers position from its mask, so NoPE and ALiBi extrapolate past the training lengths better
@@ -198,7 +194,7 @@ def lm_positions(stats: ArmStats, arms: Arms | None = None, *, beyond: str = BEY
     ``gate_metric``/``gate_threshold`` the number that says the task was learned."""
     arms = arms or Arms.of(stats)
     relative, absolute = arms.arms("none", "alibi"), arms.arms("sinusoidal", "learned")
-    gate = learned(stats, arms.swept, metric=gate_metric, threshold=gate_threshold, goal=goal, shows_at=shows_at)
+    gate = learned(stats, arms.swept, metric=gate_metric, threshold=gate_threshold, goal=goal, shows_at=arms.shows_at)
     checks = [
         better(stats, good, bad, metric=beyond, goal=goal,
                claim=f"{name(good)} extrapolates better than {name(bad)}")
@@ -211,8 +207,9 @@ def lm_positions(stats: ArmStats, arms: Arms | None = None, *, beyond: str = BEY
 def forcing(stats: ArmStats, arms: Arms | None = None) -> str:
     """Bengio et al. 2015: the exposure gap (free-running minus teacher-forced loss, averaged over training)
     is largest under teacher forcing and narrowed by scheduled sampling; student forcing learns slowest (``AREA``)."""
-    teacher, student, sched = (arms or Arms.of(stats)).arms("teacher", "student", "scheduled")
-    gate = learned(stats, [teacher, sched], metric=EXACT, threshold=0.3, goal="maximize", shows_at=SHOWS_AT["forcing"])
+    arms = arms or Arms.of(stats)
+    teacher, student, sched = arms.arms("teacher", "student", "scheduled")
+    gate = learned(stats, [teacher, sched], metric=EXACT, threshold=0.3, goal="maximize", shows_at=arms.shows_at)
     gap = "curve/mean/val/exposure_gap"
     checks = [
         better(
@@ -230,16 +227,17 @@ def forcing(stats: ArmStats, arms: Arms | None = None) -> str:
                         claim="student forcing learns slowest (vs scheduled; area under the exact-match curve)"),
                  "the model learns the task within ~300 steps, so a decay that narrows the gap in that window also "
                  "feeds mostly the model's own tokens (the same with p(gold) 1/2 at step 210); expected at "
-                 + SHOWS_AT["forcing"]),
+                 + arms.shows_at),
     ]
     return join(checks, gate)
 
 
 def heads(stats: ArmStats, arms: Arms | None = None) -> str:
     """Vaswani et al. 2017 Table 3 (A): equal parameters; one head worse than several; very narrow heads worse."""
-    one, four, eight, sixteen = (arms or Arms.of(stats)).arms(1, 4, 8, 16)
+    arms = arms or Arms.of(stats)
+    one, four, eight, sixteen = arms.arms(1, 4, 8, 16)
     several = [four, eight]
-    gate = learned(stats, several, metric=EXACT, threshold=0.3, goal="maximize", shows_at=SHOWS_AT["heads"])
+    gate = learned(stats, several, metric=EXACT, threshold=0.3, goal="maximize", shows_at=arms.shows_at)
     best = best_arm(stats, several, EXACT)
     checks = [
         _equal_parameters(stats, [one, four, eight, sixteen]),
@@ -247,13 +245,13 @@ def heads(stats: ArmStats, arms: Arms | None = None) -> str:
             better(stats, best, one, metric=EXACT, goal="maximize", negligible=NEGLIGIBLE,
                    claim=f"{name(best)} heads beat 1 head"),
             "Vaswani et al.'s single head loses 0.9 of 25.8 BLEU on WMT (3.5%, i.e. about 0.03 at 0.9 exact "
-            "match); expected at " + SHOWS_AT["heads"],
+            "match); expected at " + arms.shows_at,
         ),
         at_scale(
             better(stats, best, sixteen, metric=EXACT, goal="maximize", negligible=NEGLIGIBLE,
                    claim=f"{name(best)} heads beat 16 heads (d_k 4)"),
             "Vaswani et al.'s drop with too many heads is 0.4 BLEU (h = 32, d_k 16) on WMT and none at h = 16; "
-            "expected at " + SHOWS_AT["heads"],
+            "expected at " + arms.shows_at,
         ),
     ]
     return join(checks, gate)
@@ -271,10 +269,11 @@ def _equal_parameters(stats: ArmStats, arms: list[tuple], tolerance: float = 0.0
     return Check(claim, "supported" if hi <= lo * (1 + tolerance) else "not supported", detail, control=True)
 
 
-def sentiment(stats: ArmStats, arms: Arms | None = None, *, shows_at: str = SHOWS_AT["sentiment_pooling"]) -> str:
+def sentiment(stats: ArmStats, arms: Arms | None = None) -> str:
     """Yang et al. 2016; Lin et al. 2017: attention pooling finds the deciding phrase; mean and max blur it."""
-    attention, *blurred = (arms or Arms.of(stats)).arms("attention", "mean", "max")
-    gate = learned(stats, [attention], metric="val/acc", threshold=0.6, goal="maximize", shows_at=shows_at)
+    arms = arms or Arms.of(stats)
+    attention, *blurred = arms.arms("attention", "mean", "max")
+    gate = learned(stats, [attention], metric="val/acc", threshold=0.6, goal="maximize", shows_at=arms.shows_at)
     checks = [
         better(stats, attention, b, metric="val/acc", goal="maximize", claim=f"attention pooling beats {name(b)}")
         for b in blurred

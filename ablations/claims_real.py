@@ -21,17 +21,6 @@ MIN_VERSES = 50  # a bucket read for the fall with length holds at least this ma
 SHORT_BLEU = 0.05  # BLEU 5: the fixed-vector model translates its shortest verses at all
 FALL = "len_fall/bleu"  # per seed: 1 - BLEU(longest readable bucket) / BLEU(shortest readable bucket)
 
-SHOWS_AT_REAL = {
-    "bottleneck_bible": "the full preset (bible_gru.yaml / bible_gru_attention.yaml as written, 28k verse pairs, "
-                        "a GPU); Cho et al.'s RNNenc translated short sentences at ~20 BLEU before it fell",
-    "norm_bible": "the full preset (6+6 layers on all 28k verse pairs at constant lr; a GPU)",
-    "positions_bible": "the full preset (bible_transformer.yaml on every verse up to the training cap; a GPU)",
-    "sentiment_pooling_mr": "the full preset (mr_lstm_attention.yaml as written: 8 epochs on 8.4k snippets)",
-    "ram_mnist": "the full preset (ram_mnist.yaml as written: 12 epochs x 32k canvases; Mnih et al. train far longer)",
-    "lm_positions_web": "the full preset (lm_web.yaml as written, a GPU: 32k windows of 128 characters)",
-}
-
-
 def buckets(stats: ArmStats, arm: tuple) -> list[tuple[int, int, str]]:
     """(lo, hi, key) of the arm's ``test/bleu_by_len`` buckets, shortest first."""
     rows = [(int(m["lo"]), int(m["hi"]), k) for k in stats.get(arm, {}) if (m := BLEU_BUCKET.match(k))]
@@ -82,7 +71,8 @@ def bottleneck_bible(stats: ArmStats, arms: Arms | None = None) -> str:
     scale", with the measured numbers. The fall is relative (``FALL``), so it compares models of different BLEU.
     """
     bleu = "test/bleu"
-    additive, none = (arms or Arms.of(stats)).arms("additive", "none")
+    arms = arms or Arms.of(stats)
+    additive, none = arms.arms("additive", "none")
     beats = better(stats, additive, none, metric=bleu, goal="maximize", claim="additive attention beats none")
     none_short, where = _short_bleu(stats, none)
     if none_short is None:
@@ -94,7 +84,7 @@ def bottleneck_bible(stats: ArmStats, arms: Arms | None = None) -> str:
         gate = Check("the fixed-vector model translates short verses", "not shown at this scale",
                      f"none reaches BLEU {none_short.text()} in its shortest bucket ({where}), short of "
                      f"{SHORT_BLEU:g} (BLEU {100 * SHORT_BLEU:g}){add}, so its fall with verse length cannot be read",
-                     why=f"expected at {SHOWS_AT_REAL['bottleneck_bible']}")
+                     why=f"expected at {arms.shows_at}")
         return join([], gate) + " | " + beats.text()
     falls = {a: {FALL: f} for a in (none, additive) if (f := _fall(stats, a)) is not None}
     checks = [
@@ -118,7 +108,7 @@ def norm_bible(stats: ArmStats, arms: Arms | None = None, *, warm: int) -> str:
     post_cold, post_warm = arms.arm("post", 0), arms.arm("post", warm)
     pre_cold, pre_warm = arms.arm("pre", 0), arms.arm("pre", warm)
     gate = learned(stats, [post_cold, post_warm, pre_cold, pre_warm], metric=BLEU_VAL, threshold=SHORT_BLEU,
-                   goal="maximize", shows_at=SHOWS_AT_REAL["norm_bible"])
+                   goal="maximize", shows_at=arms.shows_at)
     checks = [
         _worse_or_diverged(stats, post_warm, post_cold, metric=BLEU_VAL, negligible=0.01,
                            claim="warm-up recovers deep Post-Norm"),
@@ -158,7 +148,7 @@ def positions_bible(stats: ArmStats, arms: Arms | None = None) -> str:
                for a in arms.swept}
     present = [a for a in arms.swept if get(derived, a, IN_RANGE) is not None]
     gate = learned(derived, present or list(arms.swept), metric=IN_RANGE, threshold=SHORT_BLEU, goal="maximize",
-                   shows_at=SHOWS_AT_REAL["positions_bible"])
+                   shows_at=arms.shows_at)
     checks = [
         similar(derived, learned_, sinusoidal, metric=IN_RANGE, margin=0.02,
                 claim="learned ≈ sinusoidal in range (±2 BLEU, mean over the buckets inside the training lengths)"),
@@ -174,7 +164,7 @@ def sentiment_mr(stats: ArmStats, arms: Arms | None = None) -> str:
     """Yang et al. 2016; Lin et al. 2017 on real movie-review snippets: attention pooling beats mean and max
     (``ablations.claims.sentiment``); the in-domain test accuracy of every swept pooling is ranked after it."""
     arms = arms or Arms.of(stats)
-    verdict = sentiment(stats, arms, shows_at=SHOWS_AT_REAL["sentiment_pooling_mr"])
+    verdict = sentiment(stats, arms)
     return verdict + _ranking(stats, arms.ranking, metric="test/acc", label="held-out movie-review snippets (test/acc)")
 
 
@@ -193,7 +183,7 @@ def ram_mnist(stats: ArmStats, arms: Arms | None = None) -> str:
         return join([], learned(stats, [], metric="val/acc", threshold=2 * CHANCE, goal="maximize", shows_at=""))
     few, many = arms.arm(counts[0])[0], arms.arm(counts[-1])[0]
     gate = learned(stats, [(many,)], metric="val/acc", threshold=2 * CHANCE, goal="maximize",
-                   shows_at=SHOWS_AT_REAL["ram_mnist"])
+                   shows_at=arms.shows_at)
     checks = [
         at_least(stats, (many,), metric="val/acc", bound=0.5,
                  claim=f"RAM with {many} glimpses classifies far above chance (≥ 0.5; chance {CHANCE:g})"),
@@ -215,7 +205,6 @@ def lm_positions_web(stats: ArmStats, arms: Arms | None = None, *, context: int)
     at = {k: f"test/ppl_by_ctx/ctx_{k * context:05d}" for k in (1, 2, 4)}
     arms = arms or Arms.of(stats)
     verdict = lm_positions(stats, arms, beyond=at[4], goal="minimize", gate_metric=at[1], gate_threshold=LM_LEARNED,
-                           shows_at=SHOWS_AT_REAL["lm_positions_web"],
                            beyond_label=f"perplexity at 4L = {4 * context} characters")
     return verdict + _ranking(stats, arms.ranking, metric=at[2], maximize=False,
                               label=f"at 2L = {2 * context}") + _ranking(

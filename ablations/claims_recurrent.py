@@ -5,7 +5,7 @@ for the rules every verdict follows: a learned gate first, "not shown at this sc
 from __future__ import annotations
 
 from ablations.arms import Arms
-from ablations.claims import EXACT, LEN_DROP, NEGLIGIBLE, SHOWS_AT, best_arm
+from ablations.claims import EXACT, LEN_DROP, NEGLIGIBLE, best_arm
 from ablations.verdicts import ArmStats, Check, at_least, at_most, at_scale, better, get, join, learned, name
 
 
@@ -14,7 +14,7 @@ def bottleneck(stats: ArmStats, arms: Arms | None = None) -> str:
     near flat with soft attention over the training lengths; hard attention (REINFORCE) learns more slowly."""
     arms = arms or Arms.of(stats)
     soft, (none, hard) = arms.arms("additive", "dot", "general"), arms.arms("none", "hard")
-    gate = learned(stats, soft, metric=EXACT, threshold=0.3, goal="maximize", shows_at=SHOWS_AT["attention_bottleneck"])
+    gate = learned(stats, soft, metric=EXACT, threshold=0.3, goal="maximize", shows_at=arms.shows_at)
     best = best_arm(stats, soft, EXACT)
     checks = [
         better(
@@ -64,15 +64,15 @@ def bottleneck_translation(stats: ArmStats, arms: Arms | None = None) -> str:
     as source sentences get longer; with additive attention it stays nearly flat (read as the drop from
     the shortest to the longest source-length bucket of test BLEU)."""
     bleu, drop = "test/bleu", "test/len_drop/bleu_by_len"
-    additive, none_ = (arms or Arms.of(stats)).arms("additive", "none")
-    gate = learned(stats, [additive], metric=bleu, threshold=0.1, goal="maximize",
-                   shows_at=SHOWS_AT["bottleneck_translation"])
+    arms = arms or Arms.of(stats)
+    additive, none_ = arms.arms("additive", "none")
+    gate = learned(stats, [additive], metric=bleu, threshold=0.1, goal="maximize", shows_at=arms.shows_at)
     beats = better(stats, additive, none_, metric=bleu, goal="maximize", claim="additive attention beats none")
     none = get(stats, none_, bleu)
     if gate is None and none is not None and none.mean < 0.05:  # no BLEU even on short sources: no fall can show
         gate = Check("the fixed-vector model translates short sentences", "not shown at this scale",
                      f"none reaches {bleu} {none.mean:.3f}, so its fall with source length cannot be read",
-                     why=f"expected at {SHOWS_AT['bottleneck_translation']}")
+                     why=f"expected at {arms.shows_at}")
         return join([], gate) + " | " + beats.text()
     checks = [
         beats,
@@ -89,7 +89,7 @@ def cells_adding(stats: ArmStats, arms: Arms | None = None) -> str:
     predictor (MSE ≈ 1/6 for a target X1 + X2 with X uniform in [0, 1])."""
     arms = arms or Arms.of(stats)
     gated, rnn = arms.arms("lstm", "gru", "lstm_peephole"), arms.arm("rnn")
-    gate = learned(stats, gated, metric="val/mse", threshold=0.05, goal="minimize", shows_at=SHOWS_AT["cells_adding"])
+    gate = learned(stats, gated, metric="val/mse", threshold=0.05, goal="minimize", shows_at=arms.shows_at)
     best = best_arm(stats, gated, "val/mse", maximize=False)
     checks = [
         at_most(stats, best, metric="val/mse", bound=0.05, claim=f"{name(best)} solves the task (MSE ≤ 0.05)"),
@@ -112,14 +112,14 @@ def cells(stats: ArmStats, arms: Arms | None = None) -> str:
     """
     arms = arms or Arms.of(stats)
     gated, rnn = arms.arms("gru", "lstm", "lstm_peephole"), arms.arm("rnn")
-    gate = learned(stats, gated, metric=EXACT, threshold=0.3, goal="maximize", shows_at=SHOWS_AT["cells"])
+    gate = learned(stats, gated, metric=EXACT, threshold=0.3, goal="maximize", shows_at=arms.shows_at)
     best = best_arm(stats, gated, EXACT)
     check = better(stats, best, rnn, metric=EXACT, goal="maximize", negligible=NEGLIGIBLE,
                    claim=f"{name(best)} beats the Elman RNN")
-    return join([check], gate or _short_spans(stats, [*gated, rnn], check))
+    return join([check], gate or _short_spans(stats, [*gated, rnn], check, arms.shows_at))
 
 
-def _short_spans(stats: ArmStats, arms: list[tuple], check: Check) -> Check | None:
+def _short_spans(stats: ArmStats, arms: list[tuple], check: Check, shows_at: str) -> Check | None:
     """A "not shown at this scale" gate when every arm trained on sequences shorter than ``LONG_SPAN``."""
     lens = [s.mean for a in arms if (s := get(stats, a, "run/max_len")) is not None]
     if not lens or max(lens) >= LONG_SPAN:
@@ -128,21 +128,22 @@ def _short_spans(stats: ArmStats, arms: list[tuple], check: Check) -> Check | No
         "the sequences are long enough for gradients to vanish",
         "not shown at this scale",
         f"training sequences of at most {int(max(lens))} tokens; measured: {check.text()}",
-        why=f"the claim concerns spans of {LONG_SPAN}+ steps; expected to show at {SHOWS_AT['cells']}",
+        why=f"the claim concerns spans of {LONG_SPAN}+ steps; expected to show at {shows_at}",
     )
 
 
 def caption(stats: ArmStats, arms: Arms | None = None) -> str:
     """Xu et al. 2015: soft and hard attention beat the mean-feature captioner; attention localises the
     named object better than uniform attention would."""
-    additive, hard, none = (arms or Arms.of(stats)).arms("additive", "hard", "none")
+    arms = arms or Arms.of(stats)
+    additive, hard, none = arms.arms("additive", "hard", "none")
     checks = [
         better(stats, additive, none, metric="test/bleu4", goal="maximize",
                claim="additive beats none on BLEU-4"),
         at_scale(better(stats, hard, none, metric="test/bleu4", goal="maximize",
                         claim="hard beats none on BLEU-4"),
                  "REINFORCE's gradient variance slows hard attention, which Xu et al. trained to convergence; "
-                 "expected at " + SHOWS_AT["caption_attention"]),
+                 "expected at " + arms.shows_at),
     ]
     checks.append(
         better(

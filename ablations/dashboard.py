@@ -42,27 +42,17 @@ STEP = "trainer/global_step"
 REPORT_ONLY = re.compile(r"^(curve/|attn/entropy_|run/)|/(len_drop|len_slope|beyond)/")
 """Keys ``ablations.derived`` computes from a run directory for ``attnlab report``; no W&B run carries them."""
 
-TRANSFORMER_MAPS = ("attention/cross/ex0", "attention/enc_self/ex0", "attention/dec_self/ex0")
 MEDIA_KEYS: dict[str, tuple[str, ...]] = {
-    **{name: TRANSFORMER_MAPS for name in ("scaling", "norm", "positions", "forcing", "heads")},
-    **{name: TRANSFORMER_MAPS for name in ("norm_bible", "positions_bible")},
-    **{name: ("attention/cross/ex0",) for name in ("attention_bottleneck", "cells", "bottleneck_translation",
-                                                   "bottleneck_bible")},
-    "lm_positions": ("attention/self/ex0",),
-    "caption_attention": ("attention/caption_{arm}/ex0",),
-    **{name: ("importance/ex0", "val/confusion") for name in ("sentiment_pooling", "sentiment_pooling_mr")},
-    "ram_mnist": ("attention/glimpses/ex0",),
+    q.name: q.media for q in (*QUESTIONS.values(), *REAL_QUESTIONS.values()) if q.media
 }
-"""W&B image keys of each question's figures, synthetic and real (``AttentionFigures``:
-``attention/<figure>/ex<i>``; the captioner names its overlays after its attention, ``{arm}``; RAM draws its
-glimpse paths, ``glimpses``; the classifier logs ``importance/ex<i>`` for pooling with weights and
-``val/confusion`` for every arm). ``lm_positions_web`` has none: a language model on running text draws no
-figures (``CausalLM.validation_step``), so its workspace has no media panel."""
+"""W&B image keys of each question's figures, synthetic and real: each ``Question.media``. A question whose runs
+draw no figures (``lm_positions_web``: a language model on running text, ``CausalLM.validation_step``) has no
+media panel."""
 
 
 def media_keys(question: Question) -> list[str]:
     """The question's image keys, ``{arm}`` expanded over its sweep's values of its (single) axis."""
-    keys = MEDIA_KEYS.get(question.name, ())
+    keys = question.media
     if not any("{arm}" in k for k in keys):
         return list(keys)
     from ablations.sweepspec import load_sweep

@@ -32,26 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from ablations.findings_readme import QuestionResult, hms, load_results, readme, stamp
-from ablations.questions import QUESTIONS, Question
+from ablations.questions import ORDER, QUESTIONS, Question
 from ablations.questions_real import REAL_ORDER, REAL_QUESTIONS
 
 log = logging.getLogger(__name__)
 
 TRIAL_WALL = re.compile(r"\s(\d+(?:\.\d+)?)s$")  # the runner's progress line ends with the trial's wall time
-
-# The four questions the suite is named for first, then the rest (cheapest first).
-ORDER = (
-    "scaling",
-    "norm",
-    "positions",
-    "forcing",
-    "heads",
-    "attention_bottleneck",
-    "cells",
-    "cells_adding",
-    "sentiment_pooling",
-    "caption_attention",
-)
 
 
 @dataclass
@@ -148,7 +134,7 @@ def report_question(question: Question, *, root: Path, out: Path) -> QuestionRes
         s = stat(done)
         label = "/".join(map(str, arm))
         parts.append(f"{label} {s.mean:.3f} ± {s.std:.3f}" if s.n else f"{label} —")
-    figures = [*report.figures, *_computed_figures(question, out / question.name)]
+    figures = [*report.figures, *(question.figures(out / question.name) if question.figures else [])]
     result = QuestionResult(
         name=question.name,
         verdict=report.verdict,
@@ -178,15 +164,6 @@ def _trial_span(runs: Sequence[Any]) -> list[float] | None:
 
 def _distinct(values: Any) -> list[str]:
     return list(dict.fromkeys(str(v) for v in values if v))
-
-
-def _computed_figures(question: Question, folder: Path) -> list[Path]:
-    """Figures computed rather than trained: the scaling question's softmax at initialisation over d_k."""
-    if question.name != "scaling":
-        return []
-    from ablations import saturation
-
-    return [saturation.plot(folder / "saturation.png")]
 
 
 def findings_parser() -> argparse.ArgumentParser:

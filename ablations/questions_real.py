@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ablations import claims_real
 from ablations.arms import REST
-from ablations.questions import Question
+from ablations.questions import CROSS_MAP, POOLING_MEDIA, TRANSFORMER_MAPS, Question
 
 # The GRU encoder-decoder at width 128 on the whole training split (28k verse pairs): the synthetic
 # bottleneck_translation trained 6000 pairs x 2 epochs in 34 s a trial at width 128 (AMD EPYC), so ~3 epochs of
@@ -52,7 +52,7 @@ REAL_QUESTIONS: dict[str, Question] = {
     q.name: q
     for q in [
         Question(
-            name="bottleneck_bible", sweep="bottleneck_bible.yaml", axes=("model.attention",),
+            name="bottleneck_bible", axes=("model.attention",),
             probes=("val/bleu", "test/bleu_by_len/", "test/len_drop/bleu_by_len", "val/loss"),
             expected="Without attention a GRU encoder-decoder's BLEU falls as source verses get longer (the "
                      "fixed-length vector; Cho et al. 2014, Fig. 4); with additive attention it stays near flat "
@@ -65,9 +65,12 @@ REAL_QUESTIONS: dict[str, Question] = {
             source="Cho et al. 2014, Fig. 4; Bahdanau et al. 2015, Fig. 2",
             full="attnlab sweep sweeps/bottleneck_bible.yaml --scale full (bible_gru_attention.yaml as written, "
                  "4 epochs on 28k verse pairs at width 256; a GPU)",
+            shows_at="the full preset (bible_gru.yaml / bible_gru_attention.yaml as written, 28k verse pairs, a GPU); "
+                     "Cho et al.'s RNNenc translated short sentences at ~20 BLEU before it fell",
+            media=CROSS_MAP,
         ),
         Question(
-            name="norm_bible", sweep="norm_bible.yaml", axes=("model.norm", "model.warmup_steps"),
+            name="norm_bible", axes=("model.norm", "model.warmup_steps"),
             probes=("val/loss", "train/grad_norm/"),
             expected="A deep (6+6 layers) Post-Norm Transformer trained without warm-up at a constant learning "
                      "rate trains badly or diverges, warm-up recovers it, Pre-Norm trains without warm-up "
@@ -78,9 +81,11 @@ REAL_QUESTIONS: dict[str, Question] = {
             source="Xiong et al. 2020, §3 and Fig. 3",
             full="attnlab sweep sweeps/norm_bible.yaml --scale full (bible_transformer.yaml at 6+6 layers, "
                  "constant lr 0.005, every verse pair; a GPU)",
+            shows_at="the full preset (6+6 layers on all 28k verse pairs at constant lr; a GPU)",
+            media=TRANSFORMER_MAPS,
         ),
         Question(
-            name="positions_bible", sweep="positions_bible.yaml", axes=("model.positions",),
+            name="positions_bible", axes=("model.positions",),
             probes=("val/bleu", "test/bleu_by_len/", "test/beyond/bleu_by_len"),
             expected="Learned and sinusoidal positions translate equally well within the training lengths (Vaswani "
                      "et al. 2017, Table 3 row E); on verses longer than any seen in training ALiBi degrades least "
@@ -93,9 +98,11 @@ REAL_QUESTIONS: dict[str, Question] = {
             source="Vaswani et al. 2017, Table 3 (E); Press et al. 2022",
             full="attnlab sweep sweeps/positions_bible.yaml --scale full (bible_transformer.yaml, training pairs "
                  "≤ 40 tokens, test on every held-out verse; a GPU)",
+            shows_at="the full preset (bible_transformer.yaml on every verse up to the training cap; a GPU)",
+            media=TRANSFORMER_MAPS,
         ),
         Question(
-            name="sentiment_pooling_mr", sweep="sentiment_pooling_mr.yaml", axes=("model.pooling",),
+            name="sentiment_pooling_mr", axes=("model.pooling",),
             probes=("val/loss", "val/f1", "test/acc"),
             expected="Additive attention pooling classifies better than mean and max pooling (Yang et al. 2016; "
                      "Lin et al. 2017), here on the human-rated Rotten Tomatoes snippets of Hutto & Gilbert "
@@ -107,9 +114,11 @@ REAL_QUESTIONS: dict[str, Question] = {
             claim="on real movie-review snippets, attention pooling beats mean and max pooling",
             source="Yang et al. 2016; Lin et al. 2017",
             full="attnlab sweep sweeps/sentiment_pooling_mr.yaml --scale full (mr_lstm_attention.yaml as written)",
+            shows_at="the full preset (mr_lstm_attention.yaml as written: 8 epochs on 8.4k snippets)",
+            media=POOLING_MEDIA,
         ),
         Question(
-            name="ram_mnist", sweep="ram_mnist.yaml", axes=("model.glimpses",),
+            name="ram_mnist", axes=("model.glimpses",),
             probes=("val/loss", "val/glimpses_on_digit", "test/acc"),
             expected="A recurrent attention model that sees a few 12×12 glimpses (3 scales) of a 60×60 canvas "
                      "classifies translated MNIST digits, and more glimpses help (Mnih et al. 2014, Table 1). "
@@ -122,9 +131,12 @@ REAL_QUESTIONS: dict[str, Question] = {
             claim="RAM classifies translated real digits far above chance from a few glimpses; more glimpses help",
             source="Mnih et al. 2014, Table 1 (60×60 translated MNIST)",
             full="attnlab sweep sweeps/ram_mnist.yaml --scale full (ram_mnist.yaml as written: 12 epochs x 32k)",
+            shows_at="the full preset (ram_mnist.yaml as written: 12 epochs x 32k canvases; Mnih et al. train far "
+                     "longer)",
+            media=("attention/glimpses/ex0",),
         ),
         Question(
-            name="lm_positions_web", sweep="lm_positions_web.yaml", axes=("model.positions",),
+            name="lm_positions_web", axes=("model.positions",),
             probes=(f"test/ppl_by_ctx/ctx_{LM_CONTEXT:05d}", f"test/ppl_by_ctx/ctx_{2 * LM_CONTEXT:05d}",
                     "val/loss"),
             expected=f"Trained with L = {LM_CONTEXT} characters of context, a character-level decoder keeps its "
@@ -138,6 +150,7 @@ REAL_QUESTIONS: dict[str, Question] = {
             claim="on real text, ALiBi and NoPE keep their perplexity at 2L and 4L; absolute positions do not",
             source="Press et al. 2022, §4 and Fig. 1; Kazemnejad et al. 2023",
             full="attnlab sweep sweeps/lm_positions_web.yaml --scale full (lm_web.yaml as written; a GPU)",
+            shows_at="the full preset (lm_web.yaml as written, a GPU: 32k windows of 128 characters)",
         ),
     ]
 }

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any
+from typing import Any, ClassVar
 
 import lightning as L
 import torch
@@ -78,7 +78,13 @@ def network(pl_module: L.LightningModule) -> nn.Module | None:
 
 
 class BatchProbe(L.Callback):
-    """A probe that reads a fixed batch: the first ``examples`` of the first validation batch."""
+    """A probe that reads a fixed batch: the first ``examples`` of the first validation batch.
+
+    At the end of each validation (rank zero, not the sanity check), once a batch was captured, a network that
+    is a ``reads`` (a protocol of ``lit_models.protocols``) is handed to :meth:`probe` with the batch.
+    """
+
+    reads: ClassVar[type] = nn.Module
 
     def __init__(self, *, examples: int = 32) -> None:
         self.batch = FixedBatch(examples)
@@ -86,6 +92,16 @@ class BatchProbe(L.Callback):
     def on_validation_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
                                 batch_idx: int, dataloader_idx: int = 0) -> None:
         self.batch.capture(batch, batch_idx, dataloader_idx)
+
+    @torch.no_grad()
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        net, data = network(pl_module), self.batch.on(pl_module.device)
+        if _should_probe(trainer) and data is not None and isinstance(net, self.reads):
+            self.probe(trainer, pl_module, net, *data)
+
+    def probe(self, trainer: L.Trainer, pl_module: L.LightningModule, net: Any, src: Tensor, tgt: Tensor) -> None:
+        """Log the probe's numbers (``pl_module.log``) on the fixed batch: ``src`` (B, S), ``tgt`` (B, T)."""
+        raise NotImplementedError
 
 
 class AttentionEntropy(BatchProbe):
@@ -100,13 +116,10 @@ class AttentionEntropy(BatchProbe):
         examples: examples of the first validation batch to use.
     """
 
-    @torch.no_grad()
-    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        net = network(pl_module)
-        data = self.batch.on(pl_module.device)
-        if not _should_probe(trainer) or data is None or not isinstance(net, AttentionMapsNet):
-            return
-        src, tgt = data
+    reads = AttentionMapsNet
+
+    def probe(self, trainer: L.Trainer, pl_module: L.LightningModule, net: AttentionMapsNet, src: Tensor,
+              tgt: Tensor) -> None:
         tgt_in = tgt[:, :-1]
         for name, weights in net.attention_maps(src, tgt_in).items():
             if weights is None or weights.dim() != 4:
@@ -283,16 +296,14 @@ class AlignmentMass(BatchProbe):
     is skipped.
     """
 
-    @torch.no_grad()
-    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        net = network(pl_module)
-        data = self.batch.on(pl_module.device)
+    reads = AttentionMapsNet
+
+    def probe(self, trainer: L.Trainer, pl_module: L.LightningModule, net: AttentionMapsNet, src: Tensor,
+              tgt: Tensor) -> None:
         dm = trainer.datamodule
         task = dm.task if isinstance(dm, NamesTask) else None
-        if (not _should_probe(trainer) or data is None or not isinstance(task, str)
-                or not isinstance(net, AttentionMapsNet)):
+        if not isinstance(task, str):
             return
-        src, tgt = data
         target = target_positions(src, tgt, task)
         if target is None:
             return
@@ -325,13 +336,10 @@ class FreeRunningLoss(BatchProbe):
         examples: examples of the first validation batch to use.
     """
 
-    @torch.no_grad()
-    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        net = network(pl_module)
-        data = self.batch.on(pl_module.device)
-        if not _should_probe(trainer) or data is None or not isinstance(net, StepwiseNet):
-            return
-        src, tgt = data
+    reads = StepwiseNet
+
+    def probe(self, trainer: L.Trainer, pl_module: L.LightningModule, net: StepwiseNet, src: Tensor,
+              tgt: Tensor) -> None:
         eps = pl_module.label_smoothing if isinstance(pl_module, SmoothedLoss) else 0.0
         teacher = stepwise_loss(net, src, tgt, feed="gold", label_smoothing=eps)
         free = stepwise_loss(net, src, tgt, feed="own", label_smoothing=eps)

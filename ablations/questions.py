@@ -87,6 +87,8 @@ class Question:
         claim: the claim in one line, for the findings table. source: paper, table/figure/section.
         target: the value of ``metric`` whose first crossing gives ``curve/steps_to_target``.
         full: the full (GPU) preset and what it should show, for the documentation.
+        test_domains: out-of-domain test sets (``--data.test_domain`` values): after its trials, findings tests
+            each finished trial's best checkpoint on each, and the report tables them (``ablations.domains``).
     """
 
     name: str
@@ -103,6 +105,7 @@ class Question:
     source: str = ""
     target: float | None = None
     full: str = "attnlab sweep sweeps/<name>.yaml (the config as written)"
+    test_domains: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.metric:

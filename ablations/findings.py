@@ -99,6 +99,7 @@ def run_questions(
     echo: Callable[[str], None] = print,
 ) -> Progress:
     """Run every question's quick sweep (skipping finished trials), echoing each trial and the overall ETA."""
+    from ablations.domains import run_domain_tests
     from ablations.runner import grid_size, run_sweep
 
     plans = [_plan(q, root, seeds) for q in questions]
@@ -115,6 +116,9 @@ def run_questions(
             echo(f"  {line}\n  {status}")
 
         run_sweep(plan, jobs=jobs, timeout_s=timeout_s, dry_run=dry_run, echo=trial_echo)
+        if question.test_domains and not dry_run:
+            run_domain_tests(plan.root / plan.name, question.test_domains, cwd=plan.cwd, env=plan.env, jobs=jobs,
+                             echo=echo)
     return progress
 
 

@@ -22,7 +22,6 @@ from ablations.verdicts import Arm, better, join
 
 Goal = Literal["maximize", "minimize"]
 
-
 ArmStats = Mapping[Arm, Mapping[str, Stat]]
 """arm -> metric key -> Stat; what a verdict reads."""
 
@@ -93,6 +92,7 @@ class Question:
             the question's single axis); none for a question whose runs draw no figures.
         figures: draws the figures computed rather than trained into a folder and returns their paths (for
             ``attnlab findings``); imports what it needs only when called.
+        test_domains: out-of-domain ``--data.test_domain`` values each finished trial is tested on (``domains``).
 
     The registries' order (:data:`QUESTIONS`, ``ablations.questions_real.REAL_QUESTIONS``) is the order in
     which ``attnlab findings`` runs and reports the questions.
@@ -115,6 +115,7 @@ class Question:
     shows_at: str = FULL_PRESET
     media: tuple[str, ...] = ()
     figures: Callable[[Path], list[Path]] | None = None
+    test_domains: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.sweep:

@@ -13,7 +13,7 @@ import itertools
 import logging
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from ablations.arms import UnsweptArm, swept_values  # noqa: E402
 from ablations.catalog import question_for  # noqa: E402
 from ablations.derived import derive  # noqa: E402
+from ablations.domains import domains_section  # noqa: E402
 from ablations.plots import colors, length_limits, plot_attention, plot_seeds, save_figure  # noqa: E402
 from ablations.questions import Arm, ArmStats, Question, Stat  # noqa: E402
 from ablations.ranges import is_count, metric_range  # noqa: E402
@@ -327,7 +328,8 @@ def write_report(name: str, runs: list[RunRecord], out: Path, question: Question
     ) if p is not None]
     path = out / "report.md"
     warning = environment_warning(runs)
-    path.write_text(_markdown(question, runs, header, rows, verdict, figures, warning))
+    domains = domains_section(question, arms, order, label=lambda a: _arm_label(question, a))
+    path.write_text(_markdown(question, runs, header, rows, verdict, figures, warning, domains=domains))
     return Report(path=path, table=text_table(header, rows), verdict=verdict, figures=figures, warning=warning)
 
 
@@ -354,7 +356,7 @@ def _verdict_lines(verdict: str) -> list[str]:
 
 
 def _markdown(question: Question, runs: list[RunRecord], header: list[str], rows: list[list[str]], verdict: str,
-              figures: list[Path], warning: str | None = None) -> str:
+              figures: list[Path], warning: str | None = None, domains: Sequence[str] = ()) -> str:
     axes = ", ".join(f"`{a}`" for a in question.axes) or "(none)"
     lines = [
         f"# {question.name}", "",
@@ -379,7 +381,8 @@ def _markdown(question: Question, runs: list[RunRecord], header: list[str], rows
     for fig in figures:
         title = FIGURE_TITLES.get(fig.stem, fig.stem.removeprefix("probe_").replace("_", "/") + " (probe)")
         lines += [f"## {title}", "", f"![{fig.stem}]({fig.name})", ""]
-    lines += ["## Runs", "", "Evaluation: the `summary.json` evaluation whose numbers this report read (`fit`: the "
+    lines += [*domains, "## Runs", "", "Evaluation: the `summary.json` evaluation whose numbers this report read "
+              "(`fit`: the "
               "fit's own; ids hash the evaluation's decode/data options and checkpoint).", "",
               "| run | status | seed | evaluation | " + question.metric + " |", "|---|---|---|---|---|"]
     for r in sorted(runs, key=lambda r: r.name):

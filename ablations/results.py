@@ -157,11 +157,12 @@ def choose_evaluations(evaluations: Mapping[str, Mapping[str, Any]], params: Map
 
     ``choice`` an id: that evaluation alone. A mapping of options: of each kind, the latest evaluation
     that had those options. None: of each kind, the run's only evaluation, or else the latest whose
-    ``decode.*`` settings are the run's own (the question's; its sweep sets them); none if none has.
+    ``decode.*`` settings and ``data.test_domain`` are the run's own (the question's; its sweep sets them),
+    so an out-of-domain test (``ablations.domains``) never stands for the run's test; none if none has.
     """
     if isinstance(choice, str):
         return {str(evaluations[choice].get("subcommand")): choice} if choice in evaluations else {}
-    wanted = dict(choice) if choice is not None else {k: v for k, v in params.items() if k.startswith("decode.")}
+    wanted = dict(choice) if choice is not None else {k: v for k, v in params.items() if _selects(k)}
     out: dict[str, str] = {}
     for kind in SPLITS:
         mine = {k: e for k, e in evaluations.items() if e.get("subcommand") == kind}
@@ -173,6 +174,11 @@ def choose_evaluations(evaluations: Mapping[str, Mapping[str, Any]], params: Map
         if fits:
             out[kind] = max(fits)[1]
     return out
+
+
+def _selects(option: str) -> bool:
+    """Options an evaluation must share with its run to be the run's own: decoding and the test domain."""
+    return option.startswith("decode.") or option == "data.test_domain"
 
 
 def with_evaluations(metrics: Mapping[str, float], chosen: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:

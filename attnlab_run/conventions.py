@@ -115,7 +115,7 @@ def option_names(group: str, argv: list[str]) -> list[str]:
 
         return [f.name for f in fields(DecodeConfig if group == "decode" else RunOptions)]
     cls = _configured_class(group, argv)
-    return list(inspect.signature(cls.__init__).parameters)[1:] if cls is not None else []
+    return list(inspect.signature(cls).parameters) if cls is not None else []  # a family's flat knobs included
 
 
 def _configured_class(group: str, argv: list[str]) -> Any:

@@ -30,17 +30,18 @@ teacher-forced loss, and — when the data tags words with object boxes (the sha
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor, nn
 
 from attnlab_core.tokens import PAD
-from lit_models.axes import Attention, Baseline, Cell, Forcing, LRSchedule, ScheduledDecay, VisionBackbone
+from lit_models.axes import Attention, Baseline, Cell, VisionBackbone
 from lit_models.blocks.alignment import HardEval
 from lit_models.builders import build_captioner
 from lit_models.caption_metrics import box_cell_overlap, build_caption_metrics, localisation
 from lit_models.decoder_training import DecoderTrainingModule
 from lit_models.evaluation import drop_nan
-from lit_models.forcing import ScheduledMode
 from lit_models.metrics import Ratio
 from lit_models.reinforce import ReinforceTerm
 
@@ -89,10 +90,10 @@ class ShowAttendTell(DecoderTrainingModule):
             instead of sampling (Xu et al. §4.1 use 0.5); those captions add no REINFORCE term.
         reinforce_weight / entropy_weight / baseline / baseline_momentum: the REINFORCE term of hard
             attention (``lit_models.reinforce``).
-        forcing, scheduled_*: training-time feed (``lit_models.forcing``).
-        label_smoothing, lr, lr_schedule, warmup_steps, weight_decay: optimisation.
+        training: ``decoder_training.DecoderTraining``'s knobs (forcing, label_smoothing, lr, ...).
     """
 
+    training_defaults = {"scheduled_mode": "per_step", "lr_schedule": "constant", "warmup_steps": 100}
     figure_examples = 3  # the first images of the first validation batch (no token length to rank by)
 
     def __init__(
@@ -117,19 +118,9 @@ class ShowAttendTell(DecoderTrainingModule):
         entropy_weight: float = 0.01,
         baseline: Baseline = "moving_average",
         baseline_momentum: float = 0.9,
-        forcing: Forcing = "teacher",
-        scheduled_decay: ScheduledDecay = "inverse_sigmoid",
-        scheduled_steps: int = 2000,
-        scheduled_floor: float = 0.0,
-        scheduled_mode: ScheduledMode = "per_step",
-        label_smoothing: float = 0.0,
-        lr: float = 1e-3,
-        lr_schedule: LRSchedule = "constant",
-        warmup_steps: int = 100,
-        weight_decay: float = 0.0,
+        **training: Any,
     ) -> None:
-        super().__init__(forcing=forcing, scheduled_decay=scheduled_decay, scheduled_steps=scheduled_steps,
-                         scheduled_floor=scheduled_floor, scheduled_mode=scheduled_mode)
+        super().__init__(self.training_spec(**training))
         self.save_hyperparameters()
         self.net = build_captioner(
             tgt_vocab_size=tgt_vocab_size, encoder=encoder, weights=weights, fine_tune=fine_tune, grid_size=grid_size,

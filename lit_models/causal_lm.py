@@ -18,6 +18,7 @@ One module, two kinds of batch (the batch's type decides, as data, which loss an
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -26,9 +27,8 @@ from torchmetrics import Metric
 
 from attnlab_core.batches import Seq2SeqBatch, TextBatch
 from attnlab_core.tokens import BOS, EOS, PAD
-from lit_models.axes import AttnScale, Forcing, LRSchedule, Norm, Positions, ScheduledDecay, Tying
+from lit_models.axes import AttnScale, Norm, Positions, Tying
 from lit_models.builders import build_causal_lm
-from lit_models.forcing import ScheduledMode
 from lit_models.metrics import Ratio, label_smoothed_loss
 from lit_models.protocols import UnigramBaseline
 from lit_models.seq2seq import Seq2SeqModule
@@ -80,14 +80,9 @@ class CausalLM(Seq2SeqModule):
             longer sequence is an error, not a silent wrap.
         tying: weight tying of input embedding and output projection (none | decoder | all; one vocabulary,
             so decoder and all are the same).
-        forcing: training-time feed of the answer (teacher | student | scheduled); text windows are
-            always teacher-forced (there is no answer to free-run).
-        scheduled_decay, scheduled_steps, scheduled_floor, scheduled_mode: scheduled sampling (forcing=scheduled).
-        label_smoothing: ε_ls of the training loss (evaluation NLL of text is never smoothed).
-        lr: peak learning rate.
-        lr_schedule: noam | constant | cosine.
-        warmup_steps: linear warm-up steps.
-        weight_decay: AdamW decoupled weight decay.
+        training: ``decoder_training.DecoderTraining``'s knobs. ``forcing`` is the feed of the answer:
+            text windows are always teacher-forced (there is no answer to free-run), and the
+            evaluation NLL of text is never label-smoothed.
     """
 
     def __init__(
@@ -105,19 +100,9 @@ class CausalLM(Seq2SeqModule):
         attn_scale: AttnScale = "sqrt_dk",
         max_positions: int = 512,
         tying: Tying = "decoder",
-        forcing: Forcing = "teacher",
-        scheduled_decay: ScheduledDecay = "inverse_sigmoid",
-        scheduled_steps: int = 2000,
-        scheduled_floor: float = 0.0,
-        scheduled_mode: ScheduledMode = "two_pass",
-        label_smoothing: float = 0.0,
-        lr: float = 1e-3,
-        lr_schedule: LRSchedule = "noam",
-        warmup_steps: int = 400,
-        weight_decay: float = 0.0,
+        **training: Any,
     ) -> None:
-        super().__init__(forcing=forcing, scheduled_decay=scheduled_decay, scheduled_steps=scheduled_steps,
-                         scheduled_floor=scheduled_floor, scheduled_mode=scheduled_mode)
+        super().__init__(self.training_spec(**training))
         self.save_hyperparameters()
         self.net = build_causal_lm(
             TransformerSpec(d_model=d_model, heads=heads, d_ff=d_ff, decoder_layers=layers, dropout=dropout,

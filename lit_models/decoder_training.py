@@ -13,12 +13,17 @@ families (``seq2seq.Seq2SeqModule``: Transformer, recurrent, causal LM) and the 
   ``--decode.*`` options the CLI sets on ``self.decoding``.
 
 What is scored and drawn (``_evaluate``, metrics, figures) stays with each family.
+
+The ten knobs of all this (forcing, its schedule, the loss, the optimiser) are declared once, in
+``DecoderTraining``; a family takes them as ``**training`` and names only the defaults it changes.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
-from typing import Any
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -26,7 +31,7 @@ from torchmetrics import Metric
 
 from attnlab_core.batches import ids_to_text
 from attnlab_core.tokens import BOS, EOS, PAD
-from lit_models.axes import Forcing, ScheduledDecay
+from lit_models.axes import Forcing, LRSchedule, ScheduledDecay
 from lit_models.blocks.decoding import DecodeConfig, decode
 from lit_models.evaluation import EvaluationModule
 from lit_models.forcing import ForcingPolicy, ScheduledMode
@@ -35,34 +40,95 @@ from lit_models.optim import module_adamw
 from lit_models.schedules import LR_SCHEDULES
 
 
+@dataclass(frozen=True, kw_only=True)
+class DecoderTraining:
+    """How a token decoder is trained: the feed and its p(gold) schedule, the loss, the optimiser.
+
+    The CLI shows these flat under each family (``--model.forcing``, ``--model.lr``, ...) with the
+    family's defaults (``DecoderTrainingModule.training_defaults``).
+
+    Args:
+        forcing: training-time feed (teacher | student | scheduled; ``forcing.ForcingPolicy``).
+        scheduled_decay: decay of p(gold) for forcing=scheduled (Bengio et al. 2015, §2.4).
+        scheduled_steps: horizon of the decay, in optimizer steps.
+        scheduled_floor: lower bound of p(gold).
+        scheduled_mode: two_pass (Mihaylova & Liu 2019, for parallel decoders) or per_step (Bengio et al.
+            2015, for recurrent decoders) scheduled sampling.
+        label_smoothing: ε_ls of the training loss (Szegedy et al. 2016; Vaswani et al. 2017: 0.1).
+        lr: peak learning rate.
+        lr_schedule: noam | constant | cosine (``schedules``).
+        warmup_steps: linear warm-up steps (Vaswani et al. 2017: 4000).
+        weight_decay: AdamW decoupled weight decay (Loshchilov & Hutter 2019; Vaswani et al.: 0).
+    """
+
+    forcing: Forcing = "teacher"
+    scheduled_decay: ScheduledDecay = "inverse_sigmoid"
+    scheduled_steps: int = 2000
+    scheduled_floor: float = 0.0
+    scheduled_mode: ScheduledMode = "two_pass"
+    label_smoothing: float = 0.0
+    lr: float = 1e-3
+    lr_schedule: LRSchedule = "noam"
+    warmup_steps: int = 400
+    weight_decay: float = 0.0
+
+    @classmethod
+    def with_defaults(cls, **defaults: Any) -> Callable[..., DecoderTraining]:
+        """A constructor of the spec whose signature carries ``defaults`` instead of the fields' own.
+
+        jsonargparse follows a family's ``**training`` into this call (it resolves ``**kwargs`` by
+        reading the source), so the signature is what the CLI shows: every knob, this docstring's help,
+        the family's defaults. An unknown name is a TypeError at import.
+        """
+        fields = inspect.signature(cls, eval_str=True).parameters
+        unknown = sorted(set(defaults) - set(fields))
+        if unknown:
+            raise TypeError(f"{cls.__name__} has no knob {', '.join(unknown)}")
+
+        def spec(**training: Any) -> DecoderTraining:
+            return cls(**{**defaults, **training})
+
+        params = [p.replace(default=defaults.get(name, p.default)) for name, p in fields.items()]
+        spec.__signature__ = inspect.Signature(params, return_annotation=cls)  # type: ignore[attr-defined]
+        spec.__doc__ = cls.__doc__
+        return spec
+
+
 class DecoderTrainingModule(EvaluationModule):
     """Training, optimisation and free-running decoding of a ``self.net`` with a step-protocol decoder.
 
     ``self.net`` implements ``encode(src) -> state``, ``step(prev, state) -> (logits, state)`` and
     ``teacher_forward(state, tgt_in) -> (logits, state)``; batches have ``src`` and ``tgt``
-    (``[BOS, y.., EOS, PAD..]``). Subclasses call ``save_hyperparameters()`` with ``label_smoothing``,
-    ``lr``, ``lr_schedule``, ``warmup_steps`` and ``weight_decay`` among their arguments (the loss and
-    the optimiser read them from ``self.hparams``), set ``self.net`` and ``self.metrics``, and
-    implement ``source_lengths`` and ``_evaluate``. ``self.decoding`` (a ``DecodeConfig``) is
-    deliberately not a hyper-parameter: a checkpoint never overrides it.
-
-    Args:
-        forcing, scheduled_decay, scheduled_steps, scheduled_floor, scheduled_mode: the training-time
-            feed and its p(gold) schedule (``forcing.ForcingPolicy``).
+    (``[BOS, y.., EOS, PAD..]``). A family declares its own arguments and ``**training``, passes
+    ``self.training_spec(**training)`` up, calls ``save_hyperparameters()``, sets ``self.net`` and
+    ``self.metrics``, and implements ``source_lengths`` and ``_evaluate``. Every knob of
+    ``DecoderTraining`` is a hyper-parameter (the loss and the optimiser read them from
+    ``self.hparams``). ``self.decoding`` (a ``DecodeConfig``) is deliberately not one: a checkpoint
+    never overrides it.
     """
 
-    def __init__(
-        self,
-        *,
-        forcing: Forcing,
-        scheduled_decay: ScheduledDecay,
-        scheduled_steps: int,
-        scheduled_floor: float,
-        scheduled_mode: ScheduledMode,
-    ) -> None:
+    training_defaults: ClassVar[dict[str, Any]] = {}
+    """The family's defaults that differ from ``DecoderTraining``'s."""
+    training_spec: ClassVar[Callable[..., DecoderTraining]]
+    """``DecoderTraining.with_defaults(**training_defaults)``, set for each subclass."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Give each family its ``training_spec`` and, for ``inspect.signature(cls)`` (the checkpoint
+        guard, tests), a flat signature: its own arguments, then the knobs with its defaults."""
+        super().__init_subclass__(**kwargs)
+        cls.training_spec = staticmethod(DecoderTraining.with_defaults(**cls.training_defaults))
+        own = list(inspect.signature(cls.__init__).parameters.values())[1:]
+        forwards = any(p.kind is p.VAR_KEYWORD for p in own)
+        knobs = inspect.signature(cls.training_spec).parameters.values()
+        flat = [p for p in own if p.kind is not p.VAR_KEYWORD] + list(knobs)
+        cls.__signature__ = inspect.Signature(flat) if forwards else None  # type: ignore[attr-defined]
+
+    def __init__(self, training: DecoderTraining) -> None:
         super().__init__()
-        self.forcing = ForcingPolicy(forcing=forcing, scheduled_mode=scheduled_mode, decay=scheduled_decay,
-                                     steps=scheduled_steps, floor=scheduled_floor)
+        self.save_hyperparameters(asdict(training))
+        self.forcing = ForcingPolicy(forcing=training.forcing, scheduled_mode=training.scheduled_mode,
+                                     decay=training.scheduled_decay, steps=training.scheduled_steps,
+                                     floor=training.scheduled_floor)
         self.decoding = DecodeConfig()
         self.tokens_seen = 0
 

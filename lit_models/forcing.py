@@ -44,26 +44,36 @@ def _inverse_sigmoid_k(steps: int) -> float:
     return k
 
 
-def _inverse_sigmoid(i: int, steps: int) -> float:
+def _inverse_sigmoid(steps: int) -> Callable[[int], float]:
     k = _inverse_sigmoid_k(steps)
-    return k / (k + math.exp(min(i / k, 700.0)))
+    return lambda i: k / (k + math.exp(min(i / k, 700.0)))
 
 
-DECAYS: dict[ScheduledDecay, Callable[[int, int], float]] = {
-    "linear": lambda i, steps: 1.0 - i / steps,
-    "exponential": lambda i, steps: 0.01 ** (i / steps),
+Decay = Callable[[int], float]
+"""p(gold) before the floor, as a function of the training step i (its constants resolved once)."""
+
+DECAYS: dict[ScheduledDecay, Callable[[int], Decay]] = {
+    "linear": lambda steps: lambda i: 1.0 - i / steps,
+    "exponential": lambda steps: lambda i: 0.01 ** (i / steps),
     "inverse_sigmoid": _inverse_sigmoid,
 }
+"""Decay -> its p(gold) curve over ``steps``, built once per policy."""
 
 
-def gold_probability(decay: ScheduledDecay, *, step: int, steps: int, floor: float) -> float:
+def gold_schedule(decay: ScheduledDecay, *, steps: int, floor: float) -> Callable[[int], float]:
     """p_i, the probability of feeding the gold token at training step i (Bengio et al. 2015, §2.4).
 
     linear: p = max(floor, 1 - i/steps). exponential: p = max(floor, k^i) with k = 0.01^(1/steps)
     (1 % at ``steps``). inverse_sigmoid: p = max(floor, k / (k + exp(i/k))) with k chosen so that
     p = 1/2 at ``steps``/2. Deviation: the paper leaves k free; we derive it from one horizon.
     """
-    return max(floor, DECAYS[decay](max(step, 0), steps))
+    curve = DECAYS[decay](steps)
+    return lambda step: max(floor, curve(max(step, 0)))
+
+
+def gold_probability(decay: ScheduledDecay, *, step: int, steps: int, floor: float) -> float:
+    """p_i at one step (``gold_schedule``, built for this one call)."""
+    return gold_schedule(decay, steps=steps, floor=floor)(step)
 
 
 def teacher(net: ForcedDecoder, state: object, tgt_in: Tensor, *, p_gold: float) -> tuple[Tensor, object]:
@@ -112,12 +122,8 @@ def build_forcing(forcing: Forcing, *, scheduled_mode: ScheduledMode) -> PolicyF
     return FEEDS[forcing] or SCHEDULED_MODES[scheduled_mode]
 
 
-GOLD_PROBABILITY: dict[Forcing, Callable[..., float]] = {
-    "teacher": lambda *, step, decay, steps, floor: 1.0,
-    "student": lambda *, step, decay, steps, floor: 0.0,
-    "scheduled": lambda *, step, decay, steps, floor: gold_probability(decay, step=step, steps=steps, floor=floor),
-}
-"""Forcing arm -> p(gold) at a training step (what ``train/p_gold`` logs)."""
+FIXED_GOLD: dict[Forcing, float | None] = {"teacher": 1.0, "student": 0.0, "scheduled": None}
+"""Forcing arm -> its constant p(gold) (what ``train/p_gold`` logs); ``scheduled`` follows ``gold_schedule``."""
 
 
 @dataclass(frozen=True)
@@ -127,7 +133,7 @@ class ForcingPolicy:
     Args:
         forcing: the arm (teacher | student | scheduled).
         scheduled_mode: how scheduled sampling runs (two_pass | per_step).
-        decay, steps, floor: the p(gold) schedule of ``scheduled`` (``gold_probability``).
+        decay, steps, floor: the p(gold) schedule of ``scheduled`` (``gold_schedule``).
     """
 
     forcing: Forcing
@@ -136,14 +142,14 @@ class ForcingPolicy:
     steps: int
     floor: float
     feed: PolicyFn = field(init=False, repr=False, compare=False)
-    _gold: Callable[..., float] = field(init=False, repr=False, compare=False)
+    p_gold: Callable[[int], float] = field(init=False, repr=False, compare=False)
+    """p(gold) at a training step."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "feed", build_forcing(self.forcing, scheduled_mode=self.scheduled_mode))
-        object.__setattr__(self, "_gold", GOLD_PROBABILITY[self.forcing])
-
-    def p_gold(self, step: int) -> float:
-        return self._gold(step=step, decay=self.decay, steps=self.steps, floor=self.floor)
+        fixed = FIXED_GOLD[self.forcing]
+        gold = gold_schedule(self.decay, steps=self.steps, floor=self.floor) if fixed is None else lambda step: fixed
+        object.__setattr__(self, "p_gold", gold)
 
     def __call__(self, net: ForcedDecoder, state: object, tgt_in: Tensor, *, step: int) -> tuple[Tensor, object, float]:
         """Training-time logits (B, T, V), the final state and the p(gold) used at this step."""

@@ -11,12 +11,13 @@ the attention kind.
 
 from __future__ import annotations
 
+from typing import Any
+
 from torch import Tensor
 
-from lit_models.axes import Attention, Baseline, Cell, Forcing, LRSchedule, ScheduledDecay
+from lit_models.axes import Attention, Baseline, Cell
 from lit_models.blocks.alignment import HardEval
 from lit_models.builders import build_recurrent_seq2seq
-from lit_models.forcing import ScheduledMode
 from lit_models.reinforce import ReinforceTerm
 from lit_models.seq2seq import Seq2SeqModule
 
@@ -39,17 +40,10 @@ class RecurrentSeq2Seq(Seq2SeqModule):
         entropy_weight: weight of the attention-entropy bonus (hard attention).
         baseline: REINFORCE baseline (moving_average | learned).
         baseline_momentum: momentum of the moving-average baseline.
-        forcing: training-time feed (teacher | student | scheduled).
-        scheduled_decay: decay of p(gold) for forcing=scheduled.
-        scheduled_steps: horizon of the decay, in optimizer steps.
-        scheduled_floor: lower bound of p(gold).
-        scheduled_mode: per_step (Bengio 2015, default here) or two_pass.
-        label_smoothing: ε_ls of the loss.
-        lr: peak learning rate.
-        lr_schedule: noam | constant | cosine.
-        warmup_steps: linear warm-up steps.
-        weight_decay: AdamW decoupled weight decay.
+        training: ``decoder_training.DecoderTraining``'s knobs (scheduled sampling per_step, Bengio 2015).
     """
+
+    training_defaults = {"scheduled_mode": "per_step", "lr": 3e-3, "lr_schedule": "constant", "warmup_steps": 100}
 
     def __init__(
         self,
@@ -68,19 +62,9 @@ class RecurrentSeq2Seq(Seq2SeqModule):
         entropy_weight: float = 0.01,
         baseline: Baseline = "moving_average",
         baseline_momentum: float = 0.9,
-        forcing: Forcing = "teacher",
-        scheduled_decay: ScheduledDecay = "inverse_sigmoid",
-        scheduled_steps: int = 2000,
-        scheduled_floor: float = 0.0,
-        scheduled_mode: ScheduledMode = "per_step",
-        label_smoothing: float = 0.0,
-        lr: float = 3e-3,
-        lr_schedule: LRSchedule = "constant",
-        warmup_steps: int = 100,
-        weight_decay: float = 0.0,
+        **training: Any,
     ) -> None:
-        super().__init__(forcing=forcing, scheduled_decay=scheduled_decay, scheduled_steps=scheduled_steps,
-                         scheduled_floor=scheduled_floor, scheduled_mode=scheduled_mode)
+        super().__init__(self.training_spec(**training))
         self.save_hyperparameters()
         self.net = build_recurrent_seq2seq(
             src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, cell=cell, attention=attention,

@@ -15,12 +15,11 @@ from torch import Tensor
 
 from attnlab_core.batches import Seq2SeqBatch
 from attnlab_core.tokens import PAD
-from lit_models.axes import AttnScale, Forcing, LRSchedule, Norm, Positions, ScheduledDecay, Tying
+from lit_models.axes import AttnScale, Norm, Positions, Tying
 from lit_models.bleu_by_length import BLEUByLength, CountByLength
 from lit_models.builders import build_transformer
-from lit_models.decoder_training import DecoderTrainingModule
+from lit_models.decoder_training import DecoderTraining, DecoderTrainingModule
 from lit_models.figures import longest_examples
-from lit_models.forcing import ScheduledMode
 from lit_models.metrics import build_seq2seq_metrics, metric_signatures, positions_matched, sequences_equal
 from lit_models.specs import TransformerSpec
 
@@ -36,9 +35,8 @@ class Seq2SeqModule(DecoderTrainingModule):
 
     figure_examples = FIGURE_EXAMPLES
 
-    def __init__(self, **forcing_args: Any) -> None:
-        """``forcing_args``: ``DecoderTrainingModule``'s (forcing and its scheduled-sampling decay)."""
-        super().__init__(**forcing_args)
+    def __init__(self, training: DecoderTraining) -> None:
+        super().__init__(training)
         self.metrics = torch.nn.ModuleDict({s: build_seq2seq_metrics() for s in ("val", "test")})
         self.metrics["test"]["bleu_by_len"] = BLEUByLength()  # test/bleu_by_len/len_006_010: BLEU by source length
         self.metrics["test"]["count_by_len"] = CountByLength()  # test/count_by_len/len_006_010: sentences there
@@ -120,17 +118,10 @@ class TransformerSeq2Seq(Seq2SeqModule):
         attn_scale: dot-product scaling (sqrt_dk | none | dk).
         max_positions: rows of the learned position table (only used by positions=learned).
         tying: weight tying (none | decoder | all).
-        forcing: training-time feed (teacher | student | scheduled).
-        scheduled_decay: decay of p(gold) for forcing=scheduled.
-        scheduled_steps: horizon of the decay, in optimizer steps.
-        scheduled_floor: lower bound of p(gold).
-        scheduled_mode: two_pass (Mihaylova & Liu 2019) or per_step (Bengio 2015) scheduled sampling.
-        label_smoothing: ε_ls of the loss (paper: 0.1).
-        lr: peak learning rate.
-        lr_schedule: noam | constant | cosine.
-        warmup_steps: linear warm-up steps (paper: 4000).
-        weight_decay: AdamW decoupled weight decay (paper: 0).
+        training: ``decoder_training.DecoderTraining``'s knobs (forcing, label_smoothing, lr, ...).
     """
+
+    training_defaults = {"label_smoothing": 0.1}
 
     def __init__(
         self,
@@ -149,19 +140,9 @@ class TransformerSeq2Seq(Seq2SeqModule):
         attn_scale: AttnScale = "sqrt_dk",
         max_positions: int = 256,
         tying: Tying = "decoder",
-        forcing: Forcing = "teacher",
-        scheduled_decay: ScheduledDecay = "inverse_sigmoid",
-        scheduled_steps: int = 2000,
-        scheduled_floor: float = 0.0,
-        scheduled_mode: ScheduledMode = "two_pass",
-        label_smoothing: float = 0.1,
-        lr: float = 1e-3,
-        lr_schedule: LRSchedule = "noam",
-        warmup_steps: int = 400,
-        weight_decay: float = 0.0,
+        **training: Any,
     ) -> None:
-        super().__init__(forcing=forcing, scheduled_decay=scheduled_decay, scheduled_steps=scheduled_steps,
-                         scheduled_floor=scheduled_floor, scheduled_mode=scheduled_mode)
+        super().__init__(self.training_spec(**training))
         self.save_hyperparameters()
         self.net = build_transformer(
             TransformerSpec(d_model=d_model, heads=heads, d_ff=d_ff, encoder_layers=encoder_layers,

@@ -1,0 +1,71 @@
+"""The decoder-training knobs: declared once (``DecoderTraining``), shown flat under every family with
+that family's defaults, recorded as hyper-parameters, and resolved once by the forcing policy."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+
+import pytest
+from jsonargparse import ArgumentParser
+
+from lit_models import forcing
+from lit_models.captioner import ShowAttendTell
+from lit_models.causal_lm import CausalLM
+from lit_models.decoder_training import DecoderTraining
+from lit_models.forcing import ForcingPolicy, gold_probability
+from lit_models.recurrent_seq2seq import RecurrentSeq2Seq
+from lit_models.seq2seq import TransformerSeq2Seq
+
+KNOBS = [f.name for f in dataclasses.fields(DecoderTraining)]
+FAMILY_DEFAULTS = {  # what each family's signature gave before the knobs were declared once
+    TransformerSeq2Seq: {"scheduled_mode": "two_pass", "label_smoothing": 0.1, "lr": 1e-3, "lr_schedule": "noam",
+                         "warmup_steps": 400},
+    CausalLM: {"scheduled_mode": "two_pass", "label_smoothing": 0.0, "lr": 1e-3, "lr_schedule": "noam",
+               "warmup_steps": 400},
+    RecurrentSeq2Seq: {"scheduled_mode": "per_step", "label_smoothing": 0.0, "lr": 3e-3, "lr_schedule": "constant",
+                       "warmup_steps": 100},
+    ShowAttendTell: {"scheduled_mode": "per_step", "label_smoothing": 0.0, "lr": 1e-3, "lr_schedule": "constant",
+                     "warmup_steps": 100},
+}
+COMMON = {"forcing": "teacher", "scheduled_decay": "inverse_sigmoid", "scheduled_steps": 2000,
+          "scheduled_floor": 0.0, "weight_decay": 0.0}
+
+
+@pytest.mark.parametrize("family", FAMILY_DEFAULTS, ids=lambda c: c.__name__)
+def test_the_cli_shows_every_knob_flat_with_the_family_default_and_its_help(family):
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_class_arguments(family, "model")
+    defaults = parser.get_defaults().model
+    assert {k: defaults[k] for k in KNOBS} == {**COMMON, **FAMILY_DEFAULTS[family]}
+    shown = [a.dest.removeprefix("model.") for a in parser._actions if a.dest.startswith("model.")]
+    assert shown[-len(KNOBS):] == KNOBS  # after the family's own arguments, in one order
+    helps = {a.dest.removeprefix("model."): a.help for a in parser._actions if a.dest.startswith("model.")}
+    assert all(helps[k] and not helps[k].startswith("(type") for k in KNOBS), helps
+    assert list(inspect.signature(family).parameters) == shown  # the checkpoint guard reads this one
+
+
+@pytest.mark.parametrize("family", [TransformerSeq2Seq, RecurrentSeq2Seq], ids=lambda c: c.__name__)
+def test_every_knob_is_a_hyperparameter_even_when_left_at_its_default(family):
+    m = family(src_vocab_size=12, tgt_vocab_size=12, lr=0.5)
+    assert {k: m.hparams[k] for k in KNOBS} == {**COMMON, **FAMILY_DEFAULTS[family], "lr": 0.5}
+    assert m.hparams.src_vocab_size == 12
+
+
+def test_an_unknown_knob_is_refused():
+    with pytest.raises(TypeError, match="no knob lrr"):
+        DecoderTraining.with_defaults(lrr=1.0)
+    with pytest.raises(TypeError):
+        TransformerSeq2Seq(src_vocab_size=12, tgt_vocab_size=12, lrr=1.0)
+
+
+def test_the_policy_resolves_its_strings_once(monkeypatch):
+    policy = ForcingPolicy(forcing="scheduled", scheduled_mode="two_pass", decay="inverse_sigmoid", steps=100,
+                           floor=0.1)
+    monkeypatch.setattr(forcing, "DECAYS", {})  # no lookup is left for the step
+    monkeypatch.setattr(forcing, "FIXED_GOLD", {})
+    monkeypatch.setattr(forcing, "_inverse_sigmoid_k", None)
+    got = [policy.p_gold(s) for s in (0, 50, 500)]
+    monkeypatch.undo()
+    assert got == [gold_probability("inverse_sigmoid", step=s, steps=100, floor=0.1) for s in (0, 50, 500)]
+    assert policy.feed is forcing.two_pass

@@ -159,9 +159,10 @@ class SplitDataModule(L.LightningDataModule):
 
     Train batches are shuffled (seeded; a DistributedSampler under DDP); val/test/predict batches
     come in order, each example on exactly one rank. Predict uses the test split.
-
-    (No ``Args:`` section here: the CLI would show it as the doc of every subclass option left undocumented.)
     """
+
+    # No "Args:" section in this docstring: jsonargparse would show it as the doc of every subclass option
+    # that the subclass leaves undocumented (``--data.help`` would change).
 
     def __init__(self, *, sizes: SplitSizes, batch_size: int, seed: int, num_workers: int) -> None:
         super().__init__()

@@ -14,8 +14,9 @@ from __future__ import annotations
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from datamodules.batching import STAGE_SPLITS, SplitDataModule, build_dataloader, collate_regression
-from datamodules.synthetic import Split, split_generator
+from attnlab_core.errors import UsageError
+from datamodules.batching import DrawnSplits, collate_regression
+from datamodules.splits import Split, SplitSizes, split_generator
 
 
 def generate_adding(*, n: int, seq_len: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -43,7 +44,7 @@ def generate_adding(*, n: int, seq_len: int, generator: torch.Generator) -> tupl
     return x, y
 
 
-class AddingProblem(SplitDataModule):
+class AddingProblem(DrawnSplits):
     """Long-range regression benchmark for recurrent and attentive encoders.
 
     Batches are :class:`datamodules.batching.RegressionBatch` (x (B, T, 2), y (B,)). Data is generated
@@ -71,50 +72,22 @@ class AddingProblem(SplitDataModule):
         seed: int = 1234,
         num_workers: int = 0,
     ) -> None:
-        super().__init__()
+        super().__init__(sizes=SplitSizes(train_size, val_size, test_size), batch_size=batch_size, seed=seed,
+                         num_workers=num_workers)
         if seq_len < 2:
-            raise ValueError(f"seq_len must be >= 2 (one marker per half), got {seq_len}")
-        self.sizes: dict[str, int] = {"train": train_size, "val": val_size, "test": test_size}
-        for split, size in self.sizes.items():
-            if size < 1:
-                raise ValueError(f"{split}_size must be >= 1, got {size}")
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        if num_workers < 0:
-            raise ValueError(f"num_workers must be >= 0, got {num_workers}")
+            raise UsageError(f"seq_len must be >= 2 (one marker per half), got {seq_len}")
         self.seq_len = seq_len
-        self.batch_size = batch_size
-        self.seed = seed
-        self.num_workers = num_workers
         self.save_hyperparameters()
-        self._data: dict[str, TensorDataset] = {}
 
     @property
     def input_size(self) -> int:
         """Channels per time step (value, marker) = 2."""
         return 2
 
-    def split(self, name: Split) -> TensorDataset:
-        """Split ``name`` as a TensorDataset of (x (T, 2), y ()), generated on first use and cached."""
-        if name not in self._data:
-            x, y = generate_adding(
-                n=self.sizes[name], seq_len=self.seq_len, generator=split_generator(self.seed, name)
-            )
-            self._data[name] = TensorDataset(x, y)
-        return self._data[name]
-
-    def setup(self, stage: str) -> None:
-        """Generate the splits ``stage`` needs (fit: train+val; validate: val; test/predict: test)."""
-        for name in STAGE_SPLITS.get(stage, ()):
-            self.split(name)
+    def draw(self, split: Split) -> TensorDataset:
+        """Split ``split`` as a TensorDataset of (x (T, 2), y ())."""
+        x, y = generate_adding(n=self.sizes[split], seq_len=self.seq_len, generator=split_generator(self.seed, split))
+        return TensorDataset(x, y)
 
     def _loader(self, name: Split) -> DataLoader:
-        return build_dataloader(
-            self.split(name),
-            train=name == "train",
-            batch_size=self.batch_size,
-            seed=self.seed,
-            num_workers=self.num_workers,
-            collate_fn=collate_regression,
-        )
-
+        return self.loader(self.split(name), name, collate_fn=collate_regression)

@@ -1,4 +1,6 @@
-"""Batch types, special token ids and padding shared by every datamodule and model.
+"""Batch types, special token ids and padding shared by every datamodule and model, and the datamodule
+base classes (:class:`SplitDataModule`: the options and hooks every datamodule shares; :class:`DrawnSplits`
+for splits drawn in memory).
 
 Token ids 0..3 are reserved in every vocabulary (synthetic, sentencepiece, word-level):
 PAD=0, BOS=1, EOS=2, UNK=3.
@@ -6,7 +8,8 @@ PAD=0, BOS=1, EOS=2, UNK=3.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -15,7 +18,9 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
 from attnlab_core.batches import RegressionBatch, Seq2SeqBatch, ids_to_text  # noqa: F401  (re-exported)
+from attnlab_core.errors import UsageError
 from attnlab_core.tokens import BOS, EOS, PAD, UNK  # noqa: F401  (re-exported for datamodules)
+from datamodules.splits import Split, SplitSizes
 
 N_SPECIAL = 4
 
@@ -140,12 +145,46 @@ STAGE_SPLITS: dict[str, tuple[str, ...]] = {
 """The splits each Lightning stage needs."""
 
 
+def require(checks: Iterable[tuple[bool, str]]) -> None:
+    """Raise a one-line UsageError with the message of the first failed ``(ok, message)`` check."""
+    for ok, message in checks:
+        if not ok:
+            raise UsageError(message)
+
+
 class SplitDataModule(L.LightningDataModule):
-    """The four dataloader hooks over one ``_loader(split)`` that every attnlab datamodule defines.
+    """What every attnlab datamodule shares: its split sizes, batch size, seed and loader workers (checked
+    once, here, each bad value a one-line UsageError naming the option), and the four dataloader hooks
+    over one ``_loader(split)``.
 
     Train batches are shuffled (seeded; a DistributedSampler under DDP); val/test/predict batches
     come in order, each example on exactly one rank. Predict uses the test split.
     """
+
+    # No "Args:" section in this docstring: jsonargparse would show it as the doc of every subclass option
+    # that the subclass leaves undocumented (``--data.help`` would change).
+
+    def __init__(self, *, sizes: SplitSizes, batch_size: int, seed: int, num_workers: int) -> None:
+        super().__init__()
+        if batch_size < 1:
+            raise UsageError(f"batch_size must be >= 1, got {batch_size}")
+        if num_workers < 0:
+            raise UsageError(f"num_workers must be >= 0, got {num_workers}")
+        self.sizes, self.batch_size, self.seed, self.num_workers = sizes, batch_size, seed, num_workers
+
+    def use_source(self, registry: Mapping[str, Any], source: str, data_dir: str) -> None:
+        """Keep ``source``, its ``registry`` entry (``self.corpus``) and ``data_dir``; every option the entry
+        ``requires`` must be given (call after ``save_hyperparameters``; one line naming the missing ones)."""
+        corpus = registry[source]
+        missing = [name for name in corpus.requires if not self.hparams[name]]
+        if missing:
+            raise UsageError(f"source={source} needs " + " and ".join(f"--data.init_args.{m}" for m in missing))
+        self.source, self.corpus, self.data_dir = source, corpus, Path(data_dir)
+
+    def loader(self, dataset: Dataset, split: str, *, collate_fn: Callable[[list[Any]], Any]) -> DataLoader:
+        """:func:`build_dataloader` over ``dataset`` (shuffled for ``train``) with this module's options."""
+        return build_dataloader(dataset, train=split == "train", batch_size=self.batch_size, seed=self.seed,
+                                num_workers=self.num_workers, collate_fn=collate_fn)
 
     def _loader(self, split: str) -> DataLoader:
         raise NotImplementedError
@@ -161,3 +200,41 @@ class SplitDataModule(L.LightningDataModule):
 
     def predict_dataloader(self) -> DataLoader:
         return self._loader("test")
+
+
+class DrawnSplits(SplitDataModule):
+    """A datamodule whose splits are drawn in memory by ``draw(split)`` (from ``split_generator(seed,
+    split)``, so every rank and run sees the same examples), each on first use, and kept."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._data: dict[str, Any] = {}
+
+    def draw(self, split: Split) -> Any:
+        raise NotImplementedError
+
+    def split(self, name: Split) -> Any:
+        """Split ``name``, drawn on first use and kept."""
+        if name not in self._data:
+            self._data[name] = self.draw(name)
+        return self._data[name]
+
+    def setup(self, stage: str) -> None:
+        """Draw the splits ``stage`` needs (fit: train+val; validate: val; test/predict: test)."""
+        for name in STAGE_SPLITS.get(stage, ()):
+            self.split(name)
+
+
+class OneVocabulary:
+    """Source and target share one vocabulary: the ``vocab_size`` init argument, known before any data, so
+    the CLI links ``src_vocab_size`` / ``tgt_vocab_size`` to the model at once."""
+
+    vocab_size: int
+
+    @property
+    def src_vocab_size(self) -> int:
+        return self.vocab_size
+
+    @property
+    def tgt_vocab_size(self) -> int:
+        return self.vocab_size

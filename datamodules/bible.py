@@ -44,13 +44,13 @@ from typing import Any, NamedTuple
 
 from attnlab_core.atomic import atomic_write
 from attnlab_core.errors import UsageError
-from datamodules.sources import SourceSpec, Split, SplitFiles
+from datamodules.sources import SourceSpec, SplitFiles
+from datamodules.splits import SPLITS, Split
 
 SWORD_DEFAULT = Path("/usr/share/sword")
 VAL_BOOKS = ("Acts", "Gal", "Eph", "Phil", "Col")
 TEST_BOOKS = ("John", "1Cor", "Jas", "1Pet")
 """Held-out books by OSIS name; every other book of a module is training text."""
-SPLITS: tuple[Split, ...] = ("train", "val", "test")
 
 
 @dataclass(frozen=True)

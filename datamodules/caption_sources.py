@@ -28,9 +28,8 @@ from pathlib import Path
 from attnlab_core.errors import UsageError
 from datamodules.download import Resource, extract, fetch
 from datamodules.shapes import generate_scenes
+from datamodules.splits import SPLITS
 from datamodules.tokenization import read_records, read_text, word_tokenize
-
-SPLITS = ("train", "val", "test")
 
 KARPATHY_ZIP = Resource(url="https://cs.stanford.edu/people/karpathy/deepimagesent/caption_datasets.zip",
                         checksum="md5:4fa8c08369d22fe16e41dc124bd1adc2")

@@ -41,7 +41,7 @@ from torchvision.transforms import v2
 
 from attnlab_core.batches import IMAGE_MEAN, IMAGE_STD  # noqa: F401  (re-exported)
 from attnlab_core.errors import UsageError
-from datamodules.batching import BOS, EOS, SplitDataModule, build_dataloader, pad_sequences
+from datamodules.batching import BOS, EOS, SplitDataModule, pad_sequences
 from datamodules.caption_sources import (
     SPLITS,
     CaptionExample,
@@ -53,6 +53,7 @@ from datamodules.caption_sources import (
     read_shapes,
 )
 from datamodules.shapes import shapes_lexicon
+from datamodules.splits import SplitSizes
 from datamodules.tokenization import WordVocab
 
 CaptionSource = Literal["shapes", "flickr8k", "flickr30k", "coco", "karpathy", "folder"]
@@ -164,7 +165,7 @@ SourceSplits = tuple[dict[str, list[CaptionExample]], dict[str, list[np.ndarray]
 
 
 def _shapes(dm: CaptionData) -> SourceSplits:
-    return read_shapes({s: dm.sizes[s] or SHAPES_SIZES[s] for s in SPLITS}, seed=dm.hparams.seed)
+    return read_shapes(dm.sizes.or_defaults(SHAPES_SIZES), seed=dm.seed)
 
 
 def _folder(dm: CaptionData) -> SourceSplits:
@@ -263,18 +264,10 @@ class CaptionData(SplitDataModule):
         seed: int = 1234,
         num_workers: int = 0,
     ) -> None:
-        super().__init__()
+        super().__init__(sizes=SplitSizes(train_size, val_size, test_size, nullable=True), batch_size=batch_size,
+                         seed=seed, num_workers=num_workers)
         self.save_hyperparameters()
-        self.source: CaptionSource = source
-        self.corpus = CAPTION_SOURCES[source]
-        self.data_dir = Path(data_dir)
-        self.sizes: dict[str, int | None] = {"train": train_size, "val": val_size, "test": test_size}
-        missing = [name for name in self.corpus.requires if not self.hparams[name]]
-        if missing:
-            raise UsageError(f"source={source} needs --data.init_args.{', '.join(missing)}")
-        for split, size in self.sizes.items():
-            if size is not None and size < 1:
-                raise UsageError(f"{split}_size must be >= 1 (or null for all), got {size}")
+        self.use_source(CAPTION_SOURCES, source, data_dir)
         self.examples: dict[str, list[CaptionExample]] = {}
         self.images: dict[str, list[np.ndarray]] = {}
         self._vocab: WordVocab | None = None
@@ -289,7 +282,7 @@ class CaptionData(SplitDataModule):
         for split in SPLITS:
             if not examples[split]:
                 raise UsageError(f"captioning data ({self.source}): the {split} split is empty")
-        self.examples = {s: examples[s][: self.sizes[s]] for s in SPLITS}
+        self.examples = {s: self.sizes.cap(examples[s], s) for s in SPLITS}
         return self.examples
 
     @property
@@ -331,9 +324,7 @@ class CaptionData(SplitDataModule):
             )
 
     def _loader(self, split: str) -> DataLoader:
-        hp = self.hparams
-        return build_dataloader(self.datasets[split], train=split == "train", batch_size=hp.batch_size,
-                                seed=hp.seed, num_workers=hp.num_workers, collate_fn=collate_captions)
+        return self.loader(self.datasets[split], split, collate_fn=collate_captions)
 
     def decode_tokens(self, ids: Sequence[int] | Tensor) -> str:
         """Caption ids -> space-joined words (stops at EOS, drops PAD/BOS)."""

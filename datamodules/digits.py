@@ -36,9 +36,9 @@ from torch.utils.data import DataLoader, Dataset
 
 from attnlab_core.batches import DigitBatch
 from attnlab_core.errors import UsageError
-from datamodules.batching import STAGE_SPLITS, SplitDataModule, build_dataloader
+from datamodules.batching import DrawnSplits
 from datamodules.mnist5k import locate_mnist5k, read_mnist5k, split_indices
-from datamodules.synthetic import Split, split_generator
+from datamodules.splits import Split, SplitSizes, split_generator
 
 DigitSource = Literal["glyphs", "mnist", "mnist5k"]
 DIGIT_SIZE = 28
@@ -262,7 +262,7 @@ DIGIT_SOURCES: dict[str, DigitSourceSpec] = {
 """Every :data:`DigitSource`, resolved once in ``TranslatedDigits.__init__``."""
 
 
-class TranslatedDigits(SplitDataModule):
+class TranslatedDigits(DrawnSplits):
     """Translated / cluttered digit classification for the recurrent attention model.
 
     Each split is drawn from a generator seeded by ``(seed, split)``, so data is identical across runs
@@ -297,19 +297,16 @@ class TranslatedDigits(SplitDataModule):
         download: bool = False,
         num_workers: int = 0,
     ) -> None:
-        super().__init__()
+        super().__init__(sizes=SplitSizes(train_size, val_size, test_size), batch_size=batch_size, seed=seed,
+                         num_workers=num_workers)
         if canvas_size < DIGIT_SIZE:
-            raise ValueError(f"canvas_size must be >= {DIGIT_SIZE}, got {canvas_size}")
+            raise UsageError(f"canvas_size must be >= {DIGIT_SIZE}, got {canvas_size}")
         if not 1 <= fragment_size <= DIGIT_SIZE or clutter < 0:
-            raise ValueError(f"need clutter >= 0 and 1 <= fragment_size <= 28, got {clutter}, {fragment_size}")
-        self.sizes: dict[str, int] = {"train": train_size, "val": val_size, "test": test_size}
-        if min(self.sizes.values()) < 1 or batch_size < 1:
-            raise ValueError(f"split sizes and batch_size must be >= 1, got {self.sizes}, {batch_size}")
+            raise UsageError(f"need clutter >= 0 and 1 <= fragment_size <= 28, got {clutter}, {fragment_size}")
         self.save_hyperparameters()
         self.spec = DIGIT_SOURCES[source]
         if self.spec.check is not None:
             self.spec.check()
-        self._data: dict[str, DigitCanvases] = {}
         self._mnist5k: tuple[Tensor, Tensor] | None = None
 
     @property
@@ -332,22 +329,14 @@ class TranslatedDigits(SplitDataModule):
             self._mnist5k = read_mnist5k(locate_mnist5k())
         return self._mnist5k
 
-    def split(self, name: Split) -> DigitCanvases:
-        """Split ``name``, generated on first use and cached."""
-        if name not in self._data:
-            hp = self.hparams
-            generator = split_generator(hp.seed, name)
-            digits, labels = self.spec.digits(self, name, generator)
-            canvases, boxes = place_digits(digits, canvas_size=hp.canvas_size, clutter=hp.clutter,
-                                           fragment_size=hp.fragment_size, generator=generator)
-            self._data[name] = DigitCanvases(canvases, labels, boxes)
-        return self._data[name]
-
-    def setup(self, stage: str) -> None:
-        for name in STAGE_SPLITS.get(stage, ()):
-            self.split(name)
+    def draw(self, split: Split) -> DigitCanvases:
+        """Split ``split``'s digits placed on their canvases."""
+        hp = self.hparams
+        generator = split_generator(hp.seed, split)
+        digits, labels = self.spec.digits(self, split, generator)
+        canvases, boxes = place_digits(digits, canvas_size=hp.canvas_size, clutter=hp.clutter,
+                                       fragment_size=hp.fragment_size, generator=generator)
+        return DigitCanvases(canvases, labels, boxes)
 
     def _loader(self, name: Split) -> DataLoader:
-        return build_dataloader(self.split(name), train=name == "train", batch_size=self.hparams.batch_size,
-                                seed=self.hparams.seed, num_workers=self.hparams.num_workers,
-                                collate_fn=collate_digits)
+        return self.loader(self.split(name), name, collate_fn=collate_digits)

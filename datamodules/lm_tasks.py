@@ -17,22 +17,22 @@ Tasks (``LMTask``):
   each answer digit depends only on digits already seen). n is the length, uniform in
   [min_len, max_len]; the leading (most significant) digit is never 0.
 
-Every split comes from its own seeded generator (``synthetic.split_generator``): identical on every
+Every split comes from its own seeded generator (``splits.split_generator``): identical on every
 rank and run; validation and test do not depend on ``train_size``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Literal, get_args
+from typing import Literal
 
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader
 
-from attnlab_core.errors import UsageError
-from datamodules.batching import N_SPECIAL, STAGE_SPLITS, SplitDataModule, build_dataloader, collate_pairs, ids_to_text
-from datamodules.synthetic import Pair, Split, generate_pairs, split_generator
+from datamodules.batching import N_SPECIAL, collate_pairs, ids_to_text, require
+from datamodules.splits import Split, SplitSizes
+from datamodules.synthetic import Pair, PairTasks, SyntheticSeq2Seq
 
 LMTask = Literal["copy", "reverse", "sort", "duplicate", "addition"]
 """Prompt -> answer mapping: identity, reversal, ascending sort, the prompt twice, or the sum of two numbers."""
@@ -42,12 +42,8 @@ PLUS = N_SPECIAL + 10
 ADDITION_VOCAB = N_SPECIAL + 11
 
 
-def _mapped(task: Literal["copy", "reverse", "sort"]) -> Callable[..., list[Pair]]:
-    return lambda **kw: generate_pairs(task=task, **kw)
-
-
 def _duplicate(**kw) -> list[Pair]:
-    return [(src, src + src) for src, _ in generate_pairs(task="copy", **kw)]
+    return [(src, src + src) for src, _ in SyntheticSeq2Seq.tasks["copy"](**kw)]
 
 
 def _digits_lsb_first(value: int) -> list[int]:
@@ -66,16 +62,14 @@ def _addition(*, n: int, min_len: int, max_len: int, vocab_size: int, generator:
 
 
 LM_TASKS: dict[LMTask, Callable[..., list[Pair]]] = {
-    "copy": _mapped("copy"),
-    "reverse": _mapped("reverse"),
-    "sort": _mapped("sort"),
+    **SyntheticSeq2Seq.tasks,
     "duplicate": _duplicate,
     "addition": _addition,
 }
 """Task -> generator(n, min_len, max_len, vocab_size, generator) -> (prompt, answer) pairs."""
 
 
-class PromptAnswerTasks(SplitDataModule):
+class PromptAnswerTasks(PairTasks):
     """Synthetic prompt -> answer tasks for ``lit_models.causal_lm.CausalLM`` (see the module docstring).
 
     Args:
@@ -90,6 +84,8 @@ class PromptAnswerTasks(SplitDataModule):
         seed: seed of the data and of the training shuffle; same on every rank.
         num_workers: DataLoader worker processes.
     """
+
+    tasks = LM_TASKS
 
     def __init__(
         self,
@@ -107,62 +103,21 @@ class PromptAnswerTasks(SplitDataModule):
         seed: int = 1234,
         num_workers: int = 0,
     ) -> None:
-        super().__init__()
-        self.task, self.vocab_size = task, vocab_size
-        self.min_len, self.max_len = min_len, max_len
-        self.test_min_len = min_len if test_min_len is None else test_min_len
-        self.test_max_len = 2 * max_len if test_max_len is None else test_max_len
-        self.sizes: dict[str, int] = {"train": train_size, "val": val_size, "test": test_size}
-        self.batch_size, self.seed, self.num_workers = batch_size, seed, num_workers
-        self._validate()
+        super().__init__(task=task, vocab_size=vocab_size, min_len=min_len, max_len=max_len,
+                         test_min_len=min_len if test_min_len is None else test_min_len,
+                         test_max_len=2 * max_len if test_max_len is None else test_max_len,
+                         sizes=SplitSizes(train_size, val_size, test_size), batch_size=batch_size, seed=seed,
+                         num_workers=num_workers)
+        require([
+            (vocab_size > N_SPECIAL, f"vocab_size must be > {N_SPECIAL}, got {vocab_size}"),
+            (task != "addition" or vocab_size >= ADDITION_VOCAB,
+             f"task=addition needs vocab_size >= {ADDITION_VOCAB} (10 digits and '+'), got {vocab_size}"),
+            *self.task_checks(),
+        ])
         self.save_hyperparameters()
-        self._data: dict[str, list[Pair]] = {}
-
-    def _validate(self) -> None:
-        """Raise a one-line UsageError naming the first invalid argument."""
-        checks = [
-            (self.task in LM_TASKS, f"task must be one of {get_args(LMTask)}, got {self.task!r}"),
-            (self.vocab_size > N_SPECIAL, f"vocab_size must be > {N_SPECIAL}, got {self.vocab_size}"),
-            (self.task != "addition" or self.vocab_size >= ADDITION_VOCAB,
-             f"task=addition needs vocab_size >= {ADDITION_VOCAB} (10 digits and '+'), got {self.vocab_size}"),
-            (1 <= self.min_len <= self.max_len, f"need 1 <= min_len <= max_len, got {self.min_len}, {self.max_len}"),
-            (1 <= self.test_min_len <= self.test_max_len,
-             f"need 1 <= test_min_len <= test_max_len, got {self.test_min_len}, {self.test_max_len}"),
-            (min(self.sizes.values()) >= 1, f"split sizes must be >= 1, got {self.sizes}"),
-            (self.batch_size >= 1, f"batch_size must be >= 1, got {self.batch_size}"),
-            (self.num_workers >= 0, f"num_workers must be >= 0, got {self.num_workers}"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise UsageError(message)
-
-    @property
-    def tgt_vocab_size(self) -> int:
-        """The one vocabulary of prompt and answer (the CLI links it to the model)."""
-        return self.vocab_size
-
-    @property
-    def src_vocab_size(self) -> int:
-        return self.vocab_size
-
-    def split(self, name: Split) -> list[Pair]:
-        """The (prompt, answer) pairs of split ``name``, generated on first use and cached."""
-        if name not in self._data:
-            test = name == "test"
-            self._data[name] = LM_TASKS[self.task](
-                n=self.sizes[name], min_len=self.test_min_len if test else self.min_len,
-                max_len=self.test_max_len if test else self.max_len, vocab_size=self.vocab_size,
-                generator=split_generator(self.seed, name),
-            )
-        return self._data[name]
-
-    def setup(self, stage: str) -> None:
-        for name in STAGE_SPLITS.get(stage, ()):
-            self.split(name)
 
     def _loader(self, name: Split) -> DataLoader:
-        return build_dataloader(self.split(name), train=name == "train", batch_size=self.batch_size,  # type: ignore[arg-type]
-                                seed=self.seed, num_workers=self.num_workers, collate_fn=collate_pairs)
+        return self.loader(self.split(name), name, collate_fn=collate_pairs)  # type: ignore[arg-type]
 
     def decode_tokens(self, ids: Sequence[int] | Tensor) -> str:
         """Ids -> text (stops at EOS): digits and '+' for addition, ``t<id>`` otherwise."""

@@ -32,9 +32,10 @@ from torch.utils.data import DataLoader
 
 from attnlab_core.errors import UsageError
 from attnlab_core.progress import track
-from datamodules.batching import N_SPECIAL, UNK, SplitDataModule, build_dataloader, pad_sequences
+from datamodules.batching import N_SPECIAL, UNK, SplitDataModule, pad_sequences
 from datamodules.download import Resource, extract, fetch
 from datamodules.sources import describe_training_files
+from datamodules.splits import Split, SplitSizes, split_seed
 from datamodules.tokenization import (
     Tokenization,
     Tokenizer,
@@ -50,7 +51,6 @@ SentimentSource = Literal["synthetic", "imdb", "sst2", "mr", "files"]
 """Where examples come from: the offline synthetic language, IMDB, SST-2 (GLUE), VADER's movie-review snippets,
 local files."""
 
-Split = Literal["train", "val", "test"]
 Example = tuple[str, int]  # (text, class index)
 
 POSITIVE = ("good", "great", "excellent", "wonderful", "superb", "brilliant")
@@ -68,7 +68,6 @@ IMDB = Resource(url="https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.ta
                 checksum="md5:7c2ac02c03563afcf9b574c7e56c153a")
 SST2 = Resource(url="https://dl.fbaipublicfiles.com/glue/data/SST-2.zip",
                 checksum="md5:9f81648d4199384278b86e315dac217c")
-_SPLIT_INDEX = {"train": 0, "val": 1, "test": 2}
 
 
 class ClassificationBatch(NamedTuple):
@@ -211,10 +210,6 @@ SENTIMENT_SOURCES: dict[str, SentimentCorpus] = {
 """Every :data:`SentimentSource`, resolved once in ``SentimentData.__init__``."""
 
 
-def _cap(items: list[Example], size: int | None) -> list[Example]:
-    return items if size is None else items[:size]
-
-
 class SentimentData(SplitDataModule):
     """Sentiment classification batches (:class:`ClassificationBatch`) from one ``source``.
 
@@ -267,13 +262,11 @@ class SentimentData(SplitDataModule):
         seed: int = 1234,
         num_workers: int = 0,
     ) -> None:
-        super().__init__()
+        super().__init__(sizes=SplitSizes(train_size, val_size, test_size, nullable=True), batch_size=batch_size,
+                         seed=seed, num_workers=num_workers)
         self.save_hyperparameters()
-        self.source: SentimentSource = source
-        self.corpus = SENTIMENT_SOURCES[source]
-        self.data_dir = Path(data_dir)
+        self.use_source(SENTIMENT_SOURCES, source, data_dir)
         self.tokenizer_kind: Tokenization = tokenizer
-        self.sizes: dict[str, int | None] = {"train": train_size, "val": val_size, "test": test_size}
         self.labels = list(labels) if labels is not None else ["0", "1"]
         self._validate()
         self.tokenizer: Tokenizer | None = synthetic_vocab(vocab_size) if self.corpus.read is None else None
@@ -290,12 +283,6 @@ class SentimentData(SplitDataModule):
         if not 1 <= hp.min_words <= hp.max_words or hp.max_phrases < 1:
             raise UsageError(f"need 1 <= min_words <= max_words and max_phrases >= 1, got "
                              f"{hp.min_words}, {hp.max_words}, {hp.max_phrases}")
-        for split, size in self.sizes.items():
-            if size is not None and size < 1:
-                raise UsageError(f"{split}_size must be >= 1 (or null for all), got {size}")
-        missing = [name for name in self.corpus.requires if hp[name] is None]
-        if missing:
-            raise UsageError(f"source={self.source} needs " + " and ".join(f"--data.init_args.{m}" for m in missing))
         domain = hp.test_domain
         if domain is not None and domain not in self.corpus.test_domains:
             raise UsageError(f"--data.init_args.test_domain={domain} is not a test set of source={self.source} "
@@ -304,8 +291,8 @@ class SentimentData(SplitDataModule):
             self.corpus.check(self.data_dir)
         if len(set(self.labels)) != len(self.labels) or len(self.labels) < 2:
             raise UsageError(f"labels must be at least two distinct values, got {self.labels}")
-        if hp.batch_size < 1 or hp.max_len < 1:
-            raise UsageError(f"batch_size and max_len must be >= 1, got {hp.batch_size}, {hp.max_len}")
+        if hp.max_len < 1:
+            raise UsageError(f"max_len must be >= 1, got {hp.max_len}")
 
     # ----------------------------------------------------------------- vocabulary facts
     @property
@@ -337,23 +324,20 @@ class SentimentData(SplitDataModule):
         filler = self.tokenizer.itos[N_SPECIAL + len(NEGATORS) + len(POSITIVE) + len(NEGATIVE):]
         return {
             split: generate_sentiment(
-                n=self.sizes[split] or SYNTHETIC_SIZES[split], min_words=hp.min_words, max_words=hp.max_words,
-                max_phrases=hp.max_phrases, filler=filler, rng=random.Random(hp.seed * 3 + _SPLIT_INDEX[split]),
+                n=n, min_words=hp.min_words, max_words=hp.max_words,
+                max_phrases=hp.max_phrases, filler=filler, rng=random.Random(split_seed(hp.seed, split)),
             )
-            for split in ("train", "val", "test")
+            for split, n in self.sizes.or_defaults(SYNTHETIC_SIZES).items()
         }
 
     def _real(self) -> dict[str, list[Example]]:
         train, val, test = self.corpus.read(self)
-        train = _shuffled(train, self.hparams.seed)
+        train = _shuffled(train, self.seed)
         if val is None:
-            held = self.sizes["val"] or min(1000, len(train) // 10)
+            held = self.sizes.held_out(len(train))
             val, train = train[:held], train[held:]
-        return {
-            "train": _cap(train, self.sizes["train"]),
-            "val": _cap(_shuffled(val, self.hparams.seed + 1), self.sizes["val"]),
-            "test": _cap(_shuffled(test, self.hparams.seed + 2), self.sizes["test"]),
-        }
+        splits = {"train": train, "val": _shuffled(val, self.seed + 1), "test": _shuffled(test, self.seed + 2)}
+        return {split: self.sizes.cap(items, split) for split, items in splits.items()}
 
     def corpus_root(self, resource: Resource, name: str, inner: str) -> Path:
         """``data_dir/<name>`` holding ``inner``: a local copy if present, else the verified download."""
@@ -389,9 +373,7 @@ class SentimentData(SplitDataModule):
                 "vocab_size": self.hparams.vocab_size, "origin": origin}
 
     def _loader(self, split: Split) -> DataLoader:
-        hp = self.hparams
-        return build_dataloader(self.datasets[split], train=split == "train", batch_size=hp.batch_size,  # type: ignore[arg-type]
-                                seed=hp.seed, num_workers=hp.num_workers, collate_fn=collate_classification)
+        return self.loader(self.datasets[split], split, collate_fn=collate_classification)  # type: ignore[arg-type]
 
     def decode_tokens(self, ids: Sequence[int] | Tensor) -> str:
         """Ids -> text (words joined by spaces, or detokenized SentencePiece); stops at EOS."""

@@ -8,11 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
+from datamodules.splits import Split, SplitSizes
 from datamodules.toy_language import GeneratedSplits
 
-Split = Literal["train", "val", "test"]
 SplitFiles = tuple[Path, Path] | Path
 """A split on disk: two line-aligned plain-text files (source side, target side), or one table file."""
 
@@ -48,7 +47,7 @@ class Corpus:
 
     Args:
         locate: (spec, split) -> the split's files, fetching or preparing them first if needed.
-        generate: (seed, split sizes; None = the corpus default) -> pairs and gold alignments per split.
+        generate: (seed, split sizes; a size of None takes the corpus default) -> pairs and gold alignments per split.
         lexicons: every (source, target) word a generated corpus can produce.
         memory_map: stream the training split from disk unless ``memory_map`` says otherwise.
         requires: init arguments the source cannot do without.
@@ -57,7 +56,7 @@ class Corpus:
     """
 
     locate: Callable[[SourceSpec, Split], SplitFiles] | None = None
-    generate: Callable[[int, dict[str, int | None]], GeneratedSplits] | None = None
+    generate: Callable[[int, SplitSizes], GeneratedSplits] | None = None
     lexicons: Callable[[], tuple[list[str], list[str]]] | None = None
     memory_map: bool = False
     requires: tuple[str, ...] = ()

@@ -7,20 +7,21 @@ examples do not depend on ``train_size``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Literal, get_args
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from typing import Any, ClassVar, Literal
 
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader
 
-from datamodules.batching import N_SPECIAL, STAGE_SPLITS, SplitDataModule, build_dataloader, collate_pairs, ids_to_text
+from datamodules.batching import N_SPECIAL, DrawnSplits, OneVocabulary, collate_pairs, ids_to_text, require
 from datamodules.bucketing import token_budget_loader
+from datamodules.splits import Split, SplitSizes, split_generator
 
 SyntheticTask = Literal["copy", "reverse", "sort"]
 """Source -> target mapping: identity, reversal, or ascending sort of the content ids."""
 
-Split = Literal["train", "val", "test"]
 Pair = tuple[list[int], list[int]]
 
 SYNTHETIC_TASKS: dict[str, Callable[[list[int]], list[int]]] = {
@@ -28,13 +29,6 @@ SYNTHETIC_TASKS: dict[str, Callable[[list[int]], list[int]]] = {
     "reverse": lambda src: src[::-1],
     "sort": lambda src: sorted(src),
 }
-
-_SPLIT_INDEX: dict[str, int] = {"train": 0, "val": 1, "test": 2}
-
-
-def split_generator(seed: int, split: Split) -> torch.Generator:
-    """A CPU generator whose stream depends only on ``(seed, split)`` (distinct per split)."""
-    return torch.Generator().manual_seed((seed * len(_SPLIT_INDEX) + _SPLIT_INDEX[split]) % 2**63)
 
 
 def generate_pairs(
@@ -63,7 +57,41 @@ def generate_pairs(
     return pairs
 
 
-class SyntheticSeq2Seq(SplitDataModule):
+class PairTasks(OneVocabulary, DrawnSplits):
+    """(source, target) pair tasks drawn per split: ``tasks[task]`` makes the split's pairs, train and val
+    sources of ``min_len .. max_len`` tokens, test sources of ``test_min_len .. test_max_len`` (beyond the
+    training range to study length generalization), each split from ``split_generator(seed, split)``.
+    The other options are :class:`~datamodules.batching.SplitDataModule`'s.
+    """
+
+    tasks: ClassVar[Mapping[str, Callable[..., list[Pair]]]]
+    """Task -> generator(n, min_len, max_len, vocab_size, generator) -> pairs."""
+
+    def __init__(self, *, task: str, vocab_size: int, min_len: int, max_len: int, test_min_len: int,
+                 test_max_len: int, **options: Any) -> None:
+        super().__init__(**options)
+        self.task, self.vocab_size = task, vocab_size
+        self.min_len, self.max_len, self.test_min_len, self.test_max_len = min_len, max_len, test_min_len, test_max_len
+
+    def task_checks(self) -> list[tuple[bool, str]]:
+        """The task and length-range checks, as :func:`~datamodules.batching.require` takes them."""
+        return [
+            (self.task in self.tasks, f"task must be one of {tuple(self.tasks)}, got {self.task!r}"),
+            (1 <= self.min_len <= self.max_len, f"need 1 <= min_len <= max_len, got {self.min_len}, {self.max_len}"),
+            (1 <= self.test_min_len <= self.test_max_len,
+             f"need 1 <= test_min_len <= test_max_len, got {self.test_min_len}, {self.test_max_len}"),
+        ]
+
+    def draw(self, split: Split) -> list[Pair]:
+        test = split == "test"
+        return self.tasks[self.task](
+            n=self.sizes[split], min_len=self.test_min_len if test else self.min_len,
+            max_len=self.test_max_len if test else self.max_len, vocab_size=self.vocab_size,
+            generator=split_generator(self.seed, split),
+        )
+
+
+class SyntheticSeq2Seq(PairTasks):
     """Algorithmic seq2seq tasks (copy / reverse / sort), generated offline and deterministically.
 
     Batches are :class:`datamodules.batching.Seq2SeqBatch` (src (B, S), tgt (B, T) with BOS/EOS).
@@ -88,6 +116,8 @@ class SyntheticSeq2Seq(SplitDataModule):
             target tokens (``batch_size`` is then ignored for training); evaluation keeps ``batch_size``.
     """
 
+    tasks = {task: partial(generate_pairs, task=task) for task in SYNTHETIC_TASKS}
+
     def __init__(
         self,
         *,
@@ -105,94 +135,27 @@ class SyntheticSeq2Seq(SplitDataModule):
         num_workers: int = 0,
         max_tokens: int | None = None,
     ) -> None:
-        super().__init__()
-        self.task: SyntheticTask = task
-        self.vocab_size = vocab_size
-        self.min_len, self.max_len = min_len, max_len
-        self.test_min_len = min_len if test_min_len is None else test_min_len
-        self.test_max_len = max_len if test_max_len is None else test_max_len
-        self.sizes: dict[str, int] = {"train": train_size, "val": val_size, "test": test_size}
-        self.batch_size = batch_size
-        self.seed = seed
-        self.num_workers = num_workers
+        super().__init__(task=task, vocab_size=vocab_size, min_len=min_len, max_len=max_len,
+                         test_min_len=min_len if test_min_len is None else test_min_len,
+                         test_max_len=max_len if test_max_len is None else test_max_len,
+                         sizes=SplitSizes(train_size, val_size, test_size), batch_size=batch_size, seed=seed,
+                         num_workers=num_workers)
         self.max_tokens = max_tokens
-        self._validate()
+        require([
+            (max_tokens is None or max_tokens >= 1, f"max_tokens must be >= 1, got {max_tokens}"),
+            (vocab_size > N_SPECIAL,
+             f"vocab_size must be > {N_SPECIAL} (the special ids) to leave content tokens, got {vocab_size}"),
+            *self.task_checks(),
+        ])
         self.save_hyperparameters()
-        self._data: dict[str, list[Pair]] = {}
-
-    def _validate(self) -> None:
-        """Raise a one-line ValueError naming the first invalid argument."""
-        if self.max_tokens is not None and self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
-        if self.task not in SYNTHETIC_TASKS:
-            raise ValueError(f"task must be one of {get_args(SyntheticTask)}, got {self.task!r}")
-        if self.vocab_size <= N_SPECIAL:
-            raise ValueError(
-                f"vocab_size must be > {N_SPECIAL} (the special ids) to leave content tokens, "
-                f"got {self.vocab_size}"
-            )
-        if self.min_len < 1:
-            raise ValueError(f"min_len must be >= 1, got {self.min_len}")
-        if self.min_len > self.max_len:
-            raise ValueError(f"min_len ({self.min_len}) must be <= max_len ({self.max_len})")
-        if self.test_min_len < 1:
-            raise ValueError(f"test_min_len must be >= 1, got {self.test_min_len}")
-        if self.test_min_len > self.test_max_len:
-            raise ValueError(
-                f"test_min_len ({self.test_min_len}) must be <= test_max_len ({self.test_max_len})"
-            )
-        for split, size in self.sizes.items():
-            if size < 1:
-                raise ValueError(f"{split}_size must be >= 1, got {size}")
-        if self.batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
-        if self.num_workers < 0:
-            raise ValueError(f"num_workers must be >= 0, got {self.num_workers}")
-
-    @property
-    def src_vocab_size(self) -> int:
-        """Source vocabulary size (== vocab_size; the CLI links it to the model at parse time)."""
-        return self.vocab_size
-
-    @property
-    def tgt_vocab_size(self) -> int:
-        """Target vocabulary size (== vocab_size; the CLI links it to the model at parse time)."""
-        return self.vocab_size
-
-    def split(self, name: Split) -> list[Pair]:
-        """The (source, target) pairs of split ``name``, generated on first use and cached."""
-        if name not in self._data:
-            test = name == "test"
-            self._data[name] = generate_pairs(
-                task=self.task,
-                n=self.sizes[name],
-                min_len=self.test_min_len if test else self.min_len,
-                max_len=self.test_max_len if test else self.max_len,
-                vocab_size=self.vocab_size,
-                generator=split_generator(self.seed, name),
-            )
-        return self._data[name]
-
-    def setup(self, stage: str) -> None:
-        """Generate the splits ``stage`` needs (fit: train+val; validate: val; test/predict: test)."""
-        for name in STAGE_SPLITS.get(stage, ()):
-            self.split(name)
 
     def _loader(self, name: Split) -> DataLoader:
+        data = self.split(name)
         if self.max_tokens is not None and name == "train":
-            data = self.split(name)
             return token_budget_loader(data, lengths=[len(t) + 2 for _, t in data], max_tokens=self.max_tokens,
                                        train=True, seed=self.seed, num_workers=self.num_workers,
                                        collate_fn=collate_pairs)
-        return build_dataloader(
-            self.split(name),  # type: ignore[arg-type]
-            train=name == "train",
-            batch_size=self.batch_size,
-            seed=self.seed,
-            num_workers=self.num_workers,
-            collate_fn=collate_pairs,
-        )
-
+        return self.loader(data, name, collate_fn=collate_pairs)  # type: ignore[arg-type]
 
     def decode_tokens(self, ids: Sequence[int] | Tensor) -> str:
         """Content ids -> ``"t5 t7 ..."`` (stops at EOS, drops PAD/BOS); for BLEU and figure labels.

@@ -31,9 +31,10 @@ Generation uses one ``random.Random`` per call, seeded by the caller; nothing to
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
+
+from datamodules.splits import SplitSizes, split_seed
 
 Tense = Literal["present", "past", "future"]
 Number = Literal["sg", "pl"]
@@ -234,14 +235,14 @@ def generate_pairs(*, n: int, seed: int, min_words: int = 4, max_words: int = 40
 GeneratedSplits = dict[str, list[AlignedPair]]
 SPLIT_SIZES = {"train": 12000, "val": 400, "test": 1000}
 """Default split sizes (a GRU with attention learns the pair from 12k sentences in minutes on a CPU)."""
-_SPLIT_INDEX = {"train": 0, "val": 1, "test": 2}
 
 
-def generate_splits(seed: int, sizes: Mapping[str, int | None]) -> GeneratedSplits:
-    """train / val / test pairs, each split from its own seed ``3·seed + index``, so val and test do not
-    depend on the train size and never share a random stream with it. A size of None takes ``SPLIT_SIZES``."""
-    return {split: generate_pairs(n=sizes.get(split) or SPLIT_SIZES[split], seed=seed * len(_SPLIT_INDEX) + index)
-            for split, index in _SPLIT_INDEX.items()}
+def generate_splits(seed: int, sizes: SplitSizes) -> GeneratedSplits:
+    """train / val / test pairs, each split from its own seed (:func:`~datamodules.splits.split_seed`), so
+    val and test do not depend on the train size and never share a random stream with it. A size of None
+    takes ``SPLIT_SIZES``."""
+    return {split: generate_pairs(n=n, seed=split_seed(seed, split))
+            for split, n in sizes.or_defaults(SPLIT_SIZES).items()}
 
 
 def source_lexicon() -> list[str]:

@@ -52,7 +52,6 @@ from datamodules.batching import (
     PAD,
     UNK,
     SplitDataModule,
-    build_dataloader,
     collate_pairs,
 )
 from datamodules.bible import check_bible, locate_bible
@@ -60,7 +59,8 @@ from datamodules.bucketing import TokenBudgetBatchSampler, token_budget_loader  
 from datamodules.download import Resource, extract, fetch
 from datamodules.iwslt import prepare_iwslt14
 from datamodules.parallel_files import find_file, pair_lengths, read_parallel
-from datamodules.sources import Corpus, SourceSpec, Split, SplitFiles, describe_training_files
+from datamodules.sources import Corpus, SourceSpec, SplitFiles, describe_training_files
+from datamodules.splits import SPLITS, Split, SplitSizes
 from datamodules.token_store import ParallelText, TokenStore, build_token_store
 from datamodules.tokenization import (
     Tokenization,
@@ -197,21 +197,13 @@ class TranslationData(SplitDataModule):
         seed: int = 1234,
         num_workers: int = 0,
     ) -> None:
-        super().__init__()
+        super().__init__(sizes=SplitSizes(train_size, val_size, test_size, nullable=True), batch_size=batch_size,
+                         seed=seed, num_workers=num_workers)
         self.save_hyperparameters()
-        self.source: TranslationSource = source
-        self.corpus = TRANSLATION_SOURCES[source]
-        self.data_dir = Path(data_dir)
-        self.sizes: dict[str, int | None] = {"train": train_size, "val": val_size, "test": test_size}
-        missing = [name for name in self.corpus.requires if not self.hparams[name]]
-        if missing:
-            raise UsageError(f"source={source} needs --data.init_args.{', '.join(missing)}")
+        self.use_source(TRANSLATION_SOURCES, source, data_dir)
         if vocab_size <= N_SPECIAL or src_lang == tgt_lang:
             raise UsageError(f"need vocab_size > {N_SPECIAL} and two languages, got {vocab_size}, "
                              f"{src_lang}-{tgt_lang}")
-        for split, size in self.sizes.items():
-            if size is not None and size < 1:
-                raise UsageError(f"{split}_size must be >= 1 (or null for all), got {size}")
         if max_tokens is not None and max_tokens < 1:
             raise UsageError(f"max_tokens must be >= 1 (or null for batch_size batches), got {max_tokens}")
         self.spec = SourceSpec(data_dir=self.data_dir, src_lang=src_lang, tgt_lang=tgt_lang, train_path=train_path,
@@ -258,20 +250,16 @@ class TranslationData(SplitDataModule):
         """Text pairs of every split (downloading Multi30k first if needed); with ``memory_map`` the
         training split is streamed from disk instead and is empty here."""
         if not self.texts and self.corpus.generate is not None:
-            generated = self.corpus.generate(self.hparams.seed, self.sizes)
+            generated = self.corpus.generate(self.seed, self.sizes)
             self.texts = {split: [(p.src, p.tgt) for p in pairs] for split, pairs in generated.items()}
             self.gold = {split: [p.alignment for p in pairs] for split, pairs in generated.items()}
         if not self.texts:
-            texts = {split: [] if split == "train" and self.memory_map else self._read(split)
-                     for split in ("train", "val", "test")}
+            texts = {split: [] if split == "train" and self.memory_map else self._read(split) for split in SPLITS}
             for split, pairs in texts.items():
                 if not pairs and not (split == "train" and self.memory_map):
                     raise UsageError(f"translation data ({self.source}): the {split} split is empty")
-            train = list(texts["train"])
-            random.Random(self.hparams.seed).shuffle(train)
-            cap = self.sizes
-            self.texts = {"train": train[: cap["train"]], "val": texts["val"][: cap["val"]],
-                          "test": texts["test"][: cap["test"]]}
+            random.Random(self.seed).shuffle(texts["train"])
+            self.texts = {split: self.sizes.cap(pairs, split) for split, pairs in texts.items()}
         return self.texts
 
     def _read(self, split: Split) -> list[TextPair]:
@@ -373,8 +361,7 @@ class TranslationData(SplitDataModule):
             lengths = pair_lengths(data)
             return token_budget_loader(data, lengths=lengths, max_tokens=hp.max_tokens, train=split == "train",
                                        seed=hp.seed, num_workers=hp.num_workers, collate_fn=collate_pairs)
-        return build_dataloader(self.datasets[split], train=split == "train", batch_size=hp.batch_size,  # type: ignore[arg-type]
-                                seed=hp.seed, num_workers=hp.num_workers, collate_fn=collate_pairs)
+        return self.loader(data, split, collate_fn=collate_pairs)  # type: ignore[arg-type]
 
     def _decode(self, side: int, ids: Sequence[int] | Tensor) -> str:
         if self.tokenizers is None:

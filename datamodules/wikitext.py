@@ -46,9 +46,10 @@ from torch.utils.data import DataLoader
 
 from attnlab_core.batches import TextBatch
 from attnlab_core.errors import UsageError
-from datamodules.batching import N_SPECIAL, PAD, UNK, SplitDataModule, distributed_world
-from datamodules.bible import SPLITS, book_split, module_confs, read_verses, sword_root
+from datamodules.batching import N_SPECIAL, PAD, UNK, OneVocabulary, SplitDataModule, distributed_world, require
+from datamodules.bible import book_split, module_confs, read_verses, sword_root
 from datamodules.download import Resource, extract, fetch
+from datamodules.splits import SPLITS, SplitSizes, contiguous_splits
 
 TextSource = Literal["wikitext2", "wikitext103", "web", "file"]
 """Where the text comes from: WikiText-2 raw, WikiText-103 raw (downloaded), the World English Bible
@@ -106,7 +107,7 @@ def encode_chars(text: str, vocab: np.ndarray) -> Tensor:
     return torch.from_numpy(np.where(known, idx + N_SPECIAL, UNK).astype(np.int64))
 
 
-class TextLM(SplitDataModule):
+class TextLM(OneVocabulary, SplitDataModule):
     """Character-level LM data: WikiText-2/103 raw, the WEB Bible or a local text file (see the module
     docstring).
 
@@ -134,41 +135,27 @@ class TextLM(SplitDataModule):
         eval_stride: int | None = None, train_size: int | None = None, val_size: int | None = None,
         test_size: int | None = None, batch_size: int = 32, seed: int = 1234, num_workers: int = 0,
     ) -> None:
-        super().__init__()
+        super().__init__(sizes=SplitSizes(train_size, val_size, test_size, nullable=True), batch_size=batch_size,
+                         seed=seed, num_workers=num_workers)
         self.source, self.path, self.sword_path, self.data_dir = source, path, sword_path, Path(data_dir)
         self.vocab_size, self.context = vocab_size, context
         self.eval_contexts = list(eval_contexts) if eval_contexts else [context, 2 * context, 4 * context]
         self.eval_stride = eval_stride
-        self.sizes = {"train": train_size, "val": val_size, "test": test_size}
-        self.batch_size, self.seed, self.num_workers = batch_size, seed, num_workers
         self._validate()
         self.save_hyperparameters()
         self.streams: dict[str, Tensor] = {}
 
     def _validate(self) -> None:
-        checks = [
+        require([
             (self.source in get_args(TextSource), f"unknown source {self.source!r}"),
             (self.source != "file" or bool(self.path), "source=file needs --data.path (a UTF-8 text file)"),
             (self.vocab_size > N_SPECIAL, f"vocab_size must be > {N_SPECIAL}, got {self.vocab_size}"),
             (self.context >= 1 and min(self.eval_contexts) >= 1, "context and eval_contexts must be >= 1"),
             (self.eval_stride is None or 0 < self.eval_stride <= min(self.eval_contexts),
              f"eval_stride must be in 1..min(eval_contexts), got {self.eval_stride}"),
-            (self.batch_size >= 1, f"batch_size must be >= 1, got {self.batch_size}"),
-            (all(n is None or n >= 1 for n in self.sizes.values()), f"split sizes must be >= 1, got {self.sizes}"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise UsageError(message)
+        ])
         if self.source == "web":
             module_confs(sword_root(self.sword_path), ("web",))  # one line naming what to install
-
-    @property
-    def tgt_vocab_size(self) -> int:
-        return self.vocab_size
-
-    @property
-    def src_vocab_size(self) -> int:
-        return self.vocab_size
 
     # ------------------------------------------------------------------- text
     def prepare_data(self) -> None:
@@ -184,7 +171,7 @@ class TextLM(SplitDataModule):
             if not file.is_file():
                 raise UsageError(f"--data.path {file}: no such file")
             text = file.read_text(encoding="utf-8")
-            return {k: text[int(a * len(text)): int(b * len(text))] for k, (a, b) in FILE_SPLITS.items()}
+            return contiguous_splits(text, FILE_SPLITS)
         if self.source == "web":
             lines: dict[str, list[str]] = {split: [] for split in SPLITS}
             for verse in read_verses(sword_root(self.sword_path), "web"):

@@ -20,6 +20,7 @@ import yaml
 
 from ablations.questions import REPO
 from ablations.runner import make_plan, run_sweep
+from tests.tiny_fit import tiny_fit
 
 STEPS = 60  # x 0.05 s: a trial lasts 3 s uninterrupted
 FAKE_TRIAL = textwrap.dedent('''
@@ -150,16 +151,9 @@ def test_a_sweep_killed_with_sigkill_takes_its_trials_down(sweep_file, tmp_path)
     _resume_and_check(sweep_file, root)
 
 
-TINY_FIT = {  # 64 / 16: 4 optimizer steps per epoch, 10 epochs
-    "seed_everything": 1,
-    "trainer": {"max_epochs": 10, "accelerator": "cpu", "devices": 1, "enable_model_summary": False,
-                "enable_progress_bar": False},
-    "model": {"class_path": "lit_models.seq2seq.TransformerSeq2Seq",
-              "init_args": {"d_model": 16, "heads": 2, "d_ff": 32, "encoder_layers": 1, "decoder_layers": 1}},
-    "data": {"class_path": "datamodules.synthetic.SyntheticSeq2Seq",
-             "init_args": {"task": "reverse", "vocab_size": 12, "min_len": 2, "max_len": 5, "train_size": 64,
-                           "val_size": 8, "test_size": 8, "batch_size": 16}},
-}
+# 64 / 16: 4 optimizer steps per epoch, 10 epochs
+TINY_FIT = tiny_fit(seed=1, max_epochs=10, task="reverse", vocab_size=12, min_len=2, max_len=5, train_size=64,
+                    val_size=8, test_size=8, batch_size=16)
 
 
 def _process_group(pgid: int) -> list[int]:

@@ -13,18 +13,11 @@ import pytest
 import yaml
 
 from attnlab_run.cli import main
+from tests.tiny_fit import tiny_fit
 
 REPO = Path(__file__).resolve().parents[2]
-TINY = {
-    "seed_everything": 7,
-    "trainer": {"max_epochs": 1, "accelerator": "cpu", "devices": 1, "enable_model_summary": False,
-                "enable_progress_bar": False},
-    "model": {"class_path": "lit_models.seq2seq.TransformerSeq2Seq",
-              "init_args": {"d_model": 16, "heads": 2, "d_ff": 32, "encoder_layers": 1, "decoder_layers": 1}},
-    "data": {"class_path": "datamodules.synthetic.SyntheticSeq2Seq",
-             "init_args": {"task": "copy", "vocab_size": 8, "min_len": 1, "max_len": 6, "train_size": 16,
-                           "val_size": 5, "test_size": 11, "batch_size": 4}},
-}
+TINY = tiny_fit(seed=7, max_epochs=1, task="copy", vocab_size=8, min_len=1, max_len=6, train_size=16, val_size=5,
+                test_size=11, batch_size=4)
 EXACT = ("test/exact_match", "test/token_acc", "test/bleu")  # torchmetrics states, summed across ranks
 
 

@@ -17,22 +17,24 @@ from pathlib import Path
 Ref = tuple[str, int, int]
 
 # Four books of the New Testament: Matthew and Romans are training books, John test, Acts validation.
-ENGLISH = {
-    "Matt": ["the book of the king", "the king had a son", "the son had a brother", "a man went to the city",
-             "the city was great", "the man saw a light"],
-    "John": ["in the beginning was the word", "the word was with god", "all things were made by him",
-             "in him was life", "the light shines in darkness"],
-    "Acts": ["the former book I made", "he was taken up", "he showed himself alive", "wait for the promise"],
-    "Rom": ["a servant of the king", "the promise was made before", "concerning his son", "grace to you"],
+# Chapter 1 of each, verse by verse: (English, Spanish).
+PARALLEL = {
+    "Matt": [("the book of the king", "el libro del rey"), ("the king had a son", "el rey tuvo un hijo"),
+             ("the son had a brother", "el hijo tuvo un hermano"),
+             ("a man went to the city", "un hombre fue a la ciudad"), ("the city was great", "la ciudad era grande"),
+             ("the man saw a light", "el hombre vio una luz")],
+    "John": [("in the beginning was the word", "en el principio era el verbo"),
+             ("the word was with god", "el verbo era con dios"),
+             ("all things were made by him", "todas las cosas por él fueron hechas"),
+             ("in him was life", "en él estaba la vida"),
+             ("the light shines in darkness", "la luz en las tinieblas resplandece")],
+    "Acts": [("the former book I made", "el primer tratado hice"), ("he was taken up", "fue recibido arriba"),
+             ("he showed himself alive", "se presentó vivo"), ("wait for the promise", "esperasen la promesa")],
+    "Rom": [("a servant of the king", "siervo del rey"), ("the promise was made before", "la promesa fue hecha antes"),
+            ("concerning his son", "acerca de su hijo"), ("grace to you", "gracia a vosotros")],
 }
-SPANISH = {
-    "Matt": ["el libro del rey", "el rey tuvo un hijo", "el hijo tuvo un hermano", "un hombre fue a la ciudad",
-             "la ciudad era grande", "el hombre vio una luz"],
-    "John": ["en el principio era el verbo", "el verbo era con dios", "todas las cosas por él fueron hechas",
-             "en él estaba la vida", "la luz en las tinieblas resplandece"],
-    "Acts": ["el primer tratado hice", "fue recibido arriba", "se presentó vivo", "esperasen la promesa"],
-    "Rom": ["siervo del rey", "la promesa fue hecha antes", "acerca de su hijo", "gracia a vosotros"],
-}
+ENGLISH = {book: [en for en, _ in pairs] for book, pairs in PARALLEL.items()}
+SPANISH = {book: [es for _, es in pairs] for book, pairs in PARALLEL.items()}
 
 
 def verses(texts: dict[str, list[str]]) -> dict[Ref, str]:

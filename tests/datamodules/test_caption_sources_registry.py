@@ -4,9 +4,6 @@ fixture in SOURCE_FIXTURES."""
 
 from __future__ import annotations
 
-import hashlib
-import io
-import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import get_args
@@ -16,24 +13,14 @@ import pytest
 import datamodules.caption_sources as sources
 from datamodules.batching import BOS
 from datamodules.captioning import CAPTION_SOURCES, CaptionData, CaptionSource
-from datamodules.download import Resource
+from tests.datamodules.served import serve, zip_of
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "captioning"
 IMAGES = FIXTURES / "images"
 
 
-def _zip(files: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as z:
-        for name, data in files.items():
-            z.writestr(name, data)
-    return buf.getvalue()
-
-
 def _serve(http_server, monkeypatch, attr: str, name: str, data: bytes) -> None:
-    http_server.files[f"/{name}"] = data
-    monkeypatch.setattr(sources, attr, Resource(url=f"{http_server.url}/{name}",
-                                                checksum="md5:" + hashlib.md5(data).hexdigest()))
+    monkeypatch.setattr(sources, attr, serve(http_server, name, data))
 
 
 def _none(tmp_path: Path, http_server, monkeypatch) -> dict[str, str]:
@@ -46,11 +33,11 @@ def _preset(name: str, *, images_served: bool) -> Callable[..., dict[str, str]]:
     def fixture(tmp_path: Path, http_server, monkeypatch) -> dict[str, str]:
         tiny = (FIXTURES / "dataset_tiny.json").read_bytes()
         _serve(http_server, monkeypatch, "KARPATHY_ZIP", "caption_datasets.zip",
-               _zip({sources.KARPATHY_FILES[name]: tiny}))
+               zip_of({sources.KARPATHY_FILES[name]: tiny}))
         if not images_served:
             return {"image_dir": str(IMAGES)}
         _serve(http_server, monkeypatch, "FLICKR8K_IMAGES", "Flickr8k_Dataset.zip",
-               _zip({f"Flicker8k_Dataset/{p.name}": p.read_bytes() for p in IMAGES.glob("*.png")}))
+               zip_of({f"Flicker8k_Dataset/{p.name}": p.read_bytes() for p in IMAGES.glob("*.png")}))
         return {}
 
     return fixture

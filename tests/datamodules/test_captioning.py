@@ -4,11 +4,8 @@ Flickr8k preset served from a local HTTP server (never the network)."""
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import shutil
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +18,7 @@ from datamodules.batching import BOS, EOS, UNK
 from datamodules.captioning import IMAGE_MEAN, IMAGE_STD, CaptionData
 from datamodules.download import Resource
 from datamodules.shapes import COLOURS, generate_scenes
+from tests.datamodules.served import serve, zip_of
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "captioning"
 
@@ -125,24 +123,14 @@ def test_bad_karpathy_json_names_the_file(tmp_path: Path) -> None:
         CaptionData(source="karpathy", karpathy_json=str(bad), image_dir=str(tmp_path)).raw_splits()
 
 
-def _zip(files: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as z:
-        for name, data in files.items():
-            z.writestr(name, data)
-    return buf.getvalue()
-
-
 def test_flickr8k_preset_downloads_with_checksums(http_server, monkeypatch, tmp_path: Path) -> None:
     """The published layouts: caption_datasets.zip holds dataset_flickr8k.json; Flickr8k_Dataset.zip
     holds Flicker8k_Dataset/*.jpg (here PNG bytes under the fixture names)."""
-    captions = _zip({"dataset_flickr8k.json": (FIXTURES / "dataset_tiny.json").read_bytes()})
-    images = _zip({f"Flicker8k_Dataset/{p.name}": p.read_bytes() for p in (FIXTURES / "images").glob("*.png")})
-    http_server.files = {"/caption_datasets.zip": captions, "/Flickr8k_Dataset.zip": images}
+    captions = zip_of({"dataset_flickr8k.json": (FIXTURES / "dataset_tiny.json").read_bytes()})
+    images = zip_of({f"Flicker8k_Dataset/{p.name}": p.read_bytes() for p in (FIXTURES / "images").glob("*.png")})
     for attr, name, data in (("KARPATHY_ZIP", "caption_datasets.zip", captions),
                              ("FLICKR8K_IMAGES", "Flickr8k_Dataset.zip", images)):
-        md5 = hashlib.md5(data).hexdigest()
-        monkeypatch.setattr(sources, attr, Resource(url=f"{http_server.url}/{name}", checksum=f"md5:{md5}"))
+        monkeypatch.setattr(sources, attr, serve(http_server, name, data))
     dm = CaptionData(source="flickr8k", data_dir=str(tmp_path), image_size=16, min_freq=1, batch_size=4)
     assert dm.tgt_vocab_size > 4  # the link reads the caption JSON (downloaded here)
     dm.prepare_data()

@@ -4,44 +4,22 @@ mismatches, SentencePiece shared/separate, detokenized decoding."""
 
 from __future__ import annotations
 
-import hashlib
-import io
-import tarfile
 from pathlib import Path
 
 import pytest
 
-import datamodules.translation as translation
 from attnlab_core.errors import UsageError
 from datamodules.batching import BOS, EOS
-from datamodules.download import Resource
 from datamodules.translation import TokenBudgetBatchSampler, TranslationData
+from tests.datamodules.served import multi30k_archive, serve_multi30k
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "multi30k"
 ARCHIVES = {"train": "training.tar.gz", "val": "validation.tar.gz", "test": "mmt16_task1_test.tar.gz"}
 
 
-def _archive(split: str) -> bytes:
-    """A tarball laid out like the published one: ``<split>.de`` and ``<split>.en`` at its root."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for lang in ("de", "en"):
-            data = (FIXTURES / f"{split}.{lang}").read_bytes()
-            info = tarfile.TarInfo(f"{split}.{lang}")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
 @pytest.fixture
 def multi30k_server(http_server, monkeypatch):
-    resources = {}
-    for split, name in ARCHIVES.items():
-        data = _archive(split)
-        http_server.files[f"/{name}"] = data
-        resources[split] = Resource(url=f"{http_server.url}/{name}",
-                                    checksum="sha256:" + hashlib.sha256(data).hexdigest())
-    monkeypatch.setattr(translation, "MULTI30K", resources)
+    serve_multi30k(http_server, monkeypatch, ARCHIVES)
     return http_server
 
 
@@ -70,7 +48,7 @@ def test_multi30k_downloads_verifies_caches_and_trains_spm_once(tmp_path: Path, 
 
 
 def test_corrupted_archive_is_refused_and_nothing_is_cached(tmp_path: Path, multi30k_server) -> None:
-    multi30k_server.files["/validation.tar.gz"] = _archive("test")  # right layout, wrong bytes
+    multi30k_server.files["/validation.tar.gz"] = multi30k_archive("test")  # right layout, wrong bytes
     with pytest.raises(UsageError, match="validation.tar.gz: checksum mismatch"):
         make(tmp_path).prepare_data()
     downloads = tmp_path / "downloads"

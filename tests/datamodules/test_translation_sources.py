@@ -4,20 +4,16 @@ one fixture in SOURCE_FIXTURES: the parametrized test picks it up by itself."""
 
 from __future__ import annotations
 
-import hashlib
-import io
-import tarfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import get_args
 
 import pytest
 
-import datamodules.translation as translation
 from datamodules.batching import BOS, EOS
-from datamodules.download import Resource
 from datamodules.tokenization import word_tokenize
 from datamodules.translation import TRANSLATION_SOURCES, TranslationData, TranslationSource
+from tests.datamodules.served import serve_multi30k
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "multi30k"
 SPLITS = {"train": "train", "val": "val", "test": "test"}
@@ -29,19 +25,7 @@ def _none(tmp_path: Path, http_server, monkeypatch) -> dict[str, str]:
 
 def _served_multi30k(tmp_path: Path, http_server, monkeypatch) -> dict[str, str]:
     """The packaged sample as tarballs in the published layout, on a local server."""
-    resources = {}
-    for split in SPLITS:
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-            for lang in ("de", "en"):
-                data = (FIXTURES / f"{split}.{lang}").read_bytes()
-                info = tarfile.TarInfo(f"{split}.{lang}")
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-        http_server.files[f"/{split}.tar.gz"] = buf.getvalue()
-        resources[split] = Resource(url=f"{http_server.url}/{split}.tar.gz",
-                                    checksum="sha256:" + hashlib.sha256(buf.getvalue()).hexdigest())
-    monkeypatch.setattr(translation, "MULTI30K", resources)
+    serve_multi30k(http_server, monkeypatch, {split: f"{split}.tar.gz" for split in SPLITS})
     return {}
 
 

@@ -3,6 +3,8 @@
     attnlab findings                         # every question, 3 seeds per arm, 2 trials at once
     attnlab findings --only scaling --only norm
     attnlab findings --dry-run               # the trials it would run, and how many are already done
+    attnlab findings --replicate             # the same on seeds 1001.. (runs/findings/replication); the README
+                                             # then says whether each verdict replicated
     attnlab findings --real                  # the questions on real data (ablations.questions_real) instead:
                                              # runs/findings/real -> docs/findings/real/README.md
 
@@ -34,6 +36,7 @@ from typing import Any
 from ablations.findings_readme import QuestionResult, hms, load_results, readme, stamp
 from ablations.questions import ORDER, QUESTIONS, Question
 from ablations.questions_real import REAL_ORDER, REAL_QUESTIONS
+from ablations.replication import FIRST_SEED, SUBDIR, folders, seed_values
 
 log = logging.getLogger(__name__)
 
@@ -79,12 +82,13 @@ class Progress:
 
 
 
-def _plan(question: Question, root: Path, seeds: int | None) -> Any:
+def _plan(question: Question, root: Path, seeds: int | None, replicate: bool = False) -> Any:
     from ablations.runner import load_sweep, make_plan
 
     sweep = load_sweep(question.sweep_path)
-    if seeds is not None:
-        sweep["parameters"]["seed_everything"] = {"values": list(range(1, seeds + 1))}
+    values = seed_values(sweep, seeds, replicate=replicate)
+    if values is not None:
+        sweep["parameters"]["seed_everything"] = {"values": values}
     return make_plan(sweep, root=root, scale="quick", threads=1)
 
 
@@ -97,12 +101,14 @@ def run_questions(
     seeds: int | None,
     dry_run: bool = False,
     echo: Callable[[str], None] = print,
+    replicate: bool = False,
 ) -> Progress:
-    """Run every question's quick sweep (skipping finished trials), echoing each trial and the overall ETA."""
+    """Run every question's quick sweep (skipping finished trials), echoing each trial and the overall ETA;
+    ``replicate``: on the disjoint replication seeds (``ablations.replication``)."""
     from ablations.domains import run_domain_tests
     from ablations.runner import grid_size, run_sweep
 
-    plans = [_plan(q, root, seeds) for q in questions]
+    plans = [_plan(q, root, seeds, replicate) for q in questions]
     progress = Progress(total=sum(grid_size(p.sweep) or 0 for p in plans), jobs=jobs)
     for question, plan in zip(questions, plans, strict=True):
         echo(f"== {question.name} ({grid_size(plan.sweep)} trials) -> {plan.root / plan.name}")
@@ -195,6 +201,10 @@ def findings_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=900.0, help="stop a trial after this many seconds (default 900)")
     p.add_argument("--dry-run", action="store_true", help="list the trials (done ones marked skipped), run nothing")
     p.add_argument("--report-only", action="store_true", help="write the README from the runs already there")
+    p.add_argument("--replicate", action="store_true",
+                   help=f"run a second, disjoint seed set ({FIRST_SEED}, {FIRST_SEED + 1}, ...: never used while "
+                        f"choosing a preset) under ROOT/{SUBDIR}, report it under OUT/{SUBDIR}, and mark in the "
+                        "README whether each verdict replicated")
     return p
 
 
@@ -234,6 +244,7 @@ def findings_main(argv: list[str]) -> int:
     questions = [pool[n] for n in names]
     sub = "/real" if args.real else ""
     root, out, t0 = Path(args.root or f"runs/findings{sub}"), Path(args.out or f"docs/findings{sub}"), time.time()
+    runs_at, reports_at = folders(root, out, replicate=args.replicate)
     if args.real and not args.report_only:
         missing = _missing_data_line(questions)
         if missing and not args.dry_run:
@@ -241,20 +252,20 @@ def findings_main(argv: list[str]) -> int:
             return 2
         print(f"findings --real: {missing or 'the data of every question is in place'}")
     if not args.report_only:
-        run_questions(
-            questions, root=root, jobs=args.jobs, timeout_s=args.timeout, seeds=args.seeds, dry_run=args.dry_run
-        )
+        run_questions(questions, root=runs_at, jobs=args.jobs, timeout_s=args.timeout, seeds=args.seeds,
+                      dry_run=args.dry_run, replicate=args.replicate)
     if args.dry_run:
         return 0
-    reported = [r for q in questions if (r := report_question(q, root=root, out=out)) is not None]
+    reported = [r for q in questions if (r := report_question(q, root=runs_at, out=reports_at)) is not None]
     if not reported:
-        print(f"attnlab findings: error: no runs under {root}", file=sys.stderr)
+        print(f"attnlab findings: error: no runs under {runs_at}", file=sys.stderr)
         return 1
     results = load_results(out, order, questions=pool)
+    again = {r.name: r for r in load_results(folders(root, out, replicate=True)[1], order, questions=pool)}
     missing_q = [q for q in pool.values() if q.name not in {r.name for r in results}]
     command = "attnlab findings " + " ".join(argv) if argv else "attnlab findings"
     path = out / "README.md"
     path.write_text(readme(results, command=command.strip(), wall_s=time.time() - t0, missing=missing_q,
-                           real=args.real))
+                           real=args.real, replications=again))
     print(f"findings: {path} ({len(reported)} question(s) reported now, {len(results)} in the README)")
     return 0

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ablations.catalog import question_for
 from ablations.questions import QUESTIONS, Question
+from ablations.replication import FIRST_SEED, replicated
 
 RESULT = "result.json"
 
@@ -104,7 +105,15 @@ def _provenance(r: QuestionResult) -> str:
     return f"{r.trials} trials at commit {commits} on {cpus}, written {written}; summed trial wall time {wall}"
 
 
-def _section(r: QuestionResult) -> list[str]:
+def _replication_line(rep: QuestionResult | None) -> list[str]:
+    """The section's line for the replication seed set (none when it has not run)."""
+    if rep is None:
+        return []
+    return [f"- **Replication** (seeds {FIRST_SEED} and up): {rep.verdict} ({_provenance(rep)}; "
+            f"[report](replication/{rep.report}))"]
+
+
+def _section(r: QuestionResult, rep: QuestionResult | None = None) -> list[str]:
     q = r.question
     lines = [
         "",
@@ -114,6 +123,7 @@ def _section(r: QuestionResult) -> list[str]:
         f"- **Expected:** {q.expected}",
         f"- **Verdict:** {r.verdict}",
         f"- **Runs:** {_provenance(r)}",
+        *_replication_line(rep),
         f"- **Full (GPU) preset:** {q.full}",
         f"- **Quick preset:** `{' '.join(r.quick or q.quick)}`",
         f"- **Full report:** [{r.report}]({r.report})",
@@ -136,10 +146,13 @@ def _data_lines() -> list[str]:
 
 
 def readme(results: Sequence[QuestionResult], *, command: str, wall_s: float, missing: Sequence[Question] = (),
-           real: bool = False) -> str:
+           real: bool = False, replications: Mapping[str, QuestionResult] | None = None) -> str:
     """The findings README: header, one row per claim, a section per question with its figures. ``real``:
-    the README of the questions on real data (its title, and a line naming the data packages' versions)."""
+    the README of the questions on real data (its title, and a line naming the data packages' versions).
+    ``replications``: each question's result on the replication seeds (``ablations.replication``), by name."""
     from ablations.verdicts import verdict_word
+
+    again = replications or {}
     from attnlab_run.environment import cpu_model
 
     trial_wall = sum(r.trial_wall_s or 0.0 for r in results)
@@ -159,17 +172,20 @@ def readme(results: Sequence[QuestionResult], *, command: str, wall_s: float, mi
         "the arms that should learn the task did not, with the scale at which the finding should show; "
         '"supported where shown" means every check was supported except comparisons the question names as '
         "beyond this scale, which came out within seed noise (each says why and where it should show).",
+        f"- **Replicated:** whether the verdict's answer is the same on a second, disjoint seed set ({FIRST_SEED}, "
+        f"{FIRST_SEED + 1}, ...; never looked at while choosing the presets: `attnlab findings --replicate`), "
+        "with the replication's answer in brackets.",
         "",
-        "| question | claim | source | verdict | key numbers |",
-        "|---|---|---|---|---|",
+        "| question | claim | source | verdict | replicated | key numbers |",
+        "|---|---|---|---|---|---|",
     ]
     for r in results:
-        q = r.question
+        q, rep = r.question, again.get(r.name)
         lines.append(
-            f"| [{q.name}](#{q.name}) | {_cell(q.claim)} | {_cell(q.source)} | "
-            f"**{verdict_word(r.verdict)}** | {_cell(r.key_numbers)} |"
+            f"| [{q.name}](#{q.name}) | {_cell(q.claim)} | {_cell(q.source)} | **{verdict_word(r.verdict)}** | "
+            f"{replicated(r.verdict, rep.verdict if rep else None)} | {_cell(r.key_numbers)} |"
         )
-    lines += [f"| {q.name} | {_cell(q.claim)} | {_cell(q.source)} | **not run** | — |" for q in missing]
+    lines += [f"| {q.name} | {_cell(q.claim)} | {_cell(q.source)} | **not run** | not run | — |" for q in missing]
     for r in results:
-        lines += _section(r)
+        lines += _section(r, again.get(r.name))
     return "\n".join(lines) + "\n"

@@ -14,7 +14,7 @@ from dataclasses import replace
 import pytest
 
 from ablations import dashboard, findings
-from ablations.catalog import question_for
+from ablations.catalog import DOCS, question_for, render_docs
 from ablations.questions import QUESTIONS, REPO
 from ablations.questions_real import REAL_QUESTIONS
 from ablations.stats import Stat, stat
@@ -41,7 +41,17 @@ def test_every_consumer_finds_the_question(name: str):
     assert name in _choices(dashboard.dashboard_parser(), "question"), "attnlab dashboard"
     assert dashboard.MEDIA_KEYS.get(name, ()) == question.media, "the dashboard's figures are the entry's"
     sweeps_md = (REPO / "docs" / "sweeps.md").read_text(encoding="utf-8")
-    assert f"| `{name}` |" in sweeps_md, f"docs/sweeps.md lists no {name}: add its row to 'The questions'"
+    assert f"| `{name}` |" in sweeps_md, f"docs/sweeps.md lists no {name}: run python -m ablations.catalog"
+
+
+def test_the_docs_question_tables_are_generated_from_the_entries():
+    text = (REPO / DOCS).read_text(encoding="utf-8")
+    assert render_docs(text) == text, "docs/sweeps.md's question tables are stale: run python -m ablations.catalog"
+    name = next(iter(QUESTIONS))
+    stale = text.replace(QUESTIONS[name].claim, "an old claim", 1)
+    assert render_docs(stale) == text, "the tables are rebuilt, whatever was between the markers"
+    with pytest.raises(ValueError, match="no '<!-- questions:real"):
+        render_docs(text.replace("<!-- /questions:real -->", ""))
 
 
 @pytest.mark.parametrize("name", ["heads", "cells_adding", "norm_bible"])

@@ -7,6 +7,7 @@ axis through ``lit_models.registries``, and hand the blocks resolved objects and
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import pairwise
 
 from torch import nn
 
@@ -211,7 +212,7 @@ def build_full_view(*, pixels: int, num_classes: int, hidden_size: int, layers: 
     """Mnih et al. 2014, §4.1 and Table 1's "FC" rows: the flattened canvas (``pixels`` = C·H·W values) ->
     ``layers`` fully connected ReLU layers of ``hidden_size`` units -> a linear read-out of the classes."""
     widths = [pixels] + [hidden_size] * layers
-    hidden = [nn.Linear(n_in, n_out) for n_in, n_out in zip(widths, widths[1:])]
+    hidden = [nn.Linear(n_in, n_out) for n_in, n_out in pairwise(widths)]
     return FullViewNet(hidden=hidden, classifier=nn.Linear(hidden_size, num_classes))
 
 

@@ -41,11 +41,13 @@ def test_config_matches_ram_budget():
     assert (n_ram, n_fc) == (651_277, 650_858)
 
 
-def test_canvas_mismatch_is_one_line_error(tmp_path):
+def test_canvas_mismatch_is_one_line_error(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["fit", "--config", str(CONFIG), "--data.init_args.source=glyphs", "--data.init_args.canvas_size=28",
               "--trainer.fast_dev_run=1", "--trainer.accelerator=cpu", f"--run.root={tmp_path}"])
     assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "the data has canvas_size=28 but --model.init_args.canvas_size=60" in err[0], err
 
 
 def test_setup_names_the_disagreeing_size():

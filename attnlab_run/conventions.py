@@ -58,7 +58,7 @@ def arm_values(cfg: Any, axes: tuple[str, ...]) -> dict[str, Any]:
 
 
 MODEL_MODULES = ("lit_models.seq2seq", "lit_models.recurrent_seq2seq", "lit_models.classifier",
-                 "lit_models.captioner", "lit_models.glimpse", "lit_models.regressor")
+                 "lit_models.captioner", "lit_models.glimpse", "lit_models.full_view", "lit_models.regressor")
 DATA_MODULES = ("datamodules.synthetic", "datamodules.translation", "datamodules.sentiment",
                 "datamodules.captioning", "datamodules.adding", "datamodules.digits")
 

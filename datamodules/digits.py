@@ -317,6 +317,11 @@ class TranslatedDigits(DrawnSplits):
     def in_channels(self) -> int:
         return 1
 
+    @property
+    def canvas_size(self) -> int:
+        """Side H = W of every canvas (a full-view model's input is C·H·W pixels)."""
+        return self.hparams.canvas_size
+
     def prepare_data(self) -> None:
         """Download MNIST once (rank 0) when asked to; the glyph source needs nothing."""
         if self.hparams.source == "mnist" and self.hparams.download:

@@ -7,6 +7,7 @@ axis through ``lit_models.registries``, and hand the blocks resolved objects and
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import pairwise
 
 from torch import nn
 
@@ -17,6 +18,7 @@ from lit_models.blocks.alignment import HardEval
 from lit_models.blocks.causal import CausalLayer, CausalTransformer
 from lit_models.blocks.classifier_net import RecurrentStates, TextClassifierNet, TransformerStates
 from lit_models.blocks.encoder_decoder import Decoder, Encoder, EncoderDecoder, TokenEmbedding
+from lit_models.blocks.full_view_net import FullViewNet
 from lit_models.blocks.glimpse_net import GlimpseNetwork, GlimpseSensor, LocationPolicy, RecurrentAttention
 from lit_models.blocks.positions import PositionScheme, SchemeSizes
 from lit_models.blocks.recurrent import RecurrentEncoder
@@ -204,6 +206,15 @@ def build_ram(
     return RecurrentAttention(sensor=sensor, glimpse=glimpse, core=core, policy=policy,
                               baseline=nn.Linear(hidden_size, 1), classifier=nn.Linear(hidden_size, num_classes),
                               glimpses=glimpses)
+
+
+def build_full_view(*, pixels: int, num_classes: int, hidden_size: int, layers: int) -> FullViewNet:
+    """Mnih et al. 2014, §4.1 and Table 1's "FC" rows: the flattened canvas (``pixels`` = C·H·W values) ->
+    ``layers`` fully connected ReLU layers of ``hidden_size`` units -> a linear read-out of the classes."""
+    widths = [pixels] + [hidden_size] * layers
+    hidden = [nn.Linear(n_in, n_out) for n_in, n_out in pairwise(widths)]
+    return FullViewNet(hidden=hidden, classifier=nn.Linear(hidden_size, num_classes))
+
 
 def build_causal_lm(spec: TransformerSpec, *, vocab_size: int, tying: Tying) -> CausalTransformer:
     """Radford et al. 2018 (GPT), §3.1: token embedding + positions -> N = ``spec.decoder_layers`` masked

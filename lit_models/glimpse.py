@@ -32,12 +32,12 @@ from torchmetrics import MeanMetric  # noqa: E402
 from torchmetrics.classification import MulticlassAccuracy  # noqa: E402
 
 from attnlab_core.batches import DigitBatch  # noqa: E402
-from attnlab_core.errors import UsageError  # noqa: E402
 from lit_models.axes import Cell  # noqa: E402
 from lit_models.blocks.glimpse_net import RamOutput  # noqa: E402
 from lit_models.builders import build_ram  # noqa: E402
 from lit_models.evaluation import EvaluationModule  # noqa: E402
 from lit_models.optim import module_adamw  # noqa: E402
+from lit_models.validation import check_data_matches  # noqa: E402
 
 
 class HybridLoss(NamedTuple):
@@ -123,11 +123,7 @@ class RecurrentAttentionModel(EvaluationModule):
 
     def setup(self, stage: str) -> None:
         """Fail early, in one line, when the data disagrees with ``num_classes`` / ``in_channels``."""
-        dm = self.trainer.datamodule if self._trainer is not None else None
-        for name in ("num_classes", "in_channels"):
-            value = getattr(dm, name, None)
-            if value is not None and value != self.hparams[name]:
-                raise UsageError(f"the data has {name}={value} but --model.init_args.{name}={self.hparams[name]}")
+        check_data_matches(self, ("num_classes", "in_channels"))
 
     def forward(self, images: Tensor, *, sample: bool = False) -> RamOutput:
         return self.net(images, sample=sample)

@@ -9,7 +9,7 @@ to the same rule.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from attnlab_core.errors import UsageError
@@ -18,6 +18,7 @@ SIZES = frozenset({
     "d_model", "heads", "d_ff", "layers", "encoder_layers", "decoder_layers", "num_layers", "embed_dim",
     "hidden_size", "attn_size", "max_positions", "grid_size", "cnn_width", "num_classes", "in_channels",
     "glimpses", "patch_size", "scales", "scale_factor", "glimpse_hidden", "location_hidden", "glimpse_size",
+    "canvas_size",
     "src_vocab_size", "tgt_vocab_size", "vocab_size",
 })
 """Model arguments that count something (a width, a number of heads, layers or positions): each must be >= 1."""
@@ -49,3 +50,14 @@ def head_size(*, d_model: int, heads: int) -> int:
     if d_model % heads:
         raise UsageError(f"d_model={d_model} is not divisible by heads={heads}")
     return d_model // heads
+
+
+def check_data_matches(module: Any, names: Iterable[str]) -> None:
+    """A one-line UsageError when the trainer's datamodule declares one of ``names`` (e.g. ``num_classes``,
+    ``in_channels``) with a value other than the module's hyper-parameter of that name; a module without a
+    trainer, or data that does not declare the name, passes."""
+    dm = module.trainer.datamodule if module._trainer is not None else None
+    for name in names:
+        value = getattr(dm, name, None)
+        if value is not None and value != module.hparams[name]:
+            raise UsageError(f"the data has {name}={value} but --model.init_args.{name}={module.hparams[name]}")

@@ -42,6 +42,6 @@ def real_data_args(config_stem: str, tmp_path: Path) -> list[str]:
     if config_stem.startswith("mr_"):  # the configs' 9000 words need the whole training split (16,734 distinct):
         # the 64 snippets the smoke run keeps have 723, and a larger word vocabulary is refused
         return [f"--data.init_args.data_dir={mr_data_dir(tmp_path)}", "--data.init_args.vocab_size=500"]
-    if config_stem == "ram_mnist":
+    if config_stem.startswith("ram_mnist"):  # ram_mnist and its full-view baseline ram_mnist_fc
         require_mnist5k()
     return []

@@ -19,6 +19,7 @@ from lit_models.captioner import ShowAttendTell
 from lit_models.causal_lm import CausalLM
 from lit_models.classifier import SentimentClassifier
 from lit_models.decoder_training import DecoderTrainingModule
+from lit_models.full_view import FullViewClassifier
 from lit_models.glimpse import RecurrentAttentionModel
 from lit_models.recurrent_seq2seq import RecurrentSeq2Seq
 from lit_models.regressor import AddingRegressor
@@ -41,6 +42,7 @@ FAMILIES: dict[str, tuple[Callable[[], nn.Module], set, set]] = {
     "classifier": (lambda: SentimentClassifier(src_vocab_size=12), set(), set()),
     "ram": (lambda: RecurrentAttentionModel(glimpses=2, patch_size=4, scales=1, hidden_size=8, glimpse_size=8,
                                             glimpse_hidden=8, location_hidden=8), {protocols.PlotsFigures}, set()),
+    "full_view": (lambda: FullViewClassifier(canvas_size=28, hidden_size=8), set(), set()),
     "regressor": (lambda: AddingRegressor(), set(), set()),
 }
 

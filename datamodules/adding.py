@@ -11,12 +11,14 @@ among the first ten steps; here (as in Le et al.) values lie in [0, 1] and the m
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from attnlab_core.errors import UsageError
 from datamodules.batching import DrawnSplits, collate_regression
-from datamodules.splits import Split, SplitSizes, split_generator
+from datamodules.splits import Split, split_generator
 
 
 def generate_adding(*, n: int, seq_len: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -49,31 +51,22 @@ class AddingProblem(DrawnSplits):
 
     Batches are :class:`datamodules.batching.RegressionBatch` (x (B, T, 2), y (B,)). Data is generated
     per split from a generator seeded by ``(seed, split)``: identical across runs and DDP ranks.
-    Loader sharding under DDP as in :func:`datamodules.batching.build_dataloader`.
+    Loader sharding under DDP as in :func:`datamodules.batching.build_dataloader`. Le et al. train on
+    100,000 sequences and test on 10,000 (the default sizes).
 
     Args:
         seq_len: T, the sequence length (Le et al. use 150, 200, 300, 400).
-        train_size: number of training sequences (Le et al.: 100,000).
-        val_size: number of validation sequences.
-        test_size: number of test (and predict) sequences (Le et al.: 10,000).
-        batch_size: sequences per batch (per DDP rank).
-        seed: seed of the data and of the training shuffle; same on every rank.
-        num_workers: DataLoader worker processes.
     """
+
+    split_defaults = {"train_size": 100_000, "val_size": 1_000, "test_size": 10_000}
 
     def __init__(
         self,
         *,
         seq_len: int = 100,
-        train_size: int = 100_000,
-        val_size: int = 1_000,
-        test_size: int = 10_000,
-        batch_size: int = 64,
-        seed: int = 1234,
-        num_workers: int = 0,
+        **split: Any,
     ) -> None:
-        super().__init__(sizes=SplitSizes(train_size, val_size, test_size), batch_size=batch_size, seed=seed,
-                         num_workers=num_workers)
+        super().__init__(split=self.split_spec(**split))
         if seq_len < 2:
             raise UsageError(f"seq_len must be >= 2 (one marker per half), got {seq_len}")
         self.seq_len = seq_len

@@ -9,8 +9,9 @@ PAD=0, BOS=1, EOS=2, UNK=3.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import lightning as L
 import torch
@@ -19,8 +20,9 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
 from attnlab_core.batches import RegressionBatch, Seq2SeqBatch, ids_to_text  # noqa: F401  (re-exported)
 from attnlab_core.errors import UsageError
+from attnlab_core.options import flat_signature, with_defaults
 from attnlab_core.tokens import BOS, EOS, PAD, UNK  # noqa: F401  (re-exported for datamodules)
-from datamodules.splits import Split, SplitSizes
+from datamodules.splits import Split, SplitOptions, SplitSizes
 
 N_SPECIAL = 4
 
@@ -164,13 +166,29 @@ class SplitDataModule(L.LightningDataModule):
     # No "Args:" section in this docstring: jsonargparse would show it as the doc of every subclass option
     # that the subclass leaves undocumented (``--data.help`` would change).
 
-    def __init__(self, *, sizes: SplitSizes, batch_size: int, seed: int, num_workers: int) -> None:
+    split_defaults: ClassVar[dict[str, Any]] = {}
+    """The module's defaults that differ from ``SplitOptions``'s (sizes it gives no number stay ``null``)."""
+    split_spec: ClassVar[Callable[..., SplitOptions]]
+    """``with_defaults(SplitOptions, **split_defaults)``, set for each subclass."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Give each module its ``split_spec`` and, for ``inspect.signature(cls)``, a flat signature: its own
+        arguments, then the split options with its defaults (``attnlab_core.options``)."""
+        super().__init_subclass__(**kwargs)
+        cls.split_spec = staticmethod(with_defaults(SplitOptions, **cls.split_defaults))
+        cls.__signature__ = flat_signature(cls, cls.split_spec)  # type: ignore[attr-defined]
+
+    def __init__(self, *, split: SplitOptions) -> None:
         super().__init__()
-        if batch_size < 1:
-            raise UsageError(f"batch_size must be >= 1, got {batch_size}")
-        if num_workers < 0:
-            raise UsageError(f"num_workers must be >= 0, got {num_workers}")
-        self.sizes, self.batch_size, self.seed, self.num_workers = sizes, batch_size, seed, num_workers
+        nullable = self.split_defaults.get("train_size") is None
+        sizes = SplitSizes(split.train_size, split.val_size, split.test_size, nullable=nullable)
+        if split.batch_size < 1:
+            raise UsageError(f"batch_size must be >= 1, got {split.batch_size}")
+        if split.num_workers < 0:
+            raise UsageError(f"num_workers must be >= 0, got {split.num_workers}")
+        self.save_hyperparameters(asdict(split))
+        self.sizes, self.batch_size, self.seed = sizes, split.batch_size, split.seed
+        self.num_workers = split.num_workers
 
     def use_source(self, registry: Mapping[str, Any], source: str, data_dir: str) -> None:
         """Keep ``source``, its ``registry`` entry (``self.corpus``) and ``data_dir``; every option the entry

@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import torch
@@ -53,7 +53,6 @@ from datamodules.caption_sources import (
     read_shapes,
 )
 from datamodules.shapes import shapes_lexicon
-from datamodules.splits import SplitSizes
 from datamodules.tokenization import WordVocab
 
 CaptionSource = Literal["shapes", "flickr8k", "flickr30k", "coco", "karpathy", "folder"]
@@ -223,6 +222,9 @@ CAPTION_SOURCES: dict[str, CaptionCorpus] = {
 class CaptionData(SplitDataModule):
     """Images + captions -> :class:`CaptionBatch`.
 
+    Split sizes are caps on the number of images (None: all; shapes: 6000 / 250 / 500 drawn); train
+    keeps its first images, which for shapes are random.
+
     Args:
         source: :data:`CaptionSource`.
         data_dir: downloads and extracted corpora.
@@ -235,11 +237,9 @@ class CaptionData(SplitDataModule):
             5 is the common Flickr choice). Ignored by ``shapes`` (its lexicon is fixed).
         max_len: training references are cut to this many words.
         image_size: side of the square model input (shapes: drawn at 64, never resized).
-        train_size / val_size / test_size: caps on the number of images (None: all; shapes:
-            6000 / 250 / 500 drawn); train keeps its first images, which for shapes are random.
-        batch_size: items per batch (per rank). seed: shapes drawing and shuffling seed.
-        num_workers: loader workers.
     """
+
+    split_defaults = {"batch_size": 32}
 
     def __init__(
         self,
@@ -257,15 +257,9 @@ class CaptionData(SplitDataModule):
         min_freq: int = 5,
         max_len: int = 30,
         image_size: int = 224,
-        train_size: int | None = None,
-        val_size: int | None = None,
-        test_size: int | None = None,
-        batch_size: int = 32,
-        seed: int = 1234,
-        num_workers: int = 0,
+        **split: Any,
     ) -> None:
-        super().__init__(sizes=SplitSizes(train_size, val_size, test_size, nullable=True), batch_size=batch_size,
-                         seed=seed, num_workers=num_workers)
+        super().__init__(split=self.split_spec(**split))
         self.save_hyperparameters()
         self.use_source(CAPTION_SOURCES, source, data_dir)
         self.examples: dict[str, list[CaptionExample]] = {}

@@ -27,7 +27,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -38,7 +38,7 @@ from attnlab_core.batches import DigitBatch
 from attnlab_core.errors import UsageError
 from datamodules.batching import DrawnSplits
 from datamodules.mnist5k import locate_mnist5k, read_mnist5k, split_indices
-from datamodules.splits import Split, SplitSizes, split_generator
+from datamodules.splits import Split, split_generator
 
 DigitSource = Literal["glyphs", "mnist", "mnist5k"]
 DIGIT_SIZE = 28
@@ -266,7 +266,9 @@ class TranslatedDigits(DrawnSplits):
     """Translated / cluttered digit classification for the recurrent attention model.
 
     Each split is drawn from a generator seeded by ``(seed, split)``, so data is identical across runs
-    and DDP ranks; loaders shard as in :func:`datamodules.batching.build_dataloader`.
+    and DDP ranks; loaders shard as in :func:`datamodules.batching.build_dataloader`. Split sizes: mnist
+    has at most 60000 − val_size train and 10000 test digits; mnist5k at most 500 val and test, and
+    train any size, cycling through its 4,000 digits.
 
     Args:
         source: ``glyphs`` (procedural, offline), ``mnist`` (torchvision, from ``data_dir``) or
@@ -274,12 +276,10 @@ class TranslatedDigits(DrawnSplits):
         canvas_size: canvas side (paper: 60; 28 = centred digits).
         clutter: fragments of other digits per canvas (paper: 0 translated, 4 cluttered 60×60).
         fragment_size: side of each clutter fragment (paper: 8).
-        train_size, val_size, test_size: examples per split (mnist: at most 60000 − val_size / 10000;
-            mnist5k: val and test at most 500, train any size, cycling through its 4,000 digits).
-        batch_size: examples per batch (per DDP rank). seed: data and shuffling seed.
         data_dir: torchvision root for ``mnist``. download: let torchvision download MNIST there.
-        num_workers: DataLoader worker processes.
     """
+
+    split_defaults = {"train_size": 20_000, "val_size": 1_000, "test_size": 2_000}
 
     def __init__(
         self,
@@ -288,17 +288,11 @@ class TranslatedDigits(DrawnSplits):
         canvas_size: int = 60,
         clutter: int = 0,
         fragment_size: int = 8,
-        train_size: int = 20_000,
-        val_size: int = 1_000,
-        test_size: int = 2_000,
-        batch_size: int = 64,
-        seed: int = 1234,
         data_dir: str = "data",
         download: bool = False,
-        num_workers: int = 0,
+        **split: Any,
     ) -> None:
-        super().__init__(sizes=SplitSizes(train_size, val_size, test_size), batch_size=batch_size, seed=seed,
-                         num_workers=num_workers)
+        super().__init__(split=self.split_spec(**split))
         if canvas_size < DIGIT_SIZE:
             raise UsageError(f"canvas_size must be >= {DIGIT_SIZE}, got {canvas_size}")
         if not 1 <= fragment_size <= DIGIT_SIZE or clutter < 0:

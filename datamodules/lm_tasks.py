@@ -24,14 +24,14 @@ rank and run; validation and test do not depend on ``train_size``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader
 
 from datamodules.batching import N_SPECIAL, collate_pairs, ids_to_text, require
-from datamodules.splits import Split, SplitSizes
+from datamodules.splits import Split
 from datamodules.synthetic import Pair, PairTasks, SyntheticSeq2Seq
 
 LMTask = Literal["copy", "reverse", "sort", "duplicate", "addition"]
@@ -79,13 +79,10 @@ class PromptAnswerTasks(PairTasks):
         max_len: longest train/val length.
         test_min_len: shortest test length; default min_len.
         test_max_len: longest test length; default 2 * max_len (beyond the training range).
-        train_size, val_size, test_size: examples per split (predict uses test).
-        batch_size: examples per batch (per DDP rank).
-        seed: seed of the data and of the training shuffle; same on every rank.
-        num_workers: DataLoader worker processes.
     """
 
     tasks = LM_TASKS
+    split_defaults = {"train_size": 20000, "val_size": 500, "test_size": 1000}
 
     def __init__(
         self,
@@ -96,18 +93,12 @@ class PromptAnswerTasks(PairTasks):
         max_len: int = 10,
         test_min_len: int | None = None,
         test_max_len: int | None = None,
-        train_size: int = 20000,
-        val_size: int = 500,
-        test_size: int = 1000,
-        batch_size: int = 64,
-        seed: int = 1234,
-        num_workers: int = 0,
+        **split: Any,
     ) -> None:
         super().__init__(task=task, vocab_size=vocab_size, min_len=min_len, max_len=max_len,
                          test_min_len=min_len if test_min_len is None else test_min_len,
                          test_max_len=2 * max_len if test_max_len is None else test_max_len,
-                         sizes=SplitSizes(train_size, val_size, test_size), batch_size=batch_size, seed=seed,
-                         num_workers=num_workers)
+                         split=self.split_spec(**split))
         require([
             (vocab_size > N_SPECIAL, f"vocab_size must be > {N_SPECIAL}, got {vocab_size}"),
             (task != "addition" or vocab_size >= ADDITION_VOCAB,

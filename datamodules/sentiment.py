@@ -35,7 +35,7 @@ from attnlab_core.progress import track
 from datamodules.batching import N_SPECIAL, UNK, SplitDataModule, pad_sequences
 from datamodules.download import Resource, extract, fetch
 from datamodules.sources import describe_training_files
-from datamodules.splits import Split, SplitSizes, split_seed
+from datamodules.splits import Split, split_seed
 from datamodules.tokenization import (
     Tokenization,
     Tokenizer,
@@ -215,7 +215,10 @@ class SentimentData(SplitDataModule):
 
     Under DDP the loaders shard themselves (``build_dataloader``): seeded ``DistributedSampler`` for
     train, an exactly-once ``UnpaddedShardSampler`` for val/test. Vocabulary sizes are init
-    arguments, so the CLI can link ``src_vocab_size`` to the model before any data is read.
+    arguments, so the CLI can link ``src_vocab_size`` to the model before any data is read. Split sizes:
+    synthetic: exact sizes (default 10000 / 500 / 2000); real: caps after a seeded shuffle (``None``:
+    all), and ``val_size`` is the held-out size when val is carved from train (default: min(1000, 10%
+    of train)).
 
     Args:
         source: synthetic | imdb | sst2 | mr | files.
@@ -229,12 +232,7 @@ class SentimentData(SplitDataModule):
         tokenizer: word | bpe | unigram (real text; the synthetic language is always word-level).
         vocab_size: total vocabulary size, the 4 special ids included.
         max_len: texts longer than this many tokens are truncated (the first ``max_len`` kept).
-        train_size / val_size / test_size: synthetic: exact sizes (default 10000 / 500 / 2000);
-            real: caps after a seeded shuffle (``None``: all), and ``val_size`` is the held-out
-            size when val is carved from train (default: min(1000, 10% of train)).
         min_words / max_words / max_phrases: synthetic filler length range and phrases per text.
-        batch_size: examples per batch (per rank). seed: data and shuffle seed (same on every rank).
-        num_workers: DataLoader workers.
     """
 
     def __init__(
@@ -252,18 +250,12 @@ class SentimentData(SplitDataModule):
         tokenizer: Tokenization = "word",
         vocab_size: int = 128,
         max_len: int = 400,
-        train_size: int | None = None,
-        val_size: int | None = None,
-        test_size: int | None = None,
         min_words: int = 10,
         max_words: int = 60,
         max_phrases: int = 3,
-        batch_size: int = 64,
-        seed: int = 1234,
-        num_workers: int = 0,
+        **split: Any,
     ) -> None:
-        super().__init__(sizes=SplitSizes(train_size, val_size, test_size, nullable=True), batch_size=batch_size,
-                         seed=seed, num_workers=num_workers)
+        super().__init__(split=self.split_spec(**split))
         self.save_hyperparameters()
         self.use_source(SENTIMENT_SOURCES, source, data_dir)
         self.tokenizer_kind: Tokenization = tokenizer

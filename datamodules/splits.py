@@ -82,3 +82,28 @@ class SplitSizes(Mapping[str, int | None]):
 def contiguous_splits(text: str, bounds: Mapping[str, tuple[float, float]]) -> dict[str, str]:
     """``text`` cut in order (never shuffled) at the fractions ``bounds[split] = (start, end)`` of its length."""
     return {split: text[int(a * len(text)): int(b * len(text))] for split, (a, b) in bounds.items()}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SplitOptions:
+    """The options every DataModule takes: how many examples per split, and how they are loaded.
+
+    The CLI shows them flat under each DataModule (``--data.train_size``, ``--data.seed``, ...) with the
+    module's defaults (``SplitDataModule.split_defaults``); a size the module gives no number is
+    ``null`` by default (all of the corpus, or its default size) and may be set to ``null``.
+
+    Args:
+        train_size: training examples (per epoch where the corpus is larger).
+        val_size: validation examples.
+        test_size: test (and predict) examples.
+        batch_size: examples per batch (per DDP rank).
+        seed: seed of the data and of the training shuffle; same on every rank.
+        num_workers: DataLoader worker processes.
+    """
+
+    train_size: int | None = None
+    val_size: int | None = None
+    test_size: int | None = None
+    batch_size: int = 64
+    seed: int = 1234
+    num_workers: int = 0

@@ -17,7 +17,7 @@ from torch.utils.data import DataLoader
 
 from datamodules.batching import N_SPECIAL, DrawnSplits, OneVocabulary, collate_pairs, ids_to_text, require
 from datamodules.bucketing import token_budget_loader
-from datamodules.splits import Split, SplitSizes, split_generator
+from datamodules.splits import Split, split_generator
 
 SyntheticTask = Literal["copy", "reverse", "sort"]
 """Source -> target mapping: identity, reversal, or ascending sort of the content ids."""
@@ -106,17 +106,12 @@ class SyntheticSeq2Seq(PairTasks):
         max_len: longest train/val source length (inclusive).
         test_min_len: shortest test source length; defaults to min_len (raise it to study extrapolation).
         test_max_len: longest test source length; defaults to max_len (raise it to study extrapolation).
-        train_size: number of training pairs.
-        val_size: number of validation pairs.
-        test_size: number of test (and predict) pairs.
-        batch_size: pairs per batch (per DDP rank).
-        seed: seed of the data and of the training shuffle; same on every rank.
-        num_workers: DataLoader worker processes.
         max_tokens: if set, training batches are length-bucketed with at most this many padded
             target tokens (``batch_size`` is then ignored for training); evaluation keeps ``batch_size``.
     """
 
     tasks = {task: partial(generate_pairs, task=task) for task in SYNTHETIC_TASKS}
+    split_defaults = {"train_size": 20000, "val_size": 500, "test_size": 500}
 
     def __init__(
         self,
@@ -127,19 +122,13 @@ class SyntheticSeq2Seq(PairTasks):
         max_len: int = 12,
         test_min_len: int | None = None,
         test_max_len: int | None = None,
-        train_size: int = 20000,
-        val_size: int = 500,
-        test_size: int = 500,
-        batch_size: int = 64,
-        seed: int = 1234,
-        num_workers: int = 0,
         max_tokens: int | None = None,
+        **split: Any,
     ) -> None:
         super().__init__(task=task, vocab_size=vocab_size, min_len=min_len, max_len=max_len,
                          test_min_len=min_len if test_min_len is None else test_min_len,
                          test_max_len=max_len if test_max_len is None else test_max_len,
-                         sizes=SplitSizes(train_size, val_size, test_size), batch_size=batch_size, seed=seed,
-                         num_workers=num_workers)
+                         split=self.split_spec(**split))
         self.max_tokens = max_tokens
         require([
             (max_tokens is None or max_tokens >= 1, f"max_tokens must be >= 1, got {max_tokens}"),

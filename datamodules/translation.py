@@ -37,7 +37,7 @@ import random
 from collections.abc import Iterable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from torch import Tensor
@@ -60,7 +60,7 @@ from datamodules.download import Resource, extract, fetch
 from datamodules.iwslt import prepare_iwslt14
 from datamodules.parallel_files import find_file, pair_lengths, read_parallel
 from datamodules.sources import Corpus, SourceSpec, SplitFiles, describe_training_files
-from datamodules.splits import SPLITS, Split, SplitSizes
+from datamodules.splits import SPLITS, Split
 from datamodules.token_store import ParallelText, TokenStore, build_token_store
 from datamodules.tokenization import (
     Tokenization,
@@ -144,7 +144,8 @@ class TranslationData(SplitDataModule):
     """Parallel text -> :class:`datamodules.batching.Seq2SeqBatch` (src (B, S), tgt (B, T) with BOS/EOS).
 
     Loaders shard themselves under DDP (``build_dataloader``): a seeded ``DistributedSampler`` for
-    train, an exactly-once ``UnpaddedShardSampler`` for val/test.
+    train, an exactly-once ``UnpaddedShardSampler`` for val/test. Split sizes are caps (``None``: all);
+    train is a seeded random subset, val/test their first examples.
 
     Args:
         source: synthetic | multi30k | iwslt14 | wmt14 | bible | files.
@@ -166,9 +167,6 @@ class TranslationData(SplitDataModule):
             ``data_dir/stores`` (no text or ids held in RAM). ``None``: on for ``wmt14`` only. Needs
             plain-text files (not TSV/JSONL); ``train_size`` then takes a seeded subset of the
             encoded pairs, and the vocabulary is trained on the whole training split.
-        train_size / val_size / test_size: caps (``None``: all); train is a seeded random subset,
-            val/test their first examples.
-        batch_size: pairs per batch (per rank). seed: subset and shuffle seed. num_workers: loader workers.
     """
 
     def __init__(
@@ -190,15 +188,9 @@ class TranslationData(SplitDataModule):
         max_len: int = 128,
         max_tokens: int | None = None,
         memory_map: bool | None = None,
-        train_size: int | None = None,
-        val_size: int | None = None,
-        test_size: int | None = None,
-        batch_size: int = 64,
-        seed: int = 1234,
-        num_workers: int = 0,
+        **split: Any,
     ) -> None:
-        super().__init__(sizes=SplitSizes(train_size, val_size, test_size, nullable=True), batch_size=batch_size,
-                         seed=seed, num_workers=num_workers)
+        super().__init__(split=self.split_spec(**split))
         self.save_hyperparameters()
         self.use_source(TRANSLATION_SOURCES, source, data_dir)
         if vocab_size <= N_SPECIAL or src_lang == tgt_lang:

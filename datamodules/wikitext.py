@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 import numpy as np
 import torch
@@ -49,7 +49,7 @@ from attnlab_core.errors import UsageError
 from datamodules.batching import N_SPECIAL, PAD, UNK, OneVocabulary, SplitDataModule, distributed_world, require
 from datamodules.bible import book_split, module_confs, read_verses, sword_root
 from datamodules.download import Resource, extract, fetch
-from datamodules.splits import SPLITS, SplitSizes, contiguous_splits
+from datamodules.splits import SPLITS, contiguous_splits
 
 TextSource = Literal["wikitext2", "wikitext103", "web", "file"]
 """Where the text comes from: WikiText-2 raw, WikiText-103 raw (downloaded), the World English Bible
@@ -109,7 +109,8 @@ def encode_chars(text: str, vocab: np.ndarray) -> Tensor:
 
 class TextLM(OneVocabulary, SplitDataModule):
     """Character-level LM data: WikiText-2/103 raw, the WEB Bible or a local text file (see the module
-    docstring).
+    docstring). Split sizes count windows: ``train_size`` per epoch (None: every window of the training
+    text), ``test_size`` per context.
 
     Args:
         source: wikitext2 | wikitext103 | web | file.
@@ -120,23 +121,17 @@ class TextLM(OneVocabulary, SplitDataModule):
         context: training context length L (tokens per window, before the shifted target).
         eval_contexts: test context lengths; default [L, 2L, 4L].
         eval_stride: None for non-overlapping evaluation windows, else the sliding-window stride.
-        train_size: training windows per epoch (None: every window of the training text).
-        val_size: validation windows (None: all).
-        test_size: test windows per context (None: all).
-        batch_size: windows per batch (per DDP rank).
-        seed: training shuffle seed.
-        num_workers: DataLoader workers.
     """
+
+    split_defaults = {"batch_size": 32}
 
     def __init__(
         self, *, source: TextSource = "wikitext2", path: str | None = None, sword_path: str | None = None,
         data_dir: str = "data",
         vocab_size: int = 200, context: int = 128, eval_contexts: list[int] | None = None,
-        eval_stride: int | None = None, train_size: int | None = None, val_size: int | None = None,
-        test_size: int | None = None, batch_size: int = 32, seed: int = 1234, num_workers: int = 0,
+        eval_stride: int | None = None, **split: Any,
     ) -> None:
-        super().__init__(sizes=SplitSizes(train_size, val_size, test_size, nullable=True), batch_size=batch_size,
-                         seed=seed, num_workers=num_workers)
+        super().__init__(split=self.split_spec(**split))
         self.source, self.path, self.sword_path, self.data_dir = source, path, sword_path, Path(data_dir)
         self.vocab_size, self.context = vocab_size, context
         self.eval_contexts = list(eval_contexts) if eval_contexts else [context, 2 * context, 4 * context]

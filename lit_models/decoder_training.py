@@ -20,7 +20,6 @@ The ten knobs of all this (forcing, its schedule, the loss, the optimiser) are d
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
@@ -30,6 +29,7 @@ from torch import Tensor
 from torchmetrics import Metric
 
 from attnlab_core.batches import ids_to_text
+from attnlab_core.options import flat_signature, with_defaults
 from attnlab_core.tokens import BOS, EOS, PAD
 from lit_models.axes import Forcing, LRSchedule, ScheduledDecay
 from lit_models.blocks.decoding import DecodeConfig, decode
@@ -74,24 +74,9 @@ class DecoderTraining:
 
     @classmethod
     def with_defaults(cls, **defaults: Any) -> Callable[..., DecoderTraining]:
-        """A constructor of the spec whose signature carries ``defaults`` instead of the fields' own.
-
-        jsonargparse follows a family's ``**training`` into this call (it resolves ``**kwargs`` by
-        reading the source), so the signature is what the CLI shows: every knob, this docstring's help,
-        the family's defaults. An unknown name is a TypeError at import.
-        """
-        fields = inspect.signature(cls, eval_str=True).parameters
-        unknown = sorted(set(defaults) - set(fields))
-        if unknown:
-            raise TypeError(f"{cls.__name__} has no knob {', '.join(unknown)}")
-
-        def spec(**training: Any) -> DecoderTraining:
-            return cls(**{**defaults, **training})
-
-        params = [p.replace(default=defaults.get(name, p.default)) for name, p in fields.items()]
-        spec.__signature__ = inspect.Signature(params, return_annotation=cls)  # type: ignore[attr-defined]
-        spec.__doc__ = cls.__doc__
-        return spec
+        """``attnlab_core.options.with_defaults`` of this spec: the constructor a family's ``**training``
+        goes to, its signature carrying the family's defaults (what the CLI shows)."""
+        return with_defaults(cls, **defaults)
 
 
 class DecoderTrainingModule(EvaluationModule):
@@ -117,11 +102,7 @@ class DecoderTrainingModule(EvaluationModule):
         guard, tests), a flat signature: its own arguments, then the knobs with its defaults."""
         super().__init_subclass__(**kwargs)
         cls.training_spec = staticmethod(DecoderTraining.with_defaults(**cls.training_defaults))
-        own = list(inspect.signature(cls.__init__).parameters.values())[1:]
-        forwards = any(p.kind is p.VAR_KEYWORD for p in own)
-        knobs = inspect.signature(cls.training_spec).parameters.values()
-        flat = [p for p in own if p.kind is not p.VAR_KEYWORD] + list(knobs)
-        cls.__signature__ = inspect.Signature(flat) if forwards else None  # type: ignore[attr-defined]
+        cls.__signature__ = flat_signature(cls, cls.training_spec)  # type: ignore[attr-defined]
 
     def __init__(self, training: DecoderTraining) -> None:
         super().__init__()

@@ -11,14 +11,13 @@ matches ``data.test_domain`` too). The report adds a table: test accuracy per ar
 
 from __future__ import annotations
 
-import json
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ablations.results import RunRecord, choose_evaluations, stat
+from ablations.results import RunRecord, choose_evaluations, read_mapping, stat
 
 DOMAIN_OPTION = "data.test_domain"
 DROPPED = ("--run.test_after_fit",)  # fit-only options of a trial's command
@@ -44,7 +43,7 @@ def pending(exp_dir: Path, domains: Sequence[str]) -> list[tuple[Path, str, list
     """(run dir, domain, argv) for every finished trial under ``exp_dir`` not yet tested on a domain."""
     out = []
     for run in sorted(p for p in exp_dir.iterdir() if (p / "trial.json").is_file()) if exp_dir.is_dir() else []:
-        trial, summary = (_json(run / f) for f in ("trial.json", "summary.json"))
+        trial, summary = (read_mapping(run / f) for f in ("trial.json", "summary.json"))
         if trial.get("status") != "finished" or not trial.get("command"):
             continue
         done = tested_domains(summary)
@@ -74,7 +73,7 @@ def run_domain_tests(exp_dir: Path, domains: Sequence[str], *, cwd: Path, env: M
 
 def domain_metric(run: RunRecord, domain: str, metric: str) -> float | None:
     """``metric`` of the run's latest test on ``domain`` (None if it has none)."""
-    summary = _json(run.run_dir / "summary.json") if run.run_dir else {}
+    summary = read_mapping(run.run_dir / "summary.json") if run.run_dir else {}
     evaluations = {k: v for k, v in (summary.get("evaluations") or {}).items() if isinstance(v, dict)}
     chosen = choose_evaluations(evaluations, run.params, {DOMAIN_OPTION: domain}).get("test")
     value = (evaluations[chosen].get("metrics") or {}).get(metric) if chosen else None
@@ -111,10 +110,3 @@ def _cell(values: Sequence[float | None]) -> str:
     s = stat(got)
     return f"{s.mean:.3f} ± {s.std:.3f} (n={s.n})" if s.n else "—"
 
-
-def _json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}

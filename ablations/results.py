@@ -116,7 +116,8 @@ def read_history(path: Path) -> list[dict[str, float]]:
     return rows
 
 
-def _read(path: Path) -> dict[str, Any]:
+def read_mapping(path: Path) -> dict[str, Any]:
+    """A run file (``.json``, else YAML) as a dict; {} when it is absent, unreadable or not a mapping."""
     try:
         data = json.loads(path.read_text()) if path.suffix == ".json" else yaml.safe_load(path.read_text())
     except (OSError, ValueError, yaml.YAMLError):
@@ -134,7 +135,7 @@ def _status(summary_status: str | None, trial_status: str | None) -> str:
 def load_run(run_dir: Path, *, evaluation: EvaluationChoice = None) -> RunRecord | None:
     """A record from ``run_dir`` (None if it holds none of summary.json, config.yaml, trial.json),
     with the metrics of the evaluations ``evaluation`` chooses (:func:`choose_evaluations`)."""
-    summary, config, trial = (_read(run_dir / f) for f in ("summary.json", "config.yaml", "trial.json"))
+    summary, config, trial = (read_mapping(run_dir / f) for f in ("summary.json", "config.yaml", "trial.json"))
     if not (summary or config or trial):
         return None
     params = {normalize_key(k): v for k, v in (trial.get("params") or {}).items()}

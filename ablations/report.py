@@ -9,10 +9,8 @@ training). Means are over finished runs; diverged and failed runs are counted, n
 
 from __future__ import annotations
 
-import itertools
 import logging
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +25,8 @@ from ablations.arms import UnsweptArm, swept_values  # noqa: E402
 from ablations.catalog import question_for  # noqa: E402
 from ablations.derived import derive  # noqa: E402
 from ablations.domains import domains_section  # noqa: E402
-from ablations.plots import colors, length_limits, plot_attention, plot_seeds, save_figure  # noqa: E402
+from ablations.plots import colors, plot_attention, plot_seeds, save_figure  # noqa: E402
+from ablations.plots_len import ACC_FAMILIES, BLEU_FAMILIES, plot_by_length  # noqa: E402
 from ablations.questions import Arm, ArmStats, Question, Stat  # noqa: E402
 from ablations.ranges import is_count, metric_range  # noqa: E402
 from ablations.results import RunRecord, arm_stats, group_arms, stat, varying_params  # noqa: E402
@@ -35,8 +34,6 @@ from ablations.sweepspec import SweepError  # noqa: E402
 from attnlab_run.environment import differences  # noqa: E402
 
 log = logging.getLogger(__name__)
-LEN_KEY = re.compile(r"^(?P<split>\w+)/(?P<family>(?:token_)?acc_by_len)/len_(?P<lo>\d+)_(?P<hi>\d+)$")
-LEN_FAMILIES = {"acc_by_len": "exact match", "token_acc_by_len": "token accuracy (free-running)"}
 
 
 @dataclass
@@ -240,46 +237,6 @@ def plot_curves(question: Question, arms: Mapping[Arm, list[RunRecord]], order: 
     return save_figure(fig, out / "curves.png")
 
 
-def plot_acc_by_len(question: Question, arms: Mapping[Arm, list[RunRecord]], order: list[Arm],
-                    out: Path) -> Path | None:
-    """Exact match and free-running token accuracy per target-length bucket
-    (``<split>/{acc_by_len,token_acc_by_len}/len_*``): one row per metric, one panel per split."""
-    panels: dict[tuple[str, str], set[tuple[int, int]]] = {}
-    for runs in arms.values():
-        for r in runs:
-            for key in r.metrics:
-                m = LEN_KEY.match(key)
-                if m:
-                    panels.setdefault((m["family"], m["split"]), set()).add((int(m["lo"]), int(m["hi"])))
-    if not panels:
-        return None
-    params = next(r.params for rs in arms.values() for r in rs)
-    families = [f for f in LEN_FAMILIES if any(k[0] == f for k in panels)]
-    splits = sorted({k[1] for k in panels})
-    fig, axes = plt.subplots(len(families), len(splits), figsize=(5.5 * len(splits), 4 * len(families)), squeeze=False)
-    for (row, family), (col, split) in itertools.product(enumerate(families), enumerate(splits)):
-        ax, buckets = axes[row, col], panels.get((family, split), set())
-        train_max, split_max = length_limits(params, split)
-        ordered = sorted(buckets)
-        xs = [(lo + min(hi, split_max or hi)) / 2 for lo, hi in ordered]  # centre of the lengths present
-        for arm, color in zip(order, colors(len(order)), strict=True):
-            done = [r for r in arms[arm] if r.status == "finished"]
-            stats = [stat([r.metrics.get(f"{split}/{family}/len_{lo:03d}_{hi:03d}", math.nan) for r in done])
-                     for lo, hi in ordered]
-            if all(s.n == 0 for s in stats):
-                continue
-            ax.errorbar(xs, [s.mean for s in stats], yerr=[0 if s.n < 2 else s.std for s in stats], color=color,
-                        marker="o", capsize=3, label=_arm_label(question, arm))
-        if train_max:
-            ax.axvline(train_max + 0.5, color="grey", linestyle="--", linewidth=1,
-                       label=f"longest training length ({train_max})")
-        ax.set(xlabel="target length (bucket centre)", ylabel=LEN_FAMILIES[family],
-               title=f"{split}: {LEN_FAMILIES[family]} by length", ylim=(-0.02, 1.02))
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    return save_figure(fig, out / "acc_by_len.png")
-
-
 def plot_probe(question: Question, prefix: str, arms: Mapping[Arm, list[RunRecord]], order: list[Arm],
                out: Path) -> Path | None:
     """Grouped bars: one group per probe key under ``prefix`` (layer / map), one bar per arm (± std)."""
@@ -321,9 +278,10 @@ def write_report(name: str, runs: list[RunRecord], out: Path, question: Question
         plot_seeds(arms, order, metric=question.metric, label=lambda a: _arm_label(question, a), value=run_value,
                    out=out),
         plot_curves(question, arms, order, out),
-        plot_acc_by_len(question, arms, order, out),
+        *(plot_by_length(arms, order, label=lambda a: _arm_label(question, a), out=out, families=families, name=name)
+          for name, families in (("acc_by_len", ACC_FAMILIES), ("bleu_by_len", BLEU_FAMILIES))),
         *(plot_probe(question, pr, arms, order, out) for pr in question.probes
-          if pr.endswith("/") and "acc_by_len" not in pr),
+          if pr.endswith("/") and "_by_len" not in pr),
         plot_attention(arms, order, label=lambda a: _arm_label(question, a), out=out),
     ) if p is not None]
     path = out / "report.md"
@@ -335,6 +293,7 @@ def write_report(name: str, runs: list[RunRecord], out: Path, question: Question
 
 FIGURE_TITLES = {"seeds": "Headline metric per arm (every seed)",
                  "curves": "Learning curves (mean ± 1 std over finished seeds)", "acc_by_len": "Accuracy by length",
+                 "bleu_by_len": "BLEU by source length",
                  "attention": "Attention maps (one seed per arm; arms without attention left out)"}
 
 

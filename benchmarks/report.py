@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from benchmarks.gpu_question import question_table
+
 TRAIN_RATIO_GOAL = 1.2
 UTILISATION_GOAL = 0.5
 BF16_SPEEDUP_GOAL = 2.5
@@ -169,7 +171,12 @@ def render(results: dict) -> str:
                      f"attnlab step {r['attnlab_us']:.0f} µs, bare LSTMCell decoder {r['bare_us']:.0f} µs, "
                      f"cell only {r['cell_only_us']:.0f} µs: overhead {r['overhead']:.2f}x")
     if "gpu" in results:
-        parts.append(f"### gpu\n\n{results['gpu']}")
+        gpu = dict(results["gpu"])
+        question = gpu.pop("question", None)
+        parts.append(f"### gpu\n\n{gpu}")
+        if question:
+            parts.append(f"### question on one GPU (quick preset, every seed, N trials at once)\n\n"
+                         f"{question_table(question)}")
     if results.get("time_to_answer"):
         threads = results["time_to_answer"][0].get("threads", "?")
         parts.append(f"### time to answer (one quick trial per question: real CLI subprocess, {threads} thread as "

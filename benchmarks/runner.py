@@ -20,6 +20,7 @@ from benchmarks.common import QUICK_SIZES, SIZES, threads
 from benchmarks.compiled import bench_compile
 from benchmarks.decoding import bench_decoding
 from benchmarks.gpu import bench_gpu
+from benchmarks.gpu_question import JOBS, bench_question_on_gpu
 from benchmarks.optimizer import bench_optimizer
 from benchmarks.profiles import profile_decoding, profile_training
 from benchmarks.recurrent import bench_recurrent_step
@@ -111,6 +112,7 @@ def _run_sections(opts: Options, res: dict) -> None:
     if "gpu" in opts.sections:
         gpu = bench_gpu(rounds=timing["rounds"], steps=timing["steps"], warmup=timing["warmup"])
         if "skipped" not in gpu:
+            gpu["question"] = bench_question_on_gpu(jobs=(2,) if q else JOBS)  # N trials packed on one GPU
             res["gpu"] = gpu
     if "profiles" in opts.sections:
         res["profiles"] = _profiles(sizes, q)

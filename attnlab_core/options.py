@@ -5,15 +5,17 @@ A spec (a frozen keyword-only dataclass, e.g. ``lit_models.decoder_training.Deco
 A class that takes the group declares ``**options`` and calls a constructor from :func:`with_defaults`;
 jsonargparse follows that ``**kwargs`` call (it reads the source), so the CLI shows the options flat
 (``--model.lr``, ``--data.seed``) with the class's defaults and the spec's docs. :func:`flat_signature`
-gives ``inspect.signature(cls)`` the same flat view.
+gives ``inspect.signature(cls)`` the same flat view. :func:`compose` joins several groups into one
+``**options`` (an architecture, then the training knobs), in the order the CLI shows them.
 """
 
 from __future__ import annotations
 
 import inspect
+import re
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -29,25 +31,89 @@ def _narrowed(annotation: Any, default: Any) -> Any:
     return rest[0] if len(rest) == 1 else typing.Union[rest]  # noqa: UP007
 
 
-def with_defaults(spec: type[T], **defaults: Any) -> Callable[..., T]:
+def field_docs(spec: type) -> dict[str, str]:
+    """``name -> text`` of the ``Args:`` section of ``spec``'s Google-style docstring (one name a line;
+    indented lines continue the entry above)."""
+    docs: dict[str, str] = {}
+    _, _, args = (inspect.getdoc(spec) or "").partition("Args:\n")
+    name = None
+    for line in args.splitlines():
+        entry = re.match(r"^    (\w+): (.*)$", line)
+        if entry:
+            name, docs[entry[1]] = entry[1], entry[2]
+        elif name and line.startswith("     "):
+            docs[name] += " " + line.strip()
+        elif line.strip():
+            break  # the section after Args (e.g. "Derived ...")
+    return docs
+
+
+def _docstring(summary: str, docs: Mapping[str, str]) -> str:
+    return summary + "\n\nArgs:\n" + "".join(f"    {name}: {text}\n" for name, text in docs.items())
+
+
+def with_defaults(
+    spec: type[T], *, rename: Mapping[str, str] | None = None, fixed: Mapping[str, Any] | None = None,
+    **defaults: Any,
+) -> Callable[..., T]:
     """A constructor of ``spec`` whose signature carries ``defaults`` instead of the fields' own.
 
     The signature is what the CLI shows: every option, the spec's docstring as help, the family's
-    defaults (an optional option the family gives a number is typed without ``None``). An unknown name
-    is a TypeError at import.
+    defaults (an optional option the family gives a number is typed without ``None``). A family may
+    show a field under another name (``rename``: field -> shown name; ``defaults`` use the shown name)
+    or pin it (``fixed``: field -> value, not an option). An unknown name is a TypeError at import.
     """
+    rename, fixed = dict(rename or {}), dict(fixed or {})
     fields = inspect.signature(spec, eval_str=True).parameters
-    unknown = sorted(set(defaults) - set(fields))
+    shown = {rename.get(name, name): name for name in fields if name not in fixed}
+    unknown = sorted((set(rename) | set(fixed)) - set(fields) | set(defaults) - set(shown))
     if unknown:
         raise TypeError(f"{spec.__name__} has no knob {', '.join(unknown)}")
 
     def construct(**options: Any) -> T:
-        return spec(**{**defaults, **options})
+        given = {**defaults, **options}
+        return spec(**fixed, **{shown[name]: value for name, value in given.items()})
 
-    params = [p.replace(default=(d := defaults.get(name, p.default)), annotation=_narrowed(p.annotation, d))
-              for name, p in fields.items()]
+    params = [fields[field].replace(name=name, default=(d := defaults.get(name, fields[field].default)),
+                                    annotation=_narrowed(fields[field].annotation, d))
+              for name, field in shown.items()]
     construct.__signature__ = inspect.Signature(params, return_annotation=spec)  # type: ignore[attr-defined]
-    construct.__doc__ = spec.__doc__
+    docs = field_docs(spec)
+    summary = (inspect.getdoc(spec) or "").split("\n\n")[0]
+    construct.__doc__ = _docstring(summary, {name: docs[field] for name, field in shown.items() if field in docs})
+    return construct
+
+
+class Groups(tuple):
+    """What :func:`compose`'s constructor returns: one object per group, and ``values``, every option
+    under its shown name with the value it took (given, else the family's default)."""
+
+    values: dict[str, Any]
+
+
+def compose(*groups: Callable[..., Any]) -> Callable[..., Groups]:
+    """One constructor of several groups (each from :func:`with_defaults`): its signature is theirs in
+    order, its docstring their ``Args``; it returns :class:`Groups`. A name in two groups, or one in
+    none, is a TypeError."""
+    params = [p for group in groups for p in inspect.signature(group).parameters.values()]
+    names = [p.name for p in params]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise TypeError(f"options declared by two groups: {', '.join(twice)}")
+    owner = [set(inspect.signature(group).parameters) for group in groups]
+
+    def construct(**options: Any) -> Groups:
+        unknown = sorted(set(options) - set(names))
+        if unknown:
+            raise TypeError(f"no knob {', '.join(unknown)}")
+        pairs = zip(groups, owner, strict=True)
+        built = Groups(group(**{k: v for k, v in options.items() if k in own}) for group, own in pairs)
+        built.values = {p.name: options.get(p.name, p.default) for p in params}
+        return built
+
+    construct.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    docs = {k: v for group in groups for k, v in field_docs(group).items()}  # type: ignore[arg-type]
+    construct.__doc__ = _docstring((groups[0].__doc__ or "").split("\n\n")[0] if groups else "", docs)
     return construct
 
 

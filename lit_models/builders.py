@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from itertools import pairwise
+from typing import cast
 
 from torch import nn
 
-from attnlab_core.errors import UsageError
 from attnlab_core.tokens import PAD
-from lit_models.axes import Attention, Cell, EncoderFamily, Pooling, Tying, VisionBackbone
-from lit_models.blocks.alignment import HardEval
+from lit_models.axes import Tying, VisionBackbone
 from lit_models.blocks.causal import CausalLayer, CausalTransformer
 from lit_models.blocks.classifier_net import RecurrentStates, TextClassifierNet, TransformerStates
 from lit_models.blocks.encoder_decoder import Decoder, Encoder, EncoderDecoder, TokenEmbedding
@@ -26,8 +25,16 @@ from lit_models.blocks.recurrent_decoder import AttentionalDecoder
 from lit_models.blocks.recurrent_net import RecurrentEncoderDecoder
 from lit_models.blocks.transformer import DecoderLayer, EncoderLayer, LayerOptions
 from lit_models.blocks.vision import CaptionNet, GridEncoder
-from lit_models.registries import ATTENTION_ARMS, CELLS, POOLINGS, POSITIONS, PREPENDS_CLS, VISION_ENCODERS
-from lit_models.specs import TransformerSpec
+from lit_models.registries import POOLINGS, POSITIONS, VISION_ENCODERS
+from lit_models.specs import (
+    CaptionerSpec,
+    ClassifierSpec,
+    FullViewSpec,
+    RamSpec,
+    RecurrentEncoderSpec,
+    RecurrentSeq2SeqSpec,
+    TransformerSpec,
+)
 
 
 def _tie_none(src: TokenEmbedding, tgt: TokenEmbedding, out: nn.Linear) -> TokenEmbedding:
@@ -113,107 +120,83 @@ def build_transformer(
     )
 
 
+def build_recurrent_encoder(spec: RecurrentEncoderSpec) -> RecurrentEncoder:
+    """Sutskever et al. 2014 / Bahdanau et al. 2015 §3.2: ``num_layers`` of the cell arm over E-wide embeddings."""
+    return RecurrentEncoder(cell=spec.cells, input_size=spec.embed_dim, hidden_size=spec.hidden_size,
+                            num_layers=spec.num_layers, bidirectional=spec.bidirectional, dropout=spec.dropout)
+
+
 def build_recurrent_seq2seq(
-    *,
-    src_vocab_size: int,
-    tgt_vocab_size: int,
-    cell: Cell,
-    attention: Attention,
-    embed_dim: int,
-    hidden_size: int,
-    num_layers: int,
-    bidirectional: bool,
-    dropout: float,
-    hard_eval: HardEval,
+    spec: RecurrentSeq2SeqSpec, *, src_vocab_size: int, tgt_vocab_size: int,
 ) -> RecurrentEncoderDecoder:
     """Bahdanau et al. 2015, Fig. 1: embeddings -> (bi)recurrent encoder -> attentional decoder.
 
     With ``attention="none"`` this is the fixed-vector encoder-decoder of Sutskever/Cho.
     """
-    src_embed = nn.Embedding(src_vocab_size, embed_dim, padding_idx=PAD)
-    encoder = RecurrentEncoder(cell=CELLS[cell], input_size=embed_dim, hidden_size=hidden_size, num_layers=num_layers,
-                               bidirectional=bidirectional, dropout=dropout)
-    decoder = AttentionalDecoder(cell=CELLS[cell], vocab_size=tgt_vocab_size, embed_dim=embed_dim,
-                                 hidden_size=hidden_size, memory_size=encoder.output_size,
-                                 attention=ATTENTION_ARMS[attention], num_layers=num_layers,
-                                 dropout=dropout, hard_eval=hard_eval)
-    return RecurrentEncoderDecoder(src_embed=src_embed, encoder=encoder, decoder=decoder, dropout=dropout)
+    src_embed = nn.Embedding(src_vocab_size, spec.embed_dim, padding_idx=PAD)
+    encoder = build_recurrent_encoder(spec.encoder)
+    decoder = AttentionalDecoder(cell=spec.encoder.cells, vocab_size=tgt_vocab_size, embed_dim=spec.embed_dim,
+                                 hidden_size=spec.hidden_size, memory_size=spec.encoder.output_size,
+                                 attention=spec.arm, num_layers=spec.num_layers,
+                                 dropout=spec.dropout, hard_eval=spec.hard_eval)
+    return RecurrentEncoderDecoder(src_embed=src_embed, encoder=encoder, decoder=decoder, dropout=spec.dropout)
 
 
-def build_classifier(
-    *, vocab_size: int, num_classes: int, encoder: EncoderFamily, pooling: Pooling, cell: Cell, embed_dim: int,
-    hidden_size: int, num_layers: int, bidirectional: bool, attn_size: int, dropout: float,
-    transformer: TransformerSpec | None,
-) -> TextClassifierNet:
+def build_classifier(spec: ClassifierSpec, *, vocab_size: int, num_classes: int) -> TextClassifierNet:
     """Wire a classifier: recurrent (Yang et al. 2016 word level) or
-    Transformer encoder (Vaswani et al. 2017 encoder; Devlin et al. 2019 for ``cls``) + pooling.
-
-    ``transformer`` is the encoder's spec when ``encoder="transformer"`` (else unused, may be None).
-    """
-    if encoder == "recurrent":
-        if pooling == "cls" and not bidirectional:
-            raise UsageError("pooling=cls with a unidirectional recurrent encoder reads a state that has seen "
-                             "only the [CLS] token; use bidirectional=true or encoder=transformer")
-        rnn = RecurrentEncoder(cell=CELLS[cell], input_size=embed_dim, hidden_size=hidden_size, num_layers=num_layers,
-                               bidirectional=bidirectional, dropout=dropout)
-        embed: nn.Module = nn.Embedding(vocab_size, embed_dim, padding_idx=PAD)
-        states: nn.Module = RecurrentStates(encoder=rnn, dropout=dropout)
-        width, directions, cls_dim = rnn.output_size, 2 if bidirectional else 1, embed_dim
+    Transformer encoder (Vaswani et al. 2017 encoder; Devlin et al. 2019 for ``cls``) + pooling."""
+    if spec.encoder == "recurrent":
+        recurrent = cast(RecurrentEncoderSpec, spec.recurrent)  # ClassifierSpec checked it is given
+        rnn = build_recurrent_encoder(recurrent)
+        embed: nn.Module = nn.Embedding(vocab_size, recurrent.embed_dim, padding_idx=PAD)
+        states: nn.Module = RecurrentStates(encoder=rnn, dropout=spec.dropout)
     else:
-        if transformer is None:
-            raise ValueError("encoder='transformer' needs its TransformerSpec")
+        transformer = cast(TransformerSpec, spec.transformer)  # ClassifierSpec checked it is given
         pos = build_positions(transformer, causal=False)
         stack = build_encoder(transformer, positions=pos)
         embed = TokenEmbedding(vocab_size=vocab_size, d_model=transformer.d_model)
-        states = TransformerStates(positions=pos, encoder=stack, dropout=dropout)
-        width, directions, cls_dim = transformer.d_model, 1, transformer.d_model
+        states = TransformerStates(positions=pos, encoder=stack, dropout=spec.dropout)
     return TextClassifierNet(
-        embed=embed, states=states, head=nn.Linear(width, num_classes),
-        pooling=POOLINGS[pooling](d_in=width, attn_size=attn_size, directions=directions),
-        cls_dim=cls_dim if PREPENDS_CLS[pooling] else None, dropout=dropout,
+        embed=embed, states=states, head=nn.Linear(spec.width, num_classes),
+        pooling=POOLINGS[spec.pooling](d_in=spec.width, attn_size=spec.attn_size, directions=spec.directions),
+        cls_dim=spec.cls_dim, dropout=spec.dropout,
     )
 
 
-def build_captioner(
-    *, tgt_vocab_size: int, encoder: VisionBackbone, weights: str | None, fine_tune: bool, grid_size: int,
-    cnn_width: int, attention: Attention, cell: Cell, embed_dim: int, hidden_size: int, dropout: float, gate: bool,
-    hard_eval: HardEval, hard_soft_mix: float,
-) -> CaptionNet:
+def build_captioner(spec: CaptionerSpec, *, tgt_vocab_size: int) -> CaptionNet:
     """Xu et al. 2015, Fig. 1: a CNN feature grid (the annotation vectors a_i) -> an attentional LSTM
     decoder whose context ẑ_t is soft (additive), hard (sampled) or absent, with the β gate (§4.2.1)."""
-    grid = build_vision_encoder(encoder, grid_size=grid_size, fine_tune=fine_tune, weights=weights, width=cnn_width)
-    decoder = AttentionalDecoder(cell=CELLS[cell], vocab_size=tgt_vocab_size, embed_dim=embed_dim,
-                                 hidden_size=hidden_size, memory_size=grid.feature_size,
-                                 attention=ATTENTION_ARMS[attention], dropout=dropout,
-                                 hard_eval=hard_eval, gate=gate, soft_mix=hard_soft_mix)
+    grid = build_vision_encoder(spec.encoder, grid_size=spec.grid_size, fine_tune=spec.fine_tune,
+                                weights=spec.weights, width=spec.cnn_width)
+    decoder = AttentionalDecoder(cell=spec.cells, vocab_size=tgt_vocab_size, embed_dim=spec.embed_dim,
+                                 hidden_size=spec.hidden_size, memory_size=grid.feature_size, attention=spec.arm,
+                                 dropout=spec.dropout, hard_eval=spec.hard_eval, gate=spec.gate,
+                                 soft_mix=spec.hard_soft_mix)
     return CaptionNet(encoder=grid, decoder=decoder)
 
 
-def build_ram(
-    *, in_channels: int, num_classes: int, glimpses: int, patch_size: int, scales: int, scale_factor: int,
-    glimpse_hidden: int, location_hidden: int, glimpse_size: int, hidden_size: int, cell: Cell, std: float,
-) -> RecurrentAttention:
+def build_ram(spec: RamSpec, *, num_classes: int) -> RecurrentAttention:
     """Mnih et al. 2014, Fig. 1: glimpse sensor ρ -> glimpse network f_g -> recurrent core f_h, whose
     state feeds the location policy f_l, the baseline b_t and (after the last glimpse) the action network f_a.
 
     The core is a ``cell`` step from ``recurrent.CELLS`` (the paper: a rectifier RNN; see ``glimpse_net``).
     """
-    sensor = GlimpseSensor(patch_size=patch_size, scales=scales, scale_factor=scale_factor)
-    glimpse = GlimpseNetwork(input_size=scales * in_channels * patch_size**2, glimpse_hidden=glimpse_hidden,
-                             location_hidden=location_hidden, output_size=glimpse_size)
-    core = CELLS[cell].step(input_size=glimpse_size, hidden_size=hidden_size)
-    policy = LocationPolicy(hidden_size=hidden_size, std=std)
+    sensor = GlimpseSensor(patch_size=spec.patch_size, scales=spec.scales, scale_factor=spec.scale_factor)
+    glimpse = GlimpseNetwork(input_size=spec.glimpse_input, glimpse_hidden=spec.glimpse_hidden,
+                             location_hidden=spec.location_hidden, output_size=spec.glimpse_size)
+    core = spec.cells.step(input_size=spec.glimpse_size, hidden_size=spec.hidden_size)
+    policy = LocationPolicy(hidden_size=spec.hidden_size, std=spec.std)
     return RecurrentAttention(sensor=sensor, glimpse=glimpse, core=core, policy=policy,
-                              baseline=nn.Linear(hidden_size, 1), classifier=nn.Linear(hidden_size, num_classes),
-                              glimpses=glimpses)
+                              baseline=nn.Linear(spec.hidden_size, 1),
+                              classifier=nn.Linear(spec.hidden_size, num_classes), glimpses=spec.glimpses)
 
 
-def build_full_view(*, pixels: int, num_classes: int, hidden_size: int, layers: int) -> FullViewNet:
-    """Mnih et al. 2014, §4.1 and Table 1's "FC" rows: the flattened canvas (``pixels`` = C·H·W values) ->
-    ``layers`` fully connected ReLU layers of ``hidden_size`` units -> a linear read-out of the classes."""
-    widths = [pixels] + [hidden_size] * layers
+def build_full_view(spec: FullViewSpec, *, num_classes: int) -> FullViewNet:
+    """Mnih et al. 2014, §4.1 and Table 1's "FC" rows: the flattened canvas (C·H·W values) -> ``layers``
+    fully connected ReLU layers of ``hidden_size`` units -> a linear read-out of the classes."""
+    widths = [spec.pixels] + [spec.hidden_size] * spec.layers
     hidden = [nn.Linear(n_in, n_out) for n_in, n_out in pairwise(widths)]
-    return FullViewNet(hidden=hidden, classifier=nn.Linear(hidden_size, num_classes))
+    return FullViewNet(hidden=hidden, classifier=nn.Linear(spec.hidden_size, num_classes))
 
 
 def build_causal_lm(spec: TransformerSpec, *, vocab_size: int, tying: Tying) -> CausalTransformer:

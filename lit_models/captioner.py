@@ -35,15 +35,15 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from attnlab_core.options import with_defaults
 from attnlab_core.tokens import PAD
-from lit_models.axes import Attention, Baseline, Cell, VisionBackbone
-from lit_models.blocks.alignment import HardEval
 from lit_models.builders import build_captioner
 from lit_models.caption_metrics import box_cell_overlap, build_caption_metrics, localisation
 from lit_models.decoder_training import DecoderTrainingModule
 from lit_models.evaluation import drop_nan
 from lit_models.metrics import Ratio
-from lit_models.reinforce import ReinforceTerm
+from lit_models.reinforce import ReinforceOptions
+from lit_models.specs import CaptionerSpec
 
 
 class Share(Ratio):
@@ -73,63 +73,23 @@ class ShowAttendTell(DecoderTrainingModule):
 
     Args:
         tgt_vocab_size: caption vocabulary size (linked from the datamodule).
-        encoder: :data:`VisionBackbone` (small_cnn | resnet18 | resnet34 | resnet50 | resnet101).
-        weights: torchvision weights name for ResNets (``DEFAULT``, ``IMAGENET1K_V1``...; downloaded
-            once) or null (random init, offline).
-        fine_tune: train the encoder (a frozen pretrained ResNet is Xu et al.'s setup).
-        grid_size: G; the decoder attends over G² cells (Xu et al.: 14 × 14).
-        cnn_width: feature width D of the small CNN (ResNets: 512 / 2048).
-        attention: additive (soft) | hard | none (dot / general also work when sizes allow).
-        cell: the decoder cell (Xu et al.: lstm).
-        embed_dim: word embedding size. hidden_size: decoder state size.
-        dropout: on embeddings and before the output layer.
-        gate: the gating scalar β on the context (§4.2.1).
-        doubly_stochastic: λ of the doubly stochastic penalty (eq. 14; paper: 1).
-        hard_eval: hard attention at evaluation: argmax cell, or the soft expectation.
-        hard_soft_mix: probability that a training caption of the hard arm attends by expectation
-            instead of sampling (Xu et al. §4.1 use 0.5); those captions add no REINFORCE term.
-        reinforce_weight / entropy_weight / baseline / baseline_momentum: the REINFORCE term of hard
-            attention (``lit_models.reinforce``).
-        training: ``decoder_training.DecoderTraining``'s knobs (forcing, label_smoothing, lr, ...).
+        options: the architecture (``specs.CaptionerSpec``: encoder, weights, ..., attention, cell, gate,
+            the penalty's λ ``doubly_stochastic``, hard_eval, hard_soft_mix), the REINFORCE term of hard
+            attention (``reinforce.ReinforceOptions``), then ``decoder_training.DecoderTraining``'s knobs.
     """
 
+    option_groups = (with_defaults(CaptionerSpec), with_defaults(ReinforceOptions))
     training_defaults = {"scheduled_mode": "per_step", "lr_schedule": "constant", "warmup_steps": 100}
     figure_examples = 3  # the first images of the first validation batch (no token length to rank by)
 
-    def __init__(
-        self,
-        *,
-        tgt_vocab_size: int,
-        encoder: VisionBackbone = "small_cnn",
-        weights: str | None = None,
-        fine_tune: bool = True,
-        grid_size: int = 14,
-        cnn_width: int = 128,
-        attention: Attention = "additive",
-        cell: Cell = "lstm",
-        embed_dim: int = 64,
-        hidden_size: int = 256,
-        dropout: float = 0.0,
-        gate: bool = True,
-        doubly_stochastic: float = 1.0,
-        hard_eval: HardEval = "argmax",
-        hard_soft_mix: float = 0.0,
-        reinforce_weight: float = 1.0,
-        entropy_weight: float = 0.01,
-        baseline: Baseline = "moving_average",
-        baseline_momentum: float = 0.9,
-        **training: Any,
-    ) -> None:
-        super().__init__(self.training_spec(**training))
+    def __init__(self, *, tgt_vocab_size: int, **options: Any) -> None:
+        groups = self.options(**options)
+        arch, reinforce, training = groups
+        super().__init__(training)
         self.save_hyperparameters()
-        self.net = build_captioner(
-            tgt_vocab_size=tgt_vocab_size, encoder=encoder, weights=weights, fine_tune=fine_tune, grid_size=grid_size,
-            cnn_width=cnn_width, attention=attention, cell=cell, embed_dim=embed_dim, hidden_size=hidden_size,
-            dropout=dropout, gate=gate, hard_eval=hard_eval, hard_soft_mix=hard_soft_mix,
-        )
-        self.reinforce = ReinforceTerm(baseline=baseline, value_size=self.net.encoder.feature_size,
-                                       momentum=baseline_momentum,
-                                       reinforce_weight=reinforce_weight, entropy_weight=entropy_weight)
+        self.save_options(groups)
+        self.net = build_captioner(arch, tgt_vocab_size=tgt_vocab_size)
+        self.reinforce = reinforce.term(value_size=self.net.encoder.feature_size)
         self.metrics = nn.ModuleDict({s: self._split_metrics() for s in ("val", "test")})
 
     @staticmethod

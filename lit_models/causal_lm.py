@@ -26,13 +26,13 @@ from torch import Tensor
 from torchmetrics import Metric
 
 from attnlab_core.batches import Seq2SeqBatch, TextBatch
+from attnlab_core.options import with_defaults
 from attnlab_core.tokens import BOS, EOS, PAD
-from lit_models.axes import AttnScale, Norm, Positions, Tying
 from lit_models.builders import build_causal_lm
 from lit_models.metrics import Ratio, label_smoothed_loss
 from lit_models.protocols import UnigramBaseline
 from lit_models.seq2seq import Seq2SeqModule
-from lit_models.specs import TransformerSpec
+from lit_models.specs import TransformerArgs
 
 
 class ContextPerplexity(Metric):
@@ -67,49 +67,22 @@ class CausalLM(Seq2SeqModule):
 
     Args:
         tgt_vocab_size: vocabulary size (linked from the datamodule).
-        d_model: model width.
-        heads: attention heads h; d_k = d_model / h.
-        d_ff: feed-forward inner width.
-        layers: N causal layers.
-        dropout: dropout on sublayer outputs and embeddings.
-        attn_dropout: dropout on attention weights.
-        norm: residual LayerNorm placement (post | pre).
-        positions: position information (sinusoidal | learned | rope | alibi | none).
-        attn_scale: dot-product scaling (sqrt_dk | none | dk).
-        max_positions: rows of the learned position table (only used by positions=learned); a
-            longer sequence is an error, not a silent wrap.
-        tying: weight tying of input embedding and output projection (none | decoder | all; one vocabulary,
-            so decoder and all are the same).
-        training: ``decoder_training.DecoderTraining``'s knobs. ``forcing`` is the feed of the answer:
-            text windows are always teacher-forced (there is no answer to free-run), and the
+        options: the architecture (``specs.TransformerArgs`` with ``layers`` N causal layers and no
+            encoder), then ``decoder_training.DecoderTraining``'s knobs. ``forcing`` is the feed of the
+            answer: text windows are always teacher-forced (there is no answer to free-run), and the
             evaluation NLL of text is never label-smoothed.
     """
 
-    def __init__(
-        self,
-        *,
-        tgt_vocab_size: int,
-        d_model: int = 128,
-        heads: int = 4,
-        d_ff: int = 512,
-        layers: int = 2,
-        dropout: float = 0.1,
-        attn_dropout: float = 0.0,
-        norm: Norm = "pre",
-        positions: Positions = "sinusoidal",
-        attn_scale: AttnScale = "sqrt_dk",
-        max_positions: int = 512,
-        tying: Tying = "decoder",
-        **training: Any,
-    ) -> None:
-        super().__init__(self.training_spec(**training))
+    option_groups = (with_defaults(TransformerArgs, rename={"decoder_layers": "layers"},
+                                   fixed={"encoder_layers": 0}, norm="pre", max_positions=512),)
+
+    def __init__(self, *, tgt_vocab_size: int, **options: Any) -> None:
+        groups = self.options(**options)
+        arch, training = groups
+        super().__init__(training)
         self.save_hyperparameters()
-        self.net = build_causal_lm(
-            TransformerSpec(d_model=d_model, heads=heads, d_ff=d_ff, decoder_layers=layers, dropout=dropout,
-                            attn_dropout=attn_dropout, norm=norm, positions=positions, attn_scale=attn_scale,
-                            max_len=max_positions),
-            vocab_size=tgt_vocab_size, tying=tying,
-        )
+        self.save_options(groups)
+        self.net = build_causal_lm(arch.spec, vocab_size=tgt_vocab_size, tying=arch.tying)
         self.text_metrics = torch.nn.ModuleDict(
             {s: torch.nn.ModuleDict({"loss": Ratio(), "ppl_by_ctx": ContextPerplexity()}) for s in ("val", "test")}
         )

@@ -37,7 +37,7 @@ from lit_models.builders import build_classifier  # noqa: E402
 from lit_models.evaluation import EvaluationModule
 from lit_models.optim import module_adamw  # noqa: E402
 from lit_models.schedules import LR_SCHEDULES  # noqa: E402
-from lit_models.specs import TransformerSpec  # noqa: E402
+from lit_models.specs import ClassifierSpec, RecurrentEncoderSpec, TransformerSpec  # noqa: E402
 
 
 class SentimentClassifier(EvaluationModule):
@@ -70,15 +70,15 @@ class SentimentClassifier(EvaluationModule):
         super().__init__()
         self.save_hyperparameters()
         hp = self.hparams
-        self.net = build_classifier(
-            vocab_size=src_vocab_size, num_classes=num_classes, encoder=encoder, pooling=pooling, cell=cell,
-            embed_dim=embed_dim, hidden_size=hidden_size, num_layers=num_layers, bidirectional=bidirectional,
-            attn_size=attn_size, dropout=dropout,
-            transformer=TransformerSpec(
-                d_model=d_model, heads=heads, d_ff=d_ff, encoder_layers=num_layers, dropout=dropout, attn_dropout=0.0,
-                norm=norm, positions=positions, attn_scale=attn_scale, max_len=max_positions,
-            ) if encoder == "transformer" else None,
-        )
+        recurrent = RecurrentEncoderSpec(cell=cell, embed_dim=embed_dim, hidden_size=hidden_size, num_layers=num_layers,
+                                         bidirectional=bidirectional, dropout=dropout)
+        transformer = TransformerSpec(
+            d_model=d_model, heads=heads, d_ff=d_ff, encoder_layers=num_layers, dropout=dropout, attn_dropout=0.0,
+            norm=norm, positions=positions, attn_scale=attn_scale, max_len=max_positions,
+        ) if encoder == "transformer" else None
+        spec = ClassifierSpec(encoder=encoder, pooling=pooling, attn_size=attn_size, dropout=dropout,
+                              recurrent=recurrent if encoder == "recurrent" else None, transformer=transformer)
+        self.net = build_classifier(spec, vocab_size=src_vocab_size, num_classes=num_classes)
         self.metrics = nn.ModuleDict({split: nn.ModuleDict({
             "acc": MulticlassAccuracy(num_classes=hp.num_classes, average="micro"),
             "f1": MulticlassF1Score(num_classes=hp.num_classes, average="macro"),

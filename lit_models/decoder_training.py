@@ -15,7 +15,9 @@ families (``seq2seq.Seq2SeqModule``: Transformer, recurrent, causal LM) and the 
 What is scored and drawn (``_evaluate``, metrics, figures) stays with each family.
 
 The ten knobs of all this (forcing, its schedule, the loss, the optimiser) are declared once, in
-``DecoderTraining``; a family takes them as ``**training`` and names only the defaults it changes.
+``DecoderTraining``; a family takes them in its ``**options`` and names only the defaults it changes.
+Its other groups (its architecture's arguments, e.g. ``specs.TransformerArgs``) come before them, in
+``option_groups``; ``self.options(**options)`` builds every group at once.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from torch import Tensor
 from torchmetrics import Metric
 
 from attnlab_core.batches import ids_to_text
-from attnlab_core.options import flat_signature, with_defaults
+from attnlab_core.options import Groups, compose, flat_signature, with_defaults
 from attnlab_core.tokens import BOS, EOS, PAD
 from lit_models.axes import Forcing, LRSchedule, ScheduledDecay
 from lit_models.blocks.decoding import DecodeConfig, decode
@@ -84,11 +86,11 @@ class DecoderTrainingModule(EvaluationModule):
 
     ``self.net`` implements ``encode(src) -> state``, ``step(prev, state) -> (logits, state)`` and
     ``teacher_forward(state, tgt_in) -> (logits, state)``; batches have ``src`` and ``tgt``
-    (``[BOS, y.., EOS, PAD..]``). A family declares its own arguments and ``**training``, passes
-    ``self.training_spec(**training)`` up, calls ``save_hyperparameters()``, sets ``self.net`` and
-    ``self.metrics``, and implements ``source_lengths`` and ``_evaluate``. Every knob of
-    ``DecoderTraining`` is a hyper-parameter (the loss and the optimiser read them from
-    ``self.hparams``). ``self.decoding`` (a ``DecodeConfig``) is deliberately not one: a checkpoint
+    (``[BOS, y.., EOS, PAD..]``). A family declares its data-given sizes and ``**options``, builds its
+    groups with ``self.options(**options)`` (the last is its ``DecoderTraining``, passed up), calls
+    ``save_options(groups)``, sets ``self.net`` and ``self.metrics``, and implements ``source_lengths``
+    and ``_evaluate``. Every option is a hyper-parameter (the loss and the optimiser read the training
+    knobs from ``self.hparams``). ``self.decoding`` (a ``DecodeConfig``) is deliberately not one: a checkpoint
     never overrides it.
     """
 
@@ -96,13 +98,18 @@ class DecoderTrainingModule(EvaluationModule):
     """The family's defaults that differ from ``DecoderTraining``'s."""
     training_spec: ClassVar[Callable[..., DecoderTraining]]
     """``DecoderTraining.with_defaults(**training_defaults)``, set for each subclass."""
+    option_groups: ClassVar[tuple[Callable[..., Any], ...]] = ()
+    """The family's groups of options before the training knobs (``attnlab_core.options.with_defaults``)."""
+    options: ClassVar[Callable[..., Groups]]
+    """``compose(*option_groups, training_spec)``, set for each subclass: what ``**options`` go to."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Give each family its ``training_spec`` and, for ``inspect.signature(cls)`` (the checkpoint
-        guard, tests), a flat signature: its own arguments, then the knobs with its defaults."""
+        """Give each family its ``training_spec``, its ``options`` and, for ``inspect.signature(cls)`` (the
+        checkpoint guard, tests), a flat signature: its own arguments, then every option with its defaults."""
         super().__init_subclass__(**kwargs)
         cls.training_spec = staticmethod(DecoderTraining.with_defaults(**cls.training_defaults))
-        cls.__signature__ = flat_signature(cls, cls.training_spec)  # type: ignore[attr-defined]
+        cls.options = staticmethod(compose(*cls.option_groups, cls.training_spec))
+        cls.__signature__ = flat_signature(cls, cls.options)  # type: ignore[attr-defined]
 
     def __init__(self, training: DecoderTraining) -> None:
         super().__init__()
@@ -112,6 +119,11 @@ class DecoderTrainingModule(EvaluationModule):
                                      floor=training.scheduled_floor)
         self.decoding = DecodeConfig()
         self.tokens_seen = 0
+
+    def save_options(self, groups: Groups) -> None:
+        """Record every option, given or left at the family's default, as a hyper-parameter (after the
+        family's ``save_hyperparameters()``, which records the ones given)."""
+        self.save_hyperparameters(groups.values)
 
     @property
     def label_smoothing(self) -> float:

@@ -25,6 +25,7 @@ from attnlab_core.batches import DigitBatch
 from lit_models.builders import build_full_view
 from lit_models.evaluation import EvaluationModule
 from lit_models.optim import module_adamw
+from lit_models.specs import FullViewSpec
 from lit_models.validation import check_data_matches
 
 
@@ -52,8 +53,8 @@ class FullViewClassifier(EvaluationModule):
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
-        self.net = build_full_view(pixels=in_channels * canvas_size**2, num_classes=num_classes,
-                                   hidden_size=hidden_size, layers=layers)
+        spec = FullViewSpec(in_channels=in_channels, canvas_size=canvas_size, hidden_size=hidden_size, layers=layers)
+        self.net = build_full_view(spec, num_classes=num_classes)
         self.metrics = nn.ModuleDict({split: nn.ModuleDict({
             "acc": MulticlassAccuracy(num_classes=num_classes, average="micro"),
             "loss": MeanMetric(),

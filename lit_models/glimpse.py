@@ -37,6 +37,7 @@ from lit_models.blocks.glimpse_net import RamOutput  # noqa: E402
 from lit_models.builders import build_ram  # noqa: E402
 from lit_models.evaluation import EvaluationModule  # noqa: E402
 from lit_models.optim import module_adamw  # noqa: E402
+from lit_models.specs import RamSpec  # noqa: E402
 from lit_models.validation import check_data_matches  # noqa: E402
 
 
@@ -109,11 +110,10 @@ class RecurrentAttentionModel(EvaluationModule):
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
-        self.net = build_ram(
-            in_channels=in_channels, num_classes=num_classes, glimpses=glimpses, patch_size=patch_size,
-            scales=scales, scale_factor=scale_factor, glimpse_hidden=glimpse_hidden,
-            location_hidden=location_hidden, glimpse_size=glimpse_size, hidden_size=hidden_size, cell=cell, std=std,
-        )
+        spec = RamSpec(in_channels=in_channels, glimpses=glimpses, patch_size=patch_size, scales=scales,
+                       scale_factor=scale_factor, std=std, glimpse_hidden=glimpse_hidden,
+                       location_hidden=location_hidden, glimpse_size=glimpse_size, hidden_size=hidden_size, cell=cell)
+        self.net = build_ram(spec, num_classes=num_classes)
         self.metrics = nn.ModuleDict({split: nn.ModuleDict({
             "acc": MulticlassAccuracy(num_classes=num_classes, average="micro"),
             "loss": MeanMetric(),

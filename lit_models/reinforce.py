@@ -21,6 +21,7 @@ buffer rank 0 would overwrite.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import torch
@@ -51,6 +52,28 @@ class ReinforceOut(NamedTuple):
 
     loss: Tensor
     reward: Tensor
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReinforceOptions:
+    """The REINFORCE term of hard attention (Williams 1992; Xu et al. 2015 §4.1), as its families show it.
+
+    Args:
+        reinforce_weight: weight of the REINFORCE term (hard attention).
+        entropy_weight: weight of the attention-entropy bonus (hard attention).
+        baseline: REINFORCE baseline (moving_average | learned).
+        baseline_momentum: momentum of the moving-average baseline.
+    """
+
+    reinforce_weight: float = 1.0
+    entropy_weight: float = 0.01
+    baseline: Baseline = "moving_average"
+    baseline_momentum: float = 0.9
+
+    def term(self, *, value_size: int) -> ReinforceTerm:
+        """The loss term over a memory of width ``value_size``."""
+        return ReinforceTerm(baseline=self.baseline, value_size=value_size, momentum=self.baseline_momentum,
+                             reinforce_weight=self.reinforce_weight, entropy_weight=self.entropy_weight)
 
 
 class ReinforceTerm(nn.Module):

@@ -14,14 +14,14 @@ import torch
 from torch import Tensor
 
 from attnlab_core.batches import Seq2SeqBatch
+from attnlab_core.options import with_defaults
 from attnlab_core.tokens import PAD
-from lit_models.axes import AttnScale, Norm, Positions, Tying
 from lit_models.bleu_by_length import BLEUByLength, CountByLength
 from lit_models.builders import build_transformer
 from lit_models.decoder_training import DecoderTraining, DecoderTrainingModule
 from lit_models.figures import longest_examples
 from lit_models.metrics import build_seq2seq_metrics, metric_signatures, positions_matched, sequences_equal
-from lit_models.specs import TransformerSpec
+from lit_models.specs import TransformerArgs
 
 FIGURE_EXAMPLES = 1
 
@@ -106,50 +106,21 @@ class TransformerSeq2Seq(Seq2SeqModule):
     Args:
         src_vocab_size: source vocabulary size (linked from the datamodule).
         tgt_vocab_size: target vocabulary size (linked from the datamodule).
-        d_model: model width (paper base: 512).
-        heads: attention heads h; d_k = d_model / h.
-        d_ff: feed-forward inner width (paper: 4·d_model).
-        encoder_layers: N encoder layers.
-        decoder_layers: N decoder layers.
-        dropout: dropout on sublayer outputs and embeddings (P_drop).
-        attn_dropout: dropout on attention weights.
-        norm: residual LayerNorm placement (post | pre).
-        positions: position information (sinusoidal | learned | rope | none).
-        attn_scale: dot-product scaling (sqrt_dk | none | dk).
-        max_positions: rows of the learned position table (only used by positions=learned).
-        tying: weight tying (none | decoder | all).
-        training: ``decoder_training.DecoderTraining``'s knobs (forcing, label_smoothing, lr, ...).
+        options: the architecture (``specs.TransformerArgs``: d_model, heads, ..., tying), then
+            ``decoder_training.DecoderTraining``'s knobs (forcing, label_smoothing, lr, ...).
     """
 
+    option_groups = (with_defaults(TransformerArgs),)
     training_defaults = {"label_smoothing": 0.1}
 
-    def __init__(
-        self,
-        *,
-        src_vocab_size: int,
-        tgt_vocab_size: int,
-        d_model: int = 128,
-        heads: int = 4,
-        d_ff: int = 512,
-        encoder_layers: int = 2,
-        decoder_layers: int = 2,
-        dropout: float = 0.1,
-        attn_dropout: float = 0.0,
-        norm: Norm = "post",
-        positions: Positions = "sinusoidal",
-        attn_scale: AttnScale = "sqrt_dk",
-        max_positions: int = 256,
-        tying: Tying = "decoder",
-        **training: Any,
-    ) -> None:
-        super().__init__(self.training_spec(**training))
+    def __init__(self, *, src_vocab_size: int, tgt_vocab_size: int, **options: Any) -> None:
+        groups = self.options(**options)
+        arch, training = groups
+        super().__init__(training)
         self.save_hyperparameters()
-        self.net = build_transformer(
-            TransformerSpec(d_model=d_model, heads=heads, d_ff=d_ff, encoder_layers=encoder_layers,
-                            decoder_layers=decoder_layers, dropout=dropout, attn_dropout=attn_dropout, norm=norm,
-                            positions=positions, attn_scale=attn_scale, max_len=max_positions),
-            src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, tying=tying,
-        )
+        self.save_options(groups)
+        self.net = build_transformer(arch.spec, src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size,
+                                     tying=arch.tying)
 
 
 def count_parameters(module: torch.nn.Module) -> int:

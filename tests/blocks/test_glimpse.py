@@ -11,6 +11,7 @@ from lit_models.axes import Cell
 from lit_models.blocks.glimpse_net import GlimpseSensor, LocationPolicy, RamOutput, RecurrentAttention
 from lit_models.builders import build_ram
 from lit_models.glimpse import hybrid_loss
+from lit_models.specs import RamSpec
 
 
 def naive_glimpse(image: torch.Tensor, x: float, y: float, *, patch: int, scales: int, factor: int) -> torch.Tensor:
@@ -104,8 +105,9 @@ def test_reinforce_estimate_matches_exact_gradient():
 
 
 def _net(cell: Cell = "lstm", glimpses: int = 3) -> RecurrentAttention:
-    return build_ram(in_channels=1, num_classes=10, glimpses=glimpses, patch_size=4, scales=2, scale_factor=2,
-                     glimpse_hidden=16, location_hidden=8, glimpse_size=16, hidden_size=12, cell=cell, std=0.2)
+    return build_ram(RamSpec(in_channels=1, glimpses=glimpses, patch_size=4, scales=2, scale_factor=2,
+                             glimpse_hidden=16, location_hidden=8, glimpse_size=16, hidden_size=12, cell=cell, std=0.2),
+                     num_classes=10)
 
 
 @pytest.mark.parametrize("cell", typing.get_args(Cell))

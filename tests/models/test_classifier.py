@@ -20,7 +20,7 @@ from lit_models.blocks.pooling import AttentionPooling, LastPooling, MaxPooling
 from lit_models.builders import build_classifier
 from lit_models.classifier import SentimentClassifier
 from lit_models.registries import POOLINGS, PREPENDS_CLS
-from lit_models.specs import TransformerSpec
+from lit_models.specs import ClassifierSpec, RecurrentEncoderSpec, TransformerSpec
 
 ARCH = {"cell": "lstm", "embed_dim": 16, "hidden_size": 12, "num_layers": 1, "bidirectional": True, "d_model": 16,
         "heads": 2, "d_ff": 32, "norm": "pre", "positions": "sinusoidal", "attn_scale": "sqrt_dk",
@@ -33,10 +33,12 @@ def net(encoder: EncoderFamily, pooling: Pooling, seed: int = 0, **kw: object) -
     spec = TransformerSpec(d_model=a["d_model"], heads=a["heads"], d_ff=a["d_ff"], encoder_layers=a["num_layers"],
                            dropout=a["dropout"], attn_dropout=0.0, norm=a["norm"], attn_scale=a["attn_scale"],
                            positions=a["positions"], max_len=a["max_positions"])  # type: ignore[arg-type]
-    return build_classifier(vocab_size=30, num_classes=3, encoder=encoder, pooling=pooling, cell=a["cell"],
-                            embed_dim=a["embed_dim"], hidden_size=a["hidden_size"], num_layers=a["num_layers"],
-                            bidirectional=a["bidirectional"], attn_size=a["attn_size"], dropout=a["dropout"],
-                            transformer=spec).eval()  # type: ignore[arg-type]
+    rnn = RecurrentEncoderSpec(cell=a["cell"], embed_dim=a["embed_dim"], hidden_size=a["hidden_size"],
+                               num_layers=a["num_layers"], bidirectional=a["bidirectional"],
+                               dropout=a["dropout"])  # type: ignore[arg-type]
+    arch = ClassifierSpec(encoder=encoder, pooling=pooling, attn_size=a["attn_size"], dropout=a["dropout"],
+                          recurrent=rnn, transformer=spec)  # type: ignore[arg-type]
+    return build_classifier(arch, vocab_size=30, num_classes=3).eval()
 
 
 def padded(lengths: list[int], width: int) -> torch.Tensor:

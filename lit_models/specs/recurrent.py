@@ -1,0 +1,174 @@
+"""Frozen specs of the recurrent architectures: seq2seq, the text classifier, the image captioner.
+
+As ``TransformerSpec``: a spec holds the hyper-parameters under their axis names and resolves, once in
+``__post_init__``, what the builder needs (the cell arm's layer and step, the attention arm, the
+encoder's directions and output width), validating the combinations there. ``RecurrentSeq2SeqSpec``
+and ``CaptionerSpec`` are also their family's CLI arguments (defaults and docs declared here, the
+family naming only what it changes); the classifier's module builds its spec from its own arguments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from attnlab_core.errors import UsageError
+from lit_models.axes import Attention, Cell, EncoderFamily, Pooling, VisionBackbone
+from lit_models.blocks.alignment import AttentionArm, HardEval
+from lit_models.blocks.recurrent import CellSpec
+from lit_models.registries import ATTENTION_ARMS, CELLS, PREPENDS_CLS
+from lit_models.specs.transformer import TransformerSpec
+
+
+def _resolve(spec: object, **values: object) -> None:
+    for name, value in values.items():
+        object.__setattr__(spec, name, value)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecurrentEncoderSpec:
+    """A (bi)recurrent encoder over embedded tokens (Sutskever et al. 2014; Bahdanau et al. 2015 §3.2).
+
+    Args:
+        cell: the cell arm (``axes.Cell``). embed_dim: token embedding size E (the encoder's input).
+        hidden_size: H per direction. num_layers: stacked layers. bidirectional: a backward pass too.
+        dropout: on embeddings and between layers.
+
+    Derived: ``cells`` (the arm's layer and step), ``directions`` (1 or 2), ``output_size`` = directions·H.
+    """
+
+    cell: Cell
+    embed_dim: int
+    hidden_size: int
+    num_layers: int
+    bidirectional: bool
+    dropout: float
+    cells: CellSpec = field(init=False, repr=False)
+    directions: int = field(init=False)
+    output_size: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        directions = 2 if self.bidirectional else 1
+        _resolve(self, cells=CELLS[self.cell], directions=directions, output_size=directions * self.hidden_size)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecurrentSeq2SeqSpec:
+    """Recurrent encoder-decoder with optional attention (Sutskever 2014; Cho 2014; Bahdanau 2015; Luong 2015).
+
+    Args:
+        cell: recurrent cell (rnn | gru | lstm | lstm_peephole).
+        attention: decoder attention (none | additive | dot | general | hard).
+        embed_dim: token embedding size.
+        hidden_size: hidden size per direction (decoder: hidden_size).
+        num_layers: stacked layers in encoder and decoder.
+        bidirectional: bidirectional encoder (Bahdanau) or not (Sutskever/Cho).
+        dropout: dropout on embeddings, between layers and before the output layer.
+        hard_eval: hard attention at evaluation: argmax position, or the expectation (soft).
+
+    Derived: ``encoder`` (its ``RecurrentEncoderSpec``; the decoder attends over its ``output_size``),
+    ``arm`` (the attention arm's scorer and modes).
+    """
+
+    cell: Cell = "gru"
+    attention: Attention = "additive"
+    embed_dim: int = 64
+    hidden_size: int = 128
+    num_layers: int = 1
+    bidirectional: bool = True
+    dropout: float = 0.1
+    hard_eval: HardEval = "argmax"
+    encoder: RecurrentEncoderSpec = field(init=False, repr=False)
+    arm: AttentionArm = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        encoder = RecurrentEncoderSpec(cell=self.cell, embed_dim=self.embed_dim, hidden_size=self.hidden_size,
+                                       num_layers=self.num_layers, bidirectional=self.bidirectional,
+                                       dropout=self.dropout)
+        _resolve(self, encoder=encoder, arm=ATTENTION_ARMS[self.attention])
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClassifierSpec:
+    """A text classifier: a recurrent (Yang et al. 2016 word level) or Transformer encoder (Vaswani et al.
+    2017; Devlin et al. 2019 for ``cls``), a pooling of its states, a linear head.
+
+    Args:
+        encoder: recurrent | transformer; its spec (``recurrent`` or ``transformer``) must be given.
+        pooling: last | mean | max | attention | cls. attn_size: size of u_t in attention pooling.
+        dropout: on embeddings, between layers, before the head.
+        recurrent: the recurrent encoder's spec. transformer: the Transformer encoder's spec.
+
+    Derived: ``width`` (the pooled state size), ``directions`` (of a recurrent encoder, else 1),
+    ``cls_dim`` (the learned [CLS] state's size, None when the pooling prepends none).
+    """
+
+    encoder: EncoderFamily
+    pooling: Pooling
+    attn_size: int
+    dropout: float
+    recurrent: RecurrentEncoderSpec | None = None
+    transformer: TransformerSpec | None = None
+    width: int = field(init=False)
+    directions: int = field(init=False)
+    cls_dim: int | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.encoder == "recurrent":
+            if self.recurrent is None:
+                raise ValueError("encoder='recurrent' needs its RecurrentEncoderSpec")
+            if self.pooling == "cls" and not self.recurrent.bidirectional:
+                raise UsageError("pooling=cls with a unidirectional recurrent encoder reads a state that has seen "
+                                 "only the [CLS] token; use bidirectional=true or encoder=transformer")
+            width, directions, cls_dim = self.recurrent.output_size, self.recurrent.directions, self.recurrent.embed_dim
+        else:
+            if self.transformer is None:
+                raise ValueError("encoder='transformer' needs its TransformerSpec")
+            width, directions, cls_dim = self.transformer.d_model, 1, self.transformer.d_model
+        _resolve(self, width=width, directions=directions, cls_dim=cls_dim if PREPENDS_CLS[self.pooling] else None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CaptionerSpec:
+    """Show, Attend and Tell (Xu et al. 2015): a CNN feature grid and an attentional LSTM decoder.
+
+    Args:
+        encoder: :data:`VisionBackbone` (small_cnn | resnet18 | resnet34 | resnet50 | resnet101).
+        weights: torchvision weights name for ResNets (``DEFAULT``, ``IMAGENET1K_V1``...; downloaded
+            once) or null (random init, offline).
+        fine_tune: train the encoder (a frozen pretrained ResNet is Xu et al.'s setup).
+        grid_size: G; the decoder attends over G² cells (Xu et al.: 14 × 14).
+        cnn_width: feature width D of the small CNN (ResNets: 512 / 2048).
+        attention: additive (soft) | hard | none (dot / general also work when sizes allow).
+        cell: the decoder cell (Xu et al.: lstm).
+        embed_dim: word embedding size.
+        hidden_size: decoder state size.
+        dropout: on embeddings and before the output layer.
+        gate: the gating scalar β on the context (§4.2.1).
+        doubly_stochastic: λ of the doubly stochastic penalty (eq. 14; paper: 1); a term of the loss,
+            not of the network.
+        hard_eval: hard attention at evaluation: argmax cell, or the soft expectation.
+        hard_soft_mix: probability that a training caption of the hard arm attends by expectation
+            instead of sampling (Xu et al. §4.1 use 0.5); those captions add no REINFORCE term.
+
+    Derived: ``cells`` (the decoder cell arm), ``arm`` (the attention arm).
+    """
+
+    encoder: VisionBackbone = "small_cnn"
+    weights: str | None = None
+    fine_tune: bool = True
+    grid_size: int = 14
+    cnn_width: int = 128
+    attention: Attention = "additive"
+    cell: Cell = "lstm"
+    embed_dim: int = 64
+    hidden_size: int = 256
+    dropout: float = 0.0
+    gate: bool = True
+    doubly_stochastic: float = 1.0
+    hard_eval: HardEval = "argmax"
+    hard_soft_mix: float = 0.0
+    cells: CellSpec = field(init=False, repr=False)
+    arm: AttentionArm = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        _resolve(self, cells=CELLS[self.cell], arm=ATTENTION_ARMS[self.attention])

@@ -1,0 +1,127 @@
+"""The Transformer's frozen spec (what the builders take) and its CLI arguments, declared once.
+
+``TransformerSpec`` holds the architecture's hyper-parameters under their axis names, and derives once, in
+``__post_init__``, what the blocks need as numbers: the head size (validated there, the one place
+``d_model / heads`` is checked), the logit scale and the norm placement; Python users build one
+directly. ``TransformerArgs`` is what the Transformer families show on the CLI (``--model.d_model``,
+...), declared once with its docs; each family names only the defaults it changes
+(``attnlab_core.options.with_defaults``) and gets the spec it builds from as ``args.spec``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from attnlab_core.errors import UsageError
+from lit_models.axes import AttnScale, Norm, Positions, Tying
+from lit_models.registries import ATTN_SCALES, POSITIONS, PRE_NORM
+from lit_models.validation import head_size
+
+
+@dataclass(frozen=True, kw_only=True)
+class TransformerSpec:
+    """A Transformer (Vaswani et al. 2017): encoder stack, decoder stack, or both.
+
+    Args:
+        d_model: model width D. heads: h, which must divide D (d_head = D / h, §3.2.2).
+        d_ff: inner width of the position-wise FFN (eq. 2).
+        encoder_layers, decoder_layers: stack depths N (0 = that stack is absent: a causal LM is
+            decoder-only, a classifier encoder-only).
+        dropout: on sublayer outputs and embeddings (§5.4). attn_dropout: on the attention weights.
+        norm: residual LayerNorm placement (``axes.Norm``). attn_scale: logit scaling (``axes.AttnScale``).
+        positions: position scheme (``axes.Positions``); max_len: its table length (learned positions).
+        position_options: the scheme's own keyword options (e.g. RoPE's ``base``); empty = its defaults.
+
+    Derived (not arguments): ``d_head``, ``scale`` (the logit multiplier, eq. 1), ``pre_norm``.
+    """
+
+    d_model: int
+    heads: int
+    d_ff: int
+    encoder_layers: int = 0
+    decoder_layers: int = 0
+    dropout: float
+    attn_dropout: float
+    norm: Norm
+    attn_scale: AttnScale
+    positions: Positions
+    max_len: int
+    position_options: Mapping[str, float | int | bool] = field(default_factory=dict, hash=False)
+    d_head: int = field(init=False)
+    scale: float = field(init=False, repr=False)
+    pre_norm: bool = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        d_head = head_size(d_model=self.d_model, heads=self.heads)
+        object.__setattr__(self, "d_head", d_head)
+        object.__setattr__(self, "scale", ATTN_SCALES[self.attn_scale](d_head))
+        object.__setattr__(self, "pre_norm", PRE_NORM[self.norm])
+        check_position_options(self.positions, self.position_options)
+
+
+def check_position_options(positions: Positions, options: Mapping[str, object]) -> None:
+    """Refuse, in one line, an option the scheme's class does not take (its keyword-only ``__init__``
+    arguments, ``registries.POSITIONS``) or a value not of its default's type (an int is a float)."""
+    accepted = {name: p.default for name, p in inspect.signature(POSITIONS[positions]).parameters.items()
+                if p.kind is p.KEYWORD_ONLY}
+    for name, value in options.items():
+        if name not in accepted:
+            takes = ", ".join(sorted(accepted)) or "none"
+            raise UsageError(f"position_options: positions={positions} has no option {name!r} (its options: {takes})")
+        kind = type(accepted[name])
+        fits = isinstance(value, (int, float) if kind is float else kind) and isinstance(value, bool) == (kind is bool)
+        if not fits:
+            raise UsageError(f"position_options: {name}={value!r} is not allowed: positions={positions} takes a "
+                             f"{kind.__name__}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TransformerArgs:
+    """The Transformer families' architecture arguments, with the encoder-decoder's defaults.
+
+    Args:
+        d_model: model width (paper base: 512).
+        heads: attention heads h; d_k = d_model / h.
+        d_ff: feed-forward inner width (paper: 4·d_model).
+        encoder_layers: N encoder layers.
+        decoder_layers: N decoder layers (a decoder-only model's ``layers``).
+        dropout: dropout on sublayer outputs and embeddings (P_drop).
+        attn_dropout: dropout on attention weights.
+        norm: residual LayerNorm placement (post | pre).
+        positions: position information (sinusoidal | learned | rope | alibi | none).
+        attn_scale: dot-product scaling (sqrt_dk | none | dk).
+        max_positions: rows of the learned position table (only used by positions=learned); a longer
+            sequence is an error, not a silent wrap.
+        position_options: the scheme's own options, e.g. ``{"base": 500}`` for rope (each scheme class's
+            keyword arguments, ``blocks.positions``); null = its defaults. An option the scheme does not
+            take is an error.
+        tying: weight tying of embeddings and output projection (none | decoder | all; with one
+            vocabulary, decoder and all are the same).
+
+    Derived (not an argument): ``spec``, the ``TransformerSpec`` the builders take (validated here).
+    """
+
+    d_model: int = 128
+    heads: int = 4
+    d_ff: int = 512
+    encoder_layers: int = 2
+    decoder_layers: int = 2
+    dropout: float = 0.1
+    attn_dropout: float = 0.0
+    norm: Norm = "post"
+    positions: Positions = "sinusoidal"
+    attn_scale: AttnScale = "sqrt_dk"
+    max_positions: int = 256
+    position_options: dict[str, float | int | bool] | None = None
+    tying: Tying = "decoder"
+    spec: TransformerSpec = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "spec", TransformerSpec(
+            d_model=self.d_model, heads=self.heads, d_ff=self.d_ff, encoder_layers=self.encoder_layers,
+            decoder_layers=self.decoder_layers, dropout=self.dropout, attn_dropout=self.attn_dropout, norm=self.norm,
+            positions=self.positions, attn_scale=self.attn_scale, max_len=self.max_positions,
+            position_options=self.position_options or {},
+        ))

@@ -193,11 +193,13 @@ class SplitDataModule(L.LightningDataModule):
     def use_source(self, registry: Mapping[str, Source[Any]], source: str, spec: DataSpec) -> None:
         """Keep ``source``, its ``registry`` entry (``self.corpus``) and the frozen ``spec`` its readers take
         (``self.spec``; ``self.data_dir`` is its ``data_dir``); every spec field the entry ``requires`` must
-        be given (one line naming the missing options)."""
+        be given (one line naming the missing options), and its ``check`` passes (what it reads is there)."""
         corpus = registry[source]
         missing = [name for name in corpus.requires if not getattr(spec, name)]
         if missing:
             raise UsageError(f"source={source} needs " + " and ".join(f"--data.init_args.{m}" for m in missing))
+        if corpus.check is not None:
+            corpus.check(spec)
         self.source, self.corpus, self.spec, self.data_dir = source, corpus, spec, spec.data_dir
 
     def loader(self, dataset: Dataset, split: str, *, collate_fn: Callable[[list[Any]], Any]) -> DataLoader:

@@ -97,6 +97,22 @@ class CaptionSpec(DataSpec):
 
 
 @dataclass(frozen=True, kw_only=True)
+class SentimentSpec(DataSpec):
+    """The data options a sentiment source reads.
+
+    Args:
+        text_column / label_column: the ``files`` tables' column (or JSON key) names.
+        labels: the declared label values of ``files`` (class i = ``labels[i]``).
+        test_domain: the test set of a source that offers several (``mr``; ``None``: its own).
+    """
+
+    text_column: str = "text"
+    label_column: str = "label"
+    labels: tuple[str, ...] = ("0", "1")
+    test_domain: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class Corpus(Source[TranslationSpec]):
     """How one translation ``source`` is obtained: on disk (``locate``) or generated in memory
     (``generate``, with closed word vocabularies from ``lexicons``).

@@ -200,8 +200,6 @@ class TranslationData(SplitDataModule):
                              f"{src_lang}-{tgt_lang}")
         if max_tokens is not None and max_tokens < 1:
             raise UsageError(f"max_tokens must be >= 1 (or null for batch_size batches), got {max_tokens}")
-        if self.corpus.check is not None:
-            self.corpus.check(self.spec)
         self.memory_map = self.corpus.memory_map if memory_map is None else memory_map
         if self.memory_map and self.corpus.locate is None:
             raise UsageError(f"memory_map needs a corpus on disk; source={source} is generated in memory")

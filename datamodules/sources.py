@@ -113,6 +113,18 @@ class SentimentSpec(DataSpec):
 
 
 @dataclass(frozen=True, kw_only=True)
+class DigitSpec(DataSpec):
+    """The data options a digit source reads.
+
+    Args:
+        seed / sizes: the seed of a source's split order and every split's size.
+    """
+
+    seed: int
+    sizes: SplitSizes
+
+
+@dataclass(frozen=True, kw_only=True)
 class Corpus(Source[TranslationSpec]):
     """How one translation ``source`` is obtained: on disk (``locate``) or generated in memory
     (``generate``, with closed word vocabularies from ``lexicons``).

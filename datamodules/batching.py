@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any, ClassVar
 
 import lightning as L
@@ -22,6 +21,7 @@ from attnlab_core.batches import RegressionBatch, Seq2SeqBatch, ids_to_text  # n
 from attnlab_core.errors import UsageError
 from attnlab_core.options import flat_signature, with_defaults
 from attnlab_core.tokens import BOS, EOS, PAD, UNK  # noqa: F401  (re-exported for datamodules)
+from datamodules.sources import DataSpec, Source
 from datamodules.splits import Split, SplitOptions, SplitSizes
 
 N_SPECIAL = 4
@@ -190,14 +190,17 @@ class SplitDataModule(L.LightningDataModule):
         self.sizes, self.batch_size, self.seed = sizes, split.batch_size, split.seed
         self.num_workers = split.num_workers
 
-    def use_source(self, registry: Mapping[str, Any], source: str, data_dir: str) -> None:
-        """Keep ``source``, its ``registry`` entry (``self.corpus``) and ``data_dir``; every option the entry
-        ``requires`` must be given (call after ``save_hyperparameters``; one line naming the missing ones)."""
+    def use_source(self, registry: Mapping[str, Source[Any]], source: str, spec: DataSpec) -> None:
+        """Keep ``source``, its ``registry`` entry (``self.corpus``) and the frozen ``spec`` its readers take
+        (``self.spec``; ``self.data_dir`` is its ``data_dir``); every spec field the entry ``requires`` must
+        be given (one line naming the missing options), and its ``check`` passes (what it reads is there)."""
         corpus = registry[source]
-        missing = [name for name in corpus.requires if not self.hparams[name]]
+        missing = [name for name in corpus.requires if not getattr(spec, name)]
         if missing:
             raise UsageError(f"source={source} needs " + " and ".join(f"--data.init_args.{m}" for m in missing))
-        self.source, self.corpus, self.data_dir = source, corpus, Path(data_dir)
+        if corpus.check is not None:
+            corpus.check(spec)
+        self.source, self.corpus, self.spec, self.data_dir = source, corpus, spec, spec.data_dir
 
     def loader(self, dataset: Dataset, split: str, *, collate_fn: Callable[[list[Any]], Any]) -> DataLoader:
         """:func:`build_dataloader` over ``dataset`` (shuffled for ``train``) with this module's options."""

@@ -44,7 +44,7 @@ from typing import Any, NamedTuple
 
 from attnlab_core.atomic import atomic_write
 from attnlab_core.errors import UsageError
-from datamodules.sources import SourceSpec, SplitFiles
+from datamodules.sources import SplitFiles, TranslationSpec
 from datamodules.splits import SPLITS, Split
 
 SWORD_DEFAULT = Path("/usr/share/sword")
@@ -172,19 +172,19 @@ def bible_pairs(root: Path, src: str, tgt: str) -> dict[Split, list[tuple[str, s
     return out
 
 
-def _cache_dir(spec: SourceSpec, root: Path) -> Path:
+def _cache_dir(spec: TranslationSpec, root: Path) -> Path:
     """``data_dir/bible/<module>-<version>_<module>-<version>``: a new module release is a new cache."""
     confs = module_confs(root, (spec.src_lang, spec.tgt_lang))
     names = [f"{BIBLE_MODULES[c].name}-{confs[c].get('version', '0')}" for c in (spec.src_lang, spec.tgt_lang)]
     return spec.data_dir / "bible" / "_".join(names)
 
 
-def check_bible(spec: SourceSpec) -> None:
+def check_bible(spec: TranslationSpec) -> None:
     """At construction: pysword and both modules are there (else one line naming what to install)."""
     module_confs(sword_root(spec.sword_path), (spec.src_lang, spec.tgt_lang))
 
 
-def locate_bible(spec: SourceSpec, split: Split) -> SplitFiles:
+def locate_bible(spec: TranslationSpec, split: Split) -> SplitFiles:
     """The split's ``<split>.<src_lang>`` / ``<split>.<tgt_lang>`` files, written once (atomically) from
     the SWORD modules; later calls only read them."""
     root = sword_root(spec.sword_path)

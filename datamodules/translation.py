@@ -59,7 +59,7 @@ from datamodules.bucketing import TokenBudgetBatchSampler, token_budget_loader  
 from datamodules.download import Resource, extract, fetch
 from datamodules.iwslt import prepare_iwslt14
 from datamodules.parallel_files import find_file, pair_lengths, read_parallel
-from datamodules.sources import Corpus, SourceSpec, SplitFiles, describe_training_files
+from datamodules.sources import Corpus, SplitFiles, TranslationSpec, describe_training_files
 from datamodules.splits import SPLITS, Split
 from datamodules.token_store import ParallelText, TokenStore, build_token_store
 from datamodules.tokenization import (
@@ -93,14 +93,14 @@ MULTI30K_PREFIX = {"train": "train", "val": "val", "test": "test"}
 PREPARED_PREFIX = {"train": "train", "val": "valid", "test": "test"}  # fairseq's prepare-*.sh names
 
 
-def _multi30k(spec: SourceSpec, split: Split) -> SplitFiles:
+def _multi30k(spec: TranslationSpec, split: Split) -> SplitFiles:
     """Download (once, checksummed) and extract the split's archive; its ``<split>.<lang>`` files."""
     root = extract(fetch(MULTI30K[split], cache_dir=spec.data_dir / "downloads"), spec.data_dir / "multi30k" / split)
     name = MULTI30K_PREFIX[split]
     return find_file(root, f"{name}.{spec.src_lang}"), find_file(root, f"{name}.{spec.tgt_lang}")
 
 
-def _prepared(spec: SourceSpec, split: Split, *, name: str, script: str) -> SplitFiles:
+def _prepared(spec: TranslationSpec, split: Split, *, name: str, script: str) -> SplitFiles:
     """``data_dir/<name>/<train|valid|test>.<lang>`` as fairseq's ``prepare-<script>.sh`` writes them."""
     prefix = spec.data_dir / name / PREPARED_PREFIX[split]
     src, tgt = (prefix.with_name(f"{prefix.name}.{lang}") for lang in (spec.src_lang, spec.tgt_lang))
@@ -113,7 +113,7 @@ def _prepared(spec: SourceSpec, split: Split, *, name: str, script: str) -> Spli
     return src, tgt
 
 
-def _iwslt14(spec: SourceSpec, split: Split) -> SplitFiles:
+def _iwslt14(spec: TranslationSpec, split: Split) -> SplitFiles:
     """Split a local copy of the WIT3 archive as fairseq does (once), then read it as prepared."""
     langs = (spec.src_lang, spec.tgt_lang)
     if not (spec.data_dir / "iwslt14" / f"train.{langs[0]}").is_file():
@@ -121,7 +121,7 @@ def _iwslt14(spec: SourceSpec, split: Split) -> SplitFiles:
     return _prepared(spec, split, name="iwslt14", script="iwslt14")
 
 
-def _files(spec: SourceSpec, split: Split) -> SplitFiles:
+def _files(spec: TranslationSpec, split: Split) -> SplitFiles:
     """``train_path`` / ``val_path`` / ``test_path``: a table file or the prefix of two plain-text files."""
     path = Path(str(spec.path(split)))
     if path.suffix.lower() in (".tsv", ".csv", ".jsonl"):
@@ -192,16 +192,14 @@ class TranslationData(SplitDataModule):
     ) -> None:
         super().__init__(split=self.split_spec(**split))
         self.save_hyperparameters()
-        self.use_source(TRANSLATION_SOURCES, source, data_dir)
+        spec = TranslationSpec(data_dir=Path(data_dir), src_lang=src_lang, tgt_lang=tgt_lang, train_path=train_path,
+                               val_path=val_path, test_path=test_path, sword_path=sword_path)
+        self.use_source(TRANSLATION_SOURCES, source, spec)
         if vocab_size <= N_SPECIAL or src_lang == tgt_lang:
             raise UsageError(f"need vocab_size > {N_SPECIAL} and two languages, got {vocab_size}, "
                              f"{src_lang}-{tgt_lang}")
         if max_tokens is not None and max_tokens < 1:
             raise UsageError(f"max_tokens must be >= 1 (or null for batch_size batches), got {max_tokens}")
-        self.spec = SourceSpec(data_dir=self.data_dir, src_lang=src_lang, tgt_lang=tgt_lang, train_path=train_path,
-                               val_path=val_path, test_path=test_path, sword_path=sword_path)
-        if self.corpus.check is not None:
-            self.corpus.check(self.spec)
         self.memory_map = self.corpus.memory_map if memory_map is None else memory_map
         if self.memory_map and self.corpus.locate is None:
             raise UsageError(f"memory_map needs a corpus on disk; source={source} is generated in memory")

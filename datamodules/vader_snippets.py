@@ -36,17 +36,11 @@ import io
 import tarfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, Protocol, get_args
+from typing import Literal, NamedTuple, get_args
 
 from attnlab_core.errors import UsageError
 from datamodules.download import file_checksum
-
-
-class SentimentSourceView(Protocol):
-    """What the ``mr`` reader takes from the sentiment DataModule (no import of it: no cycle)."""
-
-    data_dir: Path
-    hparams: Any
+from datamodules.sources import SentimentSpec
 
 VaderDomain = Literal["mr", "tweets", "nyt", "amazon"]
 """A domain of the VADER snippets: movie reviews (train/val/test), tweets, NYT editorials, Amazon reviews."""
@@ -61,7 +55,7 @@ DOMAIN_FILES: dict[str, str] = {
     "nyt": "hutto_ICWSM_2014/nytEditorialSnippets_GroundTruth.txt",
     "amazon": "hutto_ICWSM_2014/amazonReviewSnippets_GroundTruth.txt",
 }
-Example = tuple[str, int]  # (text, class index), as in datamodules.sentiment
+Example = tuple[str, int]  # (text, class index), as in datamodules.sentiment_sources
 
 
 class Snippet(NamedTuple):
@@ -82,11 +76,11 @@ def install_step(data_dir: Path) -> str:
     return f"pip download --no-deps --no-binary :all: vaderSentiment==3.3.2 -d {Path(data_dir) / 'downloads'}"
 
 
-def require_sdist(data_dir: Path) -> None:
+def require_sdist(spec: SentimentSpec) -> None:
     """Fail in one line, naming the install step, when the sdist is not in place (checked at construction)."""
-    path = sdist_path(data_dir)
+    path = sdist_path(spec.data_dir)
     if not path.is_file():
-        raise UsageError(f"source=mr needs {path} (the vaderSentiment 3.3.2 sdist); run: {install_step(data_dir)}")
+        raise UsageError(f"source=mr needs {path} (the vaderSentiment 3.3.2 sdist); run: {install_step(spec.data_dir)}")
 
 
 def parse_ground_truth(text: str, where: str) -> list[Snippet]:
@@ -184,8 +178,8 @@ def vader_splits(domains: dict[str, list[Snippet]], *, test_domain: str) -> tupl
     return splits["train"], splits["val"], splits["test"]
 
 
-def read_mr(dm: SentimentSourceView) -> tuple[list[Example], list[Example], list[Example]]:
-    """``SENTIMENT_SOURCES["mr"]`` reader: the datamodule's data_dir and test_domain -> (train, val, test)."""
-    require_sdist(dm.data_dir)
-    domains = read_domains(sdist_path(dm.data_dir))
-    return vader_splits(domains, test_domain=dm.hparams.test_domain or "mr")
+def read_mr(spec: SentimentSpec) -> tuple[list[Example], list[Example], list[Example]]:
+    """``SENTIMENT_SOURCES["mr"]`` reader: the spec's data_dir and test_domain -> (train, val, test)."""
+    require_sdist(spec)
+    domains = read_domains(sdist_path(spec.data_dir))
+    return vader_splits(domains, test_domain=spec.test_domain or "mr")

@@ -146,3 +146,50 @@ def test_no_import_cycle_between_any_two_modules():
     """Module-level one-way imports across every package, benchmarks included (package __init__
     re-exports of their own submodules excepted)."""
     assert _cycles(_import_graph()) == []
+
+
+def _datamodule_modules(trees: dict[str, ast.Module]) -> set[str]:
+    """The modules defining a DataModule: a class deriving, through any chain of classes, from
+    ``SplitDataModule`` (``datamodules.batching``, which defines the base classes, excepted)."""
+    classes = {(name, node.name): {b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases}
+               for name, tree in trees.items() for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
+    found = {"SplitDataModule"}
+    while grown := {cls for (_, cls), bases in classes.items() if bases & found} - found:
+        found |= grown
+    return {name for (name, cls) in classes if cls in found} - {"datamodules.batching"}
+
+
+def _source_violations(trees: dict[str, ast.Module]) -> list[str]:
+    """Modules other than the DataModule modules that import one, or read a DataModule's ``hparams``."""
+    owners = _datamodule_modules(trees)
+    bad = []
+    for name, tree in sorted(trees.items()):
+        if name in owners:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module in owners:
+                bad.append(f"{name} imports {node.module}")
+            elif isinstance(node, ast.Import):
+                bad += [f"{name} imports {a.name}" for a in node.names if a.name in owners]
+            elif isinstance(node, ast.Attribute) and node.attr == "hparams":
+                bad.append(f"{name} reads .hparams (line {node.lineno})")
+    return bad
+
+
+def test_source_check_finds_a_planted_violation():
+    """The check below can fail: a source importing its DataModule module, one reading a DataModule's hparams."""
+    trees = {"dm.base": ast.parse("class SplitDataModule: pass"),
+             "dm.data": ast.parse("class D(SplitDataModule): pass"), "dm.src": ast.parse("from dm.data import D"),
+             "dm.view": ast.parse("def read(dm): return dm.hparams.x")}
+    assert _source_violations(trees) == ["dm.src imports dm.data", "dm.view reads .hparams (line 1)"]
+
+
+def test_no_source_module_sees_its_datamodule():
+    """Sources read a frozen spec (``datamodules.sources``), never the DataModule: no datamodules module other
+    than the DataModule modules imports one (so no source module imports its DataModule module) or reads
+    ``hparams``."""
+    trees = {_module_name(p): ast.parse(p.read_text(encoding="utf-8")) for p in _files("datamodules")}
+    owners = _datamodule_modules(trees)
+    assert {"datamodules.captioning", "datamodules.sentiment", "datamodules.translation",
+            "datamodules.digits"} <= owners, owners
+    assert _source_violations(trees) == []

@@ -24,7 +24,7 @@ from datamodules.bible import (
     locate_bible,
     read_verses,
 )
-from datamodules.sources import SourceSpec
+from datamodules.sources import TranslationSpec
 from datamodules.wikitext import TextLM
 from tests.datamodules.sword_fixture import ENGLISH, SPANISH, tiny_library, verses, write_module
 
@@ -91,7 +91,7 @@ def test_versifications_must_match_and_codes_come_from_the_table(tmp_path: Path)
 
 @needs_pysword
 def test_split_files_are_written_once(tmp_path: Path) -> None:
-    spec = SourceSpec(data_dir=tmp_path / "data", src_lang="es", tgt_lang="en",
+    spec = TranslationSpec(data_dir=tmp_path / "data", src_lang="es", tgt_lang="en",
                       sword_path=str(tiny_library(tmp_path / "sword")))
     src, tgt = locate_bible(spec, "val")
     assert src.read_text().splitlines() == SPANISH["Acts"] and tgt.read_text().splitlines() == ENGLISH["Acts"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import datamodules.sentiment as sentiment
+import datamodules.sentiment_sources as sentiment
 from attnlab_core.errors import UsageError
 from datamodules.batching import PAD
 from datamodules.download import Resource

@@ -13,7 +13,7 @@ from typing import get_args
 
 import pytest
 
-import datamodules.sentiment as sentiment
+import datamodules.sentiment_sources as sentiment
 from datamodules.download import Resource
 from datamodules.sentiment import SENTIMENT_SOURCES, SentimentData, SentimentSource
 from tests.datamodules.package_fixtures import write_vader_sdist

@@ -45,7 +45,6 @@ from PIL import Image, UnidentifiedImageError
 
 from attnlab_core.atomic import atomic_write
 from attnlab_core.errors import UsageError
-from datamodules.caption_sources import CaptionExample
 from datamodules.splits import SPLITS, Split
 from datamodules.tokenization import word_tokenize
 
@@ -183,15 +182,10 @@ def stamp_images(root: Path, stamps: list[Stamp], *, size: int, cache_dir: Path)
     return images
 
 
-def read_clipart(root: Path, *, image_size: int, cache_dir: Path
-                 ) -> tuple[dict[str, list[CaptionExample]], dict[str, list[np.ndarray]]]:
-    """Examples per split (their ``image`` indexes the split's image list) and the rendered images."""
+def read_clipart(root: Path, *, image_size: int, cache_dir: Path) -> dict[Split, list[tuple[list[str], np.ndarray]]]:
+    """Per split, each stamp's caption tokens and its rendered (image_size, image_size, 3) uint8 image, by name."""
     stamps = inventory(root).stamps
     rendered = stamp_images(root, stamps, size=image_size, cache_dir=cache_dir)
     row = {s.name: i for i, s in enumerate(stamps)}
-    examples: dict[str, list[CaptionExample]] = {}
-    images: dict[str, list[np.ndarray]] = {}
-    for split, items in split_stamps(stamps).items():
-        examples[split] = [CaptionExample(image=i, captions=[word_tokenize(s.caption)]) for i, s in enumerate(items)]
-        images[split] = [rendered[row[s.name]] for s in items]
-    return examples, images
+    return {split: [(word_tokenize(s.caption), rendered[row[s.name]]) for s in items]
+            for split, items in split_stamps(stamps).items()}

@@ -21,7 +21,7 @@ import yaml
 from ablations.questions import REPO, Question
 from ablations.runner import load_sweep, make_plan
 
-DEBIAN_PACKAGES = ("sword-text-kjv", "sword-text-sparv", "sword-text-web")
+DEBIAN_PACKAGES = ("sword-text-kjv", "sword-text-sparv", "sword-text-web", "tuxpaint-stamps-default")
 PYTHON_PACKAGES = ("pysword", "mlxtend")
 SWORD_DEFAULT = Path("/usr/share/sword")
 

@@ -32,13 +32,14 @@ from typing import Literal
 import numpy as np
 
 from attnlab_core.errors import UsageError
+from datamodules.clipart import check_stamps, read_clipart, stamps_root
 from datamodules.download import Resource, extract, fetch
 from datamodules.shapes import generate_scenes, shapes_lexicon
 from datamodules.sources import CaptionSpec, Source
 from datamodules.splits import SPLITS
 from datamodules.tokenization import read_records, read_text, word_tokenize
 
-CaptionSource = Literal["shapes", "flickr8k", "flickr30k", "coco", "karpathy", "folder"]
+CaptionSource = Literal["shapes", "flickr8k", "flickr30k", "coco", "karpathy", "folder", "clipart"]
 """Where the images and captions come from (see ``datamodules.captioning``'s docstring)."""
 
 KARPATHY_ZIP = Resource(url="https://cs.stanford.edu/people/karpathy/deepimagesent/caption_datasets.zip",
@@ -185,6 +186,18 @@ def _preset(name: str) -> Callable[[CaptionSpec], SourceSplits]:
     return read
 
 
+def _clipart(spec: CaptionSpec) -> SourceSplits:
+    """Tux Paint's stamps (``datamodules.clipart``), rendered at ``image_size`` and cached in ``data_dir/clipart``."""
+    read = read_clipart(stamps_root(spec.stamps_path), image_size=spec.image_size, cache_dir=spec.data_dir / "clipart")
+    examples = {s: [CaptionExample(image=i, captions=[tokens]) for i, (tokens, _) in enumerate(rows)]
+                for s, rows in read.items()}
+    return examples, {s: [image for _, image in rows] for s, rows in read.items()}
+
+
+def _stamps_installed(spec: CaptionSpec) -> None:
+    check_stamps(stamps_root(spec.stamps_path))
+
+
 def _flickr8k_images(spec: CaptionSpec) -> None:
     fetch_flickr8k_images(spec.data_dir)
 
@@ -212,5 +225,6 @@ CAPTION_SOURCES: dict[str, CaptionCorpus] = {
     "coco": CaptionCorpus(read=_preset("coco")),
     "karpathy": CaptionCorpus(read=_karpathy, requires=("karpathy_json",)),
     "folder": CaptionCorpus(read=_folder, requires=("train_path", "val_path", "test_path")),
+    "clipart": CaptionCorpus(read=_clipart, check=_stamps_installed),
 }
 """Every :data:`CaptionSource`, resolved once in ``CaptionData.__init__``."""

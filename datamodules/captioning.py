@@ -1,5 +1,5 @@
 """Image captioning data: drawn shapes (offline default), Flickr8k / Flickr30k / COCO in the Karpathy
-splits, any Karpathy-layout JSON, or a local folder — as :class:`CaptionBatch`\\ es.
+splits, any Karpathy-layout JSON, a local folder, or Tux Paint's clip-art stamps — as :class:`CaptionBatch`\\ es.
 
 Sources (``datamodules.caption_sources``: one ``CAPTION_SOURCES`` entry each, reading a frozen ``CaptionSpec``):
 
@@ -12,6 +12,10 @@ Sources (``datamodules.caption_sources``: one ``CAPTION_SOURCES`` entry each, re
 - ``karpathy``: any JSON in that layout (``karpathy_json``) with images under ``image_dir``.
 - ``folder``: ``train_path`` / ``val_path`` / ``test_path`` caption tables (TSV/CSV/JSONL with
   ``image_column`` and ``caption_column``), images relative to ``image_dir``.
+- ``clipart``: Tux Paint's clip-art stamps as Debian's ``tuxpaint-stamps-default`` installs them
+  (``stamps_path``, default /usr/share/tuxpaint/stamps): 785 PNGs, one English caption each, split by stamp
+  group (639 / 82 / 64), rendered at ``image_size`` and cached under ``data_dir/clipart``
+  (``datamodules.clipart``). Absent, construction stops with one line naming the package.
 
 Vocabulary: words of the training captions seen at least ``min_freq`` times (most frequent
 first, ties alphabetical), after the reserved PAD/BOS/EOS/UNK = 0..3. It is built from the caption
@@ -160,6 +164,7 @@ class CaptionData(SplitDataModule):
             5 is the common Flickr choice). Ignored by ``shapes`` (its lexicon is fixed).
         max_len: training references are cut to this many words.
         image_size: side of the square model input (shapes: drawn at 64, never resized).
+        stamps_path: the ``clipart`` stamps folder (None: /usr/share/tuxpaint/stamps).
     """
 
     split_defaults = {"batch_size": 32}
@@ -180,14 +185,18 @@ class CaptionData(SplitDataModule):
         min_freq: int = 5,
         max_len: int = 30,
         image_size: int = 224,
+        stamps_path: str | None = None,
         **split: Any,
     ) -> None:
         super().__init__(split=self.split_spec(**split))
         self.save_hyperparameters()
         spec = CaptionSpec(data_dir=Path(data_dir), train_path=train_path, val_path=val_path, test_path=test_path,
                            image_dir=image_dir, karpathy_json=karpathy_json, image_column=image_column,
-                           caption_column=caption_column, use_restval=use_restval, seed=self.seed, sizes=self.sizes)
+                           caption_column=caption_column, use_restval=use_restval, seed=self.seed, sizes=self.sizes,
+                           image_size=image_size, stamps_path=stamps_path)
         self.use_source(CAPTION_SOURCES, source, spec)
+        if self.corpus.check is not None:  # a source whose data is installed, not downloaded: before anything is made
+            self.corpus.check(self.spec)
         self.examples: dict[str, list[CaptionExample]] = {}
         self.images: dict[str, list[np.ndarray]] = {}
         self._vocab: WordVocab | None = None

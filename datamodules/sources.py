@@ -85,6 +85,8 @@ class CaptionSpec(DataSpec):
         image_column / caption_column: the ``folder`` tables' column (or JSONL key) names.
         use_restval: Karpathy ``restval`` images join the training split.
         seed / sizes: what a drawn source draws (its split sizes; ``None`` takes the source's default).
+        image_size: side of the square model input (sources that render images in memory render at it).
+        stamps_path: the ``clipart`` source's stamps folder (``None``: /usr/share/tuxpaint/stamps).
     """
 
     image_dir: str | None = None
@@ -94,6 +96,8 @@ class CaptionSpec(DataSpec):
     use_restval: bool = True
     seed: int
     sizes: SplitSizes
+    image_size: int = 224
+    stamps_path: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

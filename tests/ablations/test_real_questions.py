@@ -191,6 +191,23 @@ def test_lm_positions_web(good, bad, at_l, spread, expected):
     assert "perplexity at 4L = 512 characters: " in verdict and "; at 2L = 256: " in verdict
 
 
+# -------------------------------------------------------------------------------- caption_attention_clipart
+@pytest.mark.parametrize(("attend", "none", "cider", "spread", "expected"), [
+    (0.08, 0.01, 0.3, 0.002, "supported"),
+    (0.08, 0.01, 0.05, 0.002, "not shown at this scale"),  # no arm names stamps: the gate
+    (0.05, 0.049, 0.3, 0.03, "not shown at this scale"),  # arms within seed noise of none
+    (0.01, 0.08, 0.3, 0.002, "not supported"),
+])
+def test_caption_attention_clipart(attend, none, cider, spread, expected):
+    stats = {(a,): {"test/bleu4": s(*jitter(none if a == "none" else attend, spread, i)),
+                    "test/cider_d": s(*jitter(cider, 0.002, i))}
+             for i, a in enumerate(("additive", "hard", "none"))}
+    verdict = REAL_QUESTIONS["caption_attention_clipart"].verdict(stats)
+    assert word(verdict) == expected, verdict
+    if expected != "not shown at this scale" or cider > 0.1:
+        assert "test CIDEr-D: " in verdict and "localisation (the stamps have no object boxes)" in verdict
+
+
 # ------------------------------------------------------------------------------------------------ registration
 def test_real_questions_are_found_by_name_but_not_run_by_the_synthetic_findings():
     assert not set(REAL_QUESTIONS) & set(QUESTIONS)

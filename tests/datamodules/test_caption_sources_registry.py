@@ -52,6 +52,10 @@ def _folder(tmp_path: Path, http_server, monkeypatch) -> dict[str, str]:
             "test_path": str(FIXTURES / "test.tsv"), "image_dir": str(IMAGES)}
 
 
+def _clipart(tmp_path: Path, http_server, monkeypatch) -> dict[str, str]:
+    return {"stamps_path": str(FIXTURES.parent / "clipart" / "stamps")}  # tests/datamodules/test_clipart.py
+
+
 SOURCE_FIXTURES: dict[str, Callable[..., dict[str, str]]] = {
     "shapes": _none,
     "flickr8k": _preset("flickr8k", images_served=True),
@@ -59,6 +63,7 @@ SOURCE_FIXTURES: dict[str, Callable[..., dict[str, str]]] = {
     "coco": _preset("coco", images_served=False),
     "karpathy": _karpathy,
     "folder": _folder,
+    "clipart": _clipart,
 }
 
 

@@ -139,7 +139,7 @@ def report_question(question: Question, *, root: Path, out: Path) -> QuestionRes
         return None
     report = write_report(question.name, runs, out / question.name, question)
     parts = []
-    for arm, arm_runs in group_arms(runs, question.axes).items():
+    for arm, arm_runs in group_arms(runs, question.axes, question.baseline_of).items():
         done = [r.metrics.get(question.metric, float("nan")) for r in arm_runs if r.status == "finished"]
         s = stat(done)
         label = "/".join(map(str, arm))

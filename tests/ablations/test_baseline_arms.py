@@ -226,3 +226,11 @@ def test_dashboard_groups_a_baselines_runs_by_model_class():
 
     assert any("model.class_path" in k for k in keys(RAM)) and any("model.glimpses" in k for k in keys(RAM))
     assert not any("class_path" in k for k in keys(QUESTIONS["scaling"])), "unchanged without baselines"
+
+
+def test_findings_dry_run_counts_the_baseline_trials(tmp_path: Path, capsys):
+    argv = ["--real", "--dry-run", "--only", "ram_mnist", "--root", str(tmp_path / "runs"), "--out", str(tmp_path)]
+    assert findings.findings_main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "== ram_mnist (12 trials)" in printed and "findings: 12/12 trials" in printed
+    assert "[12/12] baseline=full_view,seed=3" in printed and not (tmp_path / "runs").exists()

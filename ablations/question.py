@@ -90,8 +90,8 @@ class Question:
             grid cannot cross (another model class), run on the sweep's seeds with the quick flags that apply to
             it; the verdict reads it as the arm ``(label,)`` (``Arms.arm(label)``). See the module docstring.
 
-    The registries' order (:data:`QUESTIONS`, ``ablations.questions_real.REAL_QUESTIONS``) is the order in
-    which ``attnlab findings`` runs and reports the questions.
+    The registries' order (``ablations.questions.QUESTIONS``, ``ablations.questions_real.REAL_QUESTIONS``) is the
+    order in which ``attnlab findings`` runs and reports the questions.
     """
 
     name: str
@@ -148,6 +148,8 @@ class Question:
         (:data:`BASELINE_KEY`), else (a run started by hand or by ``wandb agent``, which record none) the
         baseline whose config's model class the run has, when the sweep's own config has another; None for a
         run of the sweep."""
+        if not self.baselines:
+            return None
         label = params.get(BASELINE_KEY)
         if label in self.baselines:
             return str(label)

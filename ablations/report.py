@@ -362,9 +362,10 @@ def _verdict_lines(verdict: str) -> list[str]:
 def _markdown(question: Question, runs: list[RunRecord], header: list[str], rows: list[list[str]], verdict: str,
               figures: list[Path], warning: str | None = None, domains: Sequence[str] = ()) -> str:
     axes = ", ".join(f"`{a}`" for a in question.axes) or "(none)"
+    baselines = "".join(f" · **baseline arm:** `{label}` (`{config}`)" for label, config in question.baselines.items())
     lines = [
         f"# {question.name}", "",
-        f"- **Sweep:** `sweeps/{question.sweep}` · **axes:** {axes}",
+        f"- **Sweep:** `sweeps/{question.sweep}` · **axes:** {axes}{baselines}",
         f"- **Metric:** `{question.metric}` ({question.goal})",
         f"- **Expected:** {question.expected}",
         *_verdict_lines(verdict), "",

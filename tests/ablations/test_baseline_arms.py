@@ -139,6 +139,7 @@ def test_report_and_findings_show_the_baseline_arm(ram_runs: Path, tmp_path: Pat
     assert rows == [["| glimpses=1", "3/3"], ["| glimpses=6", "3/3"], ["| baseline: full_view", "3/3"]]
     assert "RAM with 6 glimpses beats the same-budget full-view network" in result.verdict
     assert "no same-budget" not in report and "not compared" not in report
+    assert "· **baseline arm:** `full_view` (`ablations/configs/ram_mnist_fc.yaml`)" in report
 
 
 # ------------------------------------------------------------------------------------------------ the verdict

@@ -81,16 +81,18 @@ def as_arm(value: Any) -> Arm:
 class Arms:
     """The arms of one question as a verdict reads them.
 
-    ``swept``: every arm, in the sweep file's order. ``strict``: :meth:`arm` raises :class:`UnsweptArm` for an arm
-    not in ``swept`` (the sweep's arms); not strict (:meth:`of`, for a verdict called on hand-made statistics) it
+    ``swept``: every arm, in the sweep file's order; ``baselines``: the question's baseline arms (``(label,)``,
+    ``Question.baselines``), which run another config. ``strict``: :meth:`arm` raises :class:`UnsweptArm` for an arm
+    in neither (:attr:`every`); not strict (:meth:`of`, for a verdict called on hand-made statistics) it
     returns any arm asked for. Records which arms were judged (:meth:`arm`) and whether the ranked-only ones
     were ranked (:attr:`ranking`, :attr:`ranked`). ``shows_at``: the scale at which the question's finding should
     show, for the verdict's "not shown at this scale" answers (``Question.shows_at``).
     """
 
     def __init__(self, *, swept: Iterable[Arm], ranked_only: RankedOnly = (), strict: bool = True,
-                 where: str = "the sweep", shows_at: str = FULL_PRESET) -> None:
+                 where: str = "the sweep", shows_at: str = FULL_PRESET, baselines: Iterable[Arm] = ()) -> None:
         self.swept: tuple[Arm, ...] = tuple(swept)
+        self.baselines: tuple[Arm, ...] = tuple(baselines)
         self._ranked_only = ranked_only
         self.strict = strict
         self.where = where
@@ -106,9 +108,9 @@ class Arms:
     def arm(self, *values: Any) -> Arm:
         """The arm with these axis values, recorded as judged; UnsweptArm when the sweep does not sweep it."""
         arm = tuple(values)
-        if self.strict and arm not in self.swept:
+        if self.strict and arm not in self.every:
             raise UnsweptArm(f"the verdict reads arm {arm}, which {self.where} does not sweep "
-                             f"(its arms: {list(self.swept)})")
+                             f"(its arms: {list(self.every)})")
         if arm not in self.judged:
             self.judged.append(arm)
         return arm
@@ -118,25 +120,30 @@ class Arms:
         return [self.arm(*as_arm(v)) for v in values]
 
     @property
+    def every(self) -> tuple[Arm, ...]:
+        """The swept arms, then the question's baseline arms (``Question.baselines``: another config each)."""
+        return self.swept + tuple(a for a in self.baselines if a not in self.swept)
+
+    @property
     def declared_ranked(self) -> tuple[Arm, ...]:
-        """The arms declared ranked-only (``REST``: every swept arm not judged so far)."""
+        """The arms declared ranked-only (``REST``: every arm not judged so far)."""
         if self._ranked_only == REST:
-            return tuple(a for a in self.swept if a not in self.judged)
+            return tuple(a for a in self.every if a not in self.judged)
         return tuple(as_arm(v) for v in self._ranked_only)
 
     @property
     def ranked(self) -> list[Arm]:
         """The ranked-only arms, for a verdict that ranks them itself."""
         self.ranked_read = True
-        return [a for a in self.swept if a in self.declared_ranked] if self.strict else list(self.declared_ranked)
+        return [a for a in self.every if a in self.declared_ranked] if self.strict else list(self.declared_ranked)
 
     @property
     def ranking(self) -> list[Arm]:
-        """Every swept arm, for a verdict's ranking of all arms (the ranked-only ones included)."""
+        """Every arm (baselines last), for a verdict's ranking of all arms (the ranked-only ones included)."""
         self.ranked_read = True
-        return list(self.swept)
+        return list(self.every)
 
     def unjudged(self) -> list[Arm]:
-        """Swept arms neither judged nor declared ranked-only (what ``test_arms`` forbids)."""
+        """Arms (baselines included) neither judged nor declared ranked-only (what ``test_arms`` forbids)."""
         ranked = set(self.declared_ranked)
-        return [a for a in self.swept if a not in self.judged and a not in ranked]
+        return [a for a in self.every if a not in self.judged and a not in ranked]

@@ -2,7 +2,9 @@
 question, built with ``wandb-workspaces`` (the optional ``dashboard`` extra).
 
 The view shows only the question's runs (W&B group = question, job type fit), grouped by arm (the
-question's axes, the same config keys the sweep sets) in the runs table and in every panel:
+question's axes, the same config keys the sweep sets; a question with baseline arms also by ``model.class_path``,
+since a baseline's runs, started with ``--run.experiment=<question>``, share the group but not the axes) in the
+runs table and in every panel:
 
 - the question's metric per arm as bars (mean, standard-deviation whiskers over seeds) and, unless it is
   a ``test/*`` number (one point per run), its learning curve per arm (mean line, std band);
@@ -145,10 +147,13 @@ def build_workspace(question: Question, *, entity: str, project: str, run_keys: 
         sections.append(ws.Section(name="attention", is_open=True, panel_settings=settings, panels=[
             wr.MediaBrowser(title="attention maps (step slider)", media_keys=media, mode="gallery",
                             gallery_axis="step")]))
+    # a baseline arm (Question.baselines; another model class, in the question's group) has no axis values:
+    # its model class tells its runs apart
+    keys = [*axes, *(["model.class_path"] if question.baselines else [])]
     runset = ws.RunsetSettings(
         filters=[ws.Metric("Group") == question.name, ws.Metric("JobType") == "fit"],
-        groupby=[ws.Config(f"{axis}.value") for axis in axes],  # given whole: groupby_str_to_key keeps it
-        pinned_columns=["run:displayName", *(f"config:{axis}.value" for axis in axes), f"summary:{metric}"],
+        groupby=[ws.Config(f"{key}.value") for key in keys],  # given whole: groupby_str_to_key keeps it
+        pinned_columns=["run:displayName", *(f"config:{key}.value" for key in keys), f"summary:{metric}"],
     )
     return ws.Workspace(entity=entity, project=project, name=f"attnlab · {question.name}", sections=sections,
                         runset_settings=runset, settings=ws.WorkspaceSettings(x_axis=STEP))

@@ -92,6 +92,13 @@ def _plan(question: Question, root: Path, seeds: int | None, replicate: bool = F
     return make_plan(sweep, root=root, scale="quick", threads=1)
 
 
+def _trials(plan: Any) -> int:
+    """The plan's trials: its grid, then its question's baseline arms on the grid's seeds (``ablations.baselines``)."""
+    from ablations.runner import grid_size
+
+    return (grid_size(plan.sweep) or 0) + len(plan.baseline_trials())
+
+
 def run_questions(
     questions: Sequence[Question],
     *,
@@ -106,12 +113,12 @@ def run_questions(
     """Run every question's quick sweep (skipping finished trials), echoing each trial and the overall ETA;
     ``replicate``: on the disjoint replication seeds (``ablations.replication``)."""
     from ablations.domains import run_domain_tests
-    from ablations.runner import grid_size, run_sweep
+    from ablations.runner import run_sweep
 
     plans = [_plan(q, root, seeds, replicate) for q in questions]
-    progress = Progress(total=sum(grid_size(p.sweep) or 0 for p in plans), jobs=jobs)
+    progress = Progress(total=sum(_trials(p) for p in plans), jobs=jobs)
     for question, plan in zip(questions, plans, strict=True):
-        echo(f"== {question.name} ({grid_size(plan.sweep)} trials) -> {plan.root / plan.name}")
+        echo(f"== {question.name} ({_trials(plan)} trials) -> {plan.root / plan.name}")
 
         def trial_echo(line: str) -> None:
             if not line.startswith("["):  # not a trial's line (e.g. a dry run's command)
@@ -139,7 +146,7 @@ def report_question(question: Question, *, root: Path, out: Path) -> QuestionRes
         return None
     report = write_report(question.name, runs, out / question.name, question)
     parts = []
-    for arm, arm_runs in group_arms(runs, question.axes).items():
+    for arm, arm_runs in group_arms(runs, question.axes, question.baseline_of).items():
         done = [r.metrics.get(question.metric, float("nan")) for r in arm_runs if r.status == "finished"]
         s = stat(done)
         label = "/".join(map(str, arm))

@@ -5,34 +5,27 @@ The question's name is the sweep's ``name`` and the runs' experiment name, so
 ``<root>/<name>/<trial>/`` holds one question's runs and the report finds them by name. The sweep file is the
 one declaration of the question's arms (its axes' values, ``ablations.arms``) and of the metric that answers
 it (its ``metric``); a new question is its sweep file plus one ``Question`` here (or in
-``ablations.questions_real``) with its verdict.
+``ablations.questions_real``) with its verdict. What a ``Question`` is: ``ablations.question``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Literal
-
 from ablations import claims, claims_recurrent
 from ablations.arms import FULL_PRESET, REPO, REST, SWEEPS_DIR, Arms, RankedOnly, sweep_metric, swept_arms  # noqa: F401
-from ablations.stats import Stat
-from ablations.verdicts import Arm, better, join
+from ablations.question import (  # noqa: F401 - the Question API, re-exported for the registries' callers
+    BASELINE_KEY,
+    QUICK_DATA,
+    QUICK_TRANSFORMER,
+    ArmStats,
+    Goal,
+    Question,
+    Verdict,
+    all_beat,
+    beats_all,
+)
+from ablations.stats import Stat  # noqa: F401
+from ablations.verdicts import Arm, better, join  # noqa: F401
 
-Goal = Literal["maximize", "minimize"]
-
-ArmStats = Mapping[Arm, Mapping[str, Stat]]
-"""arm -> metric key -> Stat; what a verdict reads."""
-
-Verdict = Callable[[ArmStats, Arms | None], str]
-"""Reads the per-arm statistics and the question's arms (None: the arms in the statistics)."""
-
-# Extra CLI arguments appended after ${args} for `--scale quick`: a trial takes well under a
-# minute on a CPU core. They shrink data and epochs only; never a question's own axis.
-QUICK_DATA = ("--trainer.max_epochs=3", "--data.train_size=3200", "--data.val_size=128",
-              "--data.test_size=128", "--trainer.log_every_n_steps=5")
-QUICK_TRANSFORMER = (*QUICK_DATA, "--model.warmup_steps=30")
 # Positions must first learn reversal before extrapolation can be compared, and "learned ≈ sinusoidal" needs
 # converged arms: at 3 epochs (~560 steps) learned 0.63 ± 0.17 vs sinusoidal 0.83 ± 0.14 val exact match left the
 # equivalence unreadable; at 6 epochs (1128 steps; seeds 1, 2, 2026-12-01, Xeon with AMX, two at once) learned
@@ -60,117 +53,6 @@ QUICK_RECURRENT = ("--trainer.max_epochs=20", "--data.train_size=4096", "--data.
                    "--trainer.log_every_n_steps=5", "--trainer.val_check_interval=0.5", "--model.warmup_steps=10",
                    "--data.min_len=3", "--data.max_len=15",
                    "--data.test_min_len=3", "--data.test_max_len=15", "--data.max_tokens=null")
-
-
-@dataclass(frozen=True)
-class Question:
-    """One ablation question.
-
-    Args:
-        name: sweep name = experiment (run-directory group) name.
-        sweep: sweep file name under ``sweeps/``; left out, ``<name>.yaml``.
-        axes: the sweep parameters that define an arm (seeds excluded), as CLI paths; the arms are the
-            product of their values in the sweep file (``swept``).
-        probes: metric keys or key prefixes (ending in ``/``) the report adds as columns.
-        expected: the finding we expect, with its source, in one or two sentences.
-        verdict: reads the per-arm statistics and the question's ``Arms`` and returns one line starting with
-            "supported", "supported where shown", "not supported", "inconclusive" or "not shown at this scale"
-            (``ablations.verdicts.join``); it names every arm it judges through ``Arms.arm``.
-        metric, goal: the key that answers the question (an exact logged key) and whether higher
-            (maximize) or lower (minimize) is better. Left out (every registered question): the sweep file's
-            ``metric.name`` and ``metric.goal``, so they are declared once; given only for an ad-hoc experiment.
-        ranked_only: the swept arms the verdict does not judge, only ranks (values of a single axis, or arm
-            tuples); ``REST``: every swept arm the verdict does not judge. A verdict that does not rank them
-            itself (``Arms.ranking``/``Arms.ranked``) gets a ranking on ``metric`` appended (``judge``).
-        quick: CLI overrides for ``--scale quick`` (appended after ``${args}``).
-        claim: the claim in one line, for the findings table. source: paper, table/figure/section.
-        target: the value of ``metric`` whose first crossing gives ``curve/steps_to_target``.
-        full: the full (GPU) preset and what it should show, for the documentation.
-        shows_at: the scale at which the finding should show, named by the verdict's "not shown at this scale"
-            answers (``Arms.shows_at``).
-        media: the W&B image keys of the question's figures, for ``attnlab dashboard`` (``{arm}``: each value of
-            the question's single axis); none for a question whose runs draw no figures.
-        figures: draws the figures computed rather than trained into a folder and returns their paths (for
-            ``attnlab findings``); imports what it needs only when called.
-        test_domains: out-of-domain ``--data.test_domain`` values each finished trial is tested on (``domains``).
-
-    The registries' order (:data:`QUESTIONS`, ``ablations.questions_real.REAL_QUESTIONS``) is the order in
-    which ``attnlab findings`` runs and reports the questions.
-    """
-
-    name: str
-    axes: tuple[str, ...]
-    probes: tuple[str, ...]
-    expected: str
-    verdict: Verdict
-    sweep: str = ""
-    metric: str = ""
-    goal: Goal | None = None
-    ranked_only: RankedOnly = ()
-    quick: tuple[str, ...] = QUICK_TRANSFORMER
-    claim: str = ""
-    source: str = ""
-    target: float | None = None
-    full: str = "attnlab sweep sweeps/<name>.yaml (the config as written)"
-    shows_at: str = FULL_PRESET
-    media: tuple[str, ...] = ()
-    figures: Callable[[Path], list[Path]] | None = None
-    test_domains: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        if not self.sweep:
-            object.__setattr__(self, "sweep", f"{self.name}.yaml")
-        if not self.metric:
-            metric, goal = sweep_metric(self.sweep_path)
-            object.__setattr__(self, "metric", metric)
-            object.__setattr__(self, "goal", goal)
-        if self.goal not in ("maximize", "minimize"):
-            raise ValueError(f"question {self.name}: goal must be maximize or minimize, not {self.goal!r}")
-
-    @property
-    def sweep_path(self) -> Path:
-        return SWEEPS_DIR / self.sweep
-
-    @property
-    def swept(self) -> tuple[Arm, ...]:
-        """Every arm the sweep file sweeps (the product of the axes' values, in the file's order)."""
-        return swept_arms(self.sweep_path, self.axes)
-
-    def arms(self) -> Arms:
-        """The arms a verdict reads: the sweep's, strict (a verdict naming an arm not swept fails)."""
-        return Arms(swept=self.swept, ranked_only=self.ranked_only, where=f"sweeps/{self.sweep}",
-                    shows_at=self.shows_at)
-
-    def judge(self, stats: ArmStats) -> str:
-        """The verdict on ``stats`` over the sweep's arms, ranked-only arms ranked on ``metric`` when the verdict
-        does not rank them itself. An experiment without a sweep file (ad hoc) is judged over the arms it ran."""
-        arms = self.arms() if self.sweep_path.is_file() else Arms.of(stats, shows_at=self.shows_at)
-        line = self.verdict(stats, arms)
-        if arms.ranked_read or not arms.declared_ranked:
-            return line
-        return line + claims._ranking(stats, list(arms.declared_ranked), metric=self.metric,
-                                      maximize=self.goal == "maximize", label=f"ranked, not judged ({self.metric})")
-
-
-def beats_all(winners: list[Arm], losers: list[Arm], *, metric: str, goal: Goal) -> Verdict:
-    """Verdict: the best of ``winners`` beats every arm in ``losers`` (paired 95% intervals)."""
-
-    def verdict(stats: ArmStats, arms: Arms | None = None) -> str:
-        sign = 1.0 if goal == "maximize" else -1.0
-        present = [a for a in winners if (s := stats.get(a, {}).get(metric)) is not None and s.n > 0]
-        best = max(present, key=lambda a: sign * stats[a][metric].mean) if present else winners[0]
-        return join([better(stats, best, b, metric=metric, goal=goal) for b in losers])
-
-    return verdict
-
-
-def all_beat(winners: list[Arm], losers: list[Arm], *, metric: str, goal: Goal) -> Verdict:
-    """Verdict: *every* arm in ``winners`` beats every arm in ``losers``."""
-
-    def verdict(stats: ArmStats, arms: Arms | None = None) -> str:
-        return join([better(stats, w, b, metric=metric, goal=goal) for w in winners for b in losers])
-
-    return verdict
 
 
 # The warm-up arm of sweeps/norm.yaml (steps); quick runs are ~375 steps, so it must be well inside them.

@@ -74,6 +74,8 @@ def question_values(question: Question):  # noqa: ANN201 (a RunRecord -> metrics
 
 
 def _arm_label(question: Question, arm: Arm) -> str:
+    if arm in question.baseline_arms:
+        return f"baseline: {arm[0]}"
     if not question.axes:
         return "all runs"
     return ", ".join(f"{a.split('.')[-1]}={v}" for a, v in zip(question.axes, arm, strict=True))
@@ -88,12 +90,14 @@ def _sweep_order(question: Question) -> list[list[Any]]:
 
 
 def sorted_arms(question: Question, arms: Mapping[Arm, list[RunRecord]]) -> list[Arm]:
-    """Arms in the sweep file's value order (unknown values last, by their text)."""
-    order = _sweep_order(question)
+    """Arms in the sweep file's value order (unknown values last, by their text), then the baseline arms."""
+    order, baselines = _sweep_order(question), list(question.baseline_arms)
 
     def key(arm: Arm) -> tuple:
-        return tuple((vals.index(v), "") if v in vals else (len(vals), str(v)) for vals, v in zip(order, arm,
-                                                                                                   strict=True))
+        if arm in baselines:
+            return 1, baselines.index(arm), ()
+        return 0, 0, tuple((vals.index(v), "") if v in vals else (len(vals), str(v))
+                           for vals, v in zip(order, arm, strict=True))
 
     return sorted(arms, key=key)
 
@@ -269,7 +273,7 @@ def write_report(name: str, runs: list[RunRecord], out: Path, question: Question
     """Write ``out/report.md`` and its PNGs for the runs of one experiment (question looked up by name)."""
     question = question or question_for(name) or adhoc_question(name, runs)
     out.mkdir(parents=True, exist_ok=True)
-    arms = group_arms(runs, question.axes)
+    arms = group_arms(runs, question.axes, question.baseline_of)
     order = sorted_arms(question, arms)
     stats: ArmStats = arm_stats(arms, question_values(question))
     verdict = question.judge(stats)
@@ -317,9 +321,10 @@ def _verdict_lines(verdict: str) -> list[str]:
 def _markdown(question: Question, runs: list[RunRecord], header: list[str], rows: list[list[str]], verdict: str,
               figures: list[Path], warning: str | None = None, domains: Sequence[str] = ()) -> str:
     axes = ", ".join(f"`{a}`" for a in question.axes) or "(none)"
+    baselines = "".join(f" · **baseline arm:** `{label}` (`{config}`)" for label, config in question.baselines.items())
     lines = [
         f"# {question.name}", "",
-        f"- **Sweep:** `sweeps/{question.sweep}` · **axes:** {axes}",
+        f"- **Sweep:** `sweeps/{question.sweep}` · **axes:** {axes}{baselines}",
         f"- **Metric:** `{question.metric}` ({question.goal})",
         f"- **Expected:** {question.expected}",
         *_verdict_lines(verdict), "",

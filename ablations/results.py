@@ -227,11 +227,14 @@ def stat(values: list[float]) -> Stat:
     return seed_stat(values)
 
 
-def group_arms(runs: Iterable[RunRecord], axes: tuple[str, ...]) -> dict[Arm, list[RunRecord]]:
-    """Runs by arm, arms in first-seen order (the sweep's order for runner-made runs)."""
+def group_arms(runs: Iterable[RunRecord], axes: tuple[str, ...],
+               baseline_of: Callable[[Mapping[str, Any]], str | None] | None = None) -> dict[Arm, list[RunRecord]]:
+    """Runs by arm, arms in first-seen order (the sweep's order for runner-made runs). ``baseline_of`` (a question's
+    ``Question.baseline_of``): a run it names a baseline for is the arm ``(label,)``, not its axes' values."""
     arms: dict[Arm, list[RunRecord]] = {}
     for run in runs:
-        arms.setdefault(run.arm(axes), []).append(run)
+        label = baseline_of(run.params) if baseline_of is not None else None
+        arms.setdefault((label,) if label is not None else run.arm(axes), []).append(run)
     return arms
 
 
@@ -271,7 +274,8 @@ def varying_params(runs: list[RunRecord]) -> tuple[str, ...]:
 
 # ------------------------------------------------------------------- W&B API
 def load_wandb_sweep(sweep_path: str) -> tuple[str, list[RunRecord]]:
-    """Records of an online sweep (``entity/project/sweep_id``) through ``wandb.Api()``.
+    """Records of an online sweep (``entity/project/sweep_id``) through ``wandb.Api()``, with the fit runs of
+    its question's baseline arms (:func:`_wandb_baselines`).
 
     Needs network access and credentials, so it is not exercised by the test suite. The W&B
     config holds the flat keys ``RunConfigSaver`` logs; W&B run states map to our statuses
@@ -281,19 +285,36 @@ def load_wandb_sweep(sweep_path: str) -> tuple[str, list[RunRecord]]:
     """
     import wandb
 
-    sweep = wandb.Api().sweep(sweep_path)
+    api = wandb.Api()
+    sweep = api.sweep(sweep_path)
     name = str(sweep.config.get("name") or sweep.id)
     metric = (sweep.config.get("metric") or {}).get("name")
-    records = []
-    for run in sweep.runs:
-        if getattr(run, "job_type", None) not in ("fit", None, ""):
-            continue
-        params = {normalize_key(k): v for k, v in dict(run.config).items() if not k.startswith("_")}
-        status = {"finished": "finished", "running": "running"}.get(run.state, "failed")
-        history = [_wandb_row(row) for row in run.scan_history(keys=[metric, "trainer/global_step"])] if metric else []
-        records.append(RunRecord(experiment=name, name=run.name, status=status, params=params,
-                                 metrics=_floats(_last_values(dict(run.summary))), history=history))
-    return name, records
+    runs = [run for run in sweep.runs if getattr(run, "job_type", None) in ("fit", None, "")]
+    records = [_wandb_record(run, name, metric) for run in runs]
+    seen = {getattr(run, "id", None) or run.name for run in runs}
+    return name, records + _wandb_baselines(api, sweep_path.rsplit("/", 1)[0], name, metric, seen)
+
+
+def _wandb_record(run: Any, name: str, metric: str | None) -> RunRecord:
+    params = {normalize_key(k): v for k, v in dict(run.config).items() if not k.startswith("_")}
+    status = {"finished": "finished", "running": "running"}.get(run.state, "failed")
+    history = [_wandb_row(row) for row in run.scan_history(keys=[metric, "trainer/global_step"])] if metric else []
+    return RunRecord(experiment=name, name=run.name, status=status, params=params,
+                     metrics=_floats(_last_values(dict(run.summary))), history=history)
+
+
+def _wandb_baselines(api: Any, project: str, name: str, metric: str | None, seen: set[str]) -> list[RunRecord]:
+    """The fit runs of the question's baseline arms (``Question.baselines``): a W&B grid cannot cross configs, so
+    they are not the sweep's runs but runs started into its group (``--run.experiment=<question>``, as the
+    question's sweep file says); a run of the group counts when ``Question.baseline_of`` names its arm."""
+    from ablations.catalog import question_for
+
+    question = question_for(name)
+    if question is None or not question.baselines:
+        return []
+    group = api.runs(project, filters={"group": name, "jobType": "fit"})
+    records = [_wandb_record(run, name, metric) for run in group if (getattr(run, "id", None) or run.name) not in seen]
+    return [r for r in records if question.baseline_of(r.params) is not None]
 
 
 def _last_values(summary: Mapping[str, Any]) -> dict[str, Any]:

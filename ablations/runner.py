@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ablations.baselines import Baselines, baseline_commands, baseline_specs
 from ablations.catalog import question_for
 from ablations.questions import QUICK_DATA, REPO
 from ablations.sweepspec import (  # noqa: F401 - the sweep-file API, re-exported for callers of the runner
@@ -47,7 +48,14 @@ from ablations.sweepspec import (  # noqa: F401 - the sweep-file API, re-exporte
     trial_name,
     varied_keys,
 )
-from ablations.trialproc import dies_with, install_handlers, restore_handlers, signal_group, stop_process
+from ablations.trialproc import (  # noqa: F401 - wait_any re-exported
+    dies_with,
+    install_handlers,
+    restore_handlers,
+    signal_group,
+    stop_process,
+    wait_any,
+)
 from ablations.trialstate import (  # noqa: F401 - re-exported
     eta_seconds,
     grid_size,
@@ -100,15 +108,23 @@ class SweepPlan:
     cwd: Path
     env: dict[str, str]
     warm: bool = False  # trials forked from a preloaded server (ablations/warm.py) where their command allows
+    baselines: Baselines = field(default_factory=dict)  # the question's baseline arms (ablations.baselines)
 
     @property
     def metric(self) -> str | None:
         return (self.sweep.get("metric") or {}).get("name")
 
     def trial(self, params: dict[str, Any]) -> Trial:
-        name = trial_name(params, varied_keys(self.sweep))
-        run_dir = self.root / self.name / name
         command = render_command(self.sweep, params, interpreter=self.interpreter) + self.scale_args
+        return self._trial(trial_name(params, varied_keys(self.sweep)), params, command)
+
+    def baseline_trials(self) -> list[Trial]:
+        """Each baseline arm on each of the sweep's seeds (``ablations.baselines``)."""
+        return [self._trial(*spec) for spec in baseline_commands(self.sweep, self.baselines,
+                                                                  interpreter=self.interpreter)]
+
+    def _trial(self, name: str, params: dict[str, Any], command: list[str]) -> Trial:
+        run_dir = self.root / self.name / name
         command.append(f"--run.root={self.root}")
         if not any(c.startswith("--run.experiment=") for c in command):  # an ad-hoc sweep: its name
             command.append(f"--run.experiment={self.name}")
@@ -138,7 +154,7 @@ def make_plan(
     cwd = Path.cwd() if program.is_absolute() or (Path.cwd() / program).exists() else REPO
     return SweepPlan(sweep=sweep, name=name, root=Path(root).resolve(), scale_args=scale_args,
                      interpreter=interpreter or sys.executable, cwd=cwd, env=env,
-                     warm=warm_wanted() if warm is None else warm)
+                     warm=warm_wanted() if warm is None else warm, baselines=baseline_specs(question, scale_args))
 
 
 # ---------------------------------------------------------------- execution
@@ -207,21 +223,6 @@ def finish_trial(running: _Running, plan: SweepPlan, *, preempted: bool = False)
                    summary_metrics={k: v for k, v in metrics.items() if isinstance(v, (int, float))})
 
 
-def wait_any(active: list[_Running], timeout_s: float | None,
-             interrupted: Callable[[], bool] = lambda: False) -> _Running | None:
-    """Block until one active trial's process exits (killing any that outlive ``timeout_s``); None as
-    soon as ``interrupted()`` says the sweep got a termination signal."""
-    while not interrupted():
-        for running in active:
-            if timeout_s is not None and running.proc.poll() is None and time.time() - running.started > timeout_s:
-                log.warning("trial %s exceeded %.0f s: stopping it", running.trial.name, timeout_s)
-                stop_process(running.proc)
-            if running.proc.poll() is not None:
-                return running
-        time.sleep(0.2)
-    return None
-
-
 def _engine_record(trial: Trial, state: str, metrics: Mapping[str, float] | None = None) -> Any:
     """The SweepRun the engine sees for a trial (config entries are ``{"value": v}`` like W&B's). The metrics go
     in by their alias ``summaryMetrics``: sweeps 0.2.0 (what pip picks where numpy 2 is installed, since 0.3.0
@@ -251,8 +252,11 @@ class _Session:
                  echo: Callable[[str], None]) -> None:
         self.plan, self.limit, self.dry_run, self.jobs, self.echo = plan, limit, dry_run, max(1, jobs), echo
         self.show_eta = echo is print and sys.stdout.isatty()  # an estimate is for a person watching
-        sizes = [x for x in (limit, grid_size(plan.sweep)) if x is not None]
+        self.baselines = plan.baseline_trials()  # run once the engine has no more trials
+        grid = grid_size(plan.sweep)
+        sizes = [x for x in (limit, None if grid is None else grid + len(self.baselines)) if x is not None]
         self.total = min(sizes) if sizes else None
+        self.engine_done = False
         self.runs: list[Any] = []
         self.outcomes: list[Outcome] = []
         self.active: list[_Running] = []
@@ -266,17 +270,25 @@ class _Session:
         self.runs.append(_engine_record(outcome.trial, state, outcome.summary_metrics))
         self.outcomes.append(outcome)
 
-    def fill(self) -> None:
-        """Ask the engine for trials until ``jobs`` run at once, the limit is hit or the engine is done."""
+    def _propose(self) -> Trial | None:
+        """The engine's next trial; once it has none, the next baseline trial; None when both are done."""
         from sweeps import next_run
 
+        if not self.engine_done:
+            proposal = next_run(self.plan.sweep, self.runs)
+            if proposal is not None and self.skipped_in_a_row <= 1000:
+                return self.plan.trial({k: to_python(v["value"]) for k, v in proposal.config.items()})
+            self.engine_done = True
+        return self.baselines.pop(0) if self.baselines else None
+
+    def fill(self) -> None:
+        """Ask for trials until ``jobs`` run at once, the limit is hit or the engine and the baselines are done."""
         while (not self.exhausted and self.signum is None and len(self.active) < self.jobs
                and (self.limit is None or self.started < self.limit)):
-            proposal = next_run(self.plan.sweep, self.runs)
-            if proposal is None or self.skipped_in_a_row > 1000:
+            trial = self._propose()
+            if trial is None:
                 self.exhausted = True
                 return
-            trial = self.plan.trial({k: to_python(v["value"]) for k, v in proposal.config.items()})
             done = _done_outcome(trial, self.plan.metric)
             if done is not None:
                 self.skipped_in_a_row += 1

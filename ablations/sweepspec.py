@@ -87,6 +87,23 @@ def check_parameters(sweep: Mapping[str, Any], *, path: str | Path, cwd: Path) -
             raise SweepError(f"{path}: parameter {key}: no option {group}.{option}{hint}")
 
 
+def applicable_args(args: list[str], config: Path) -> list[str]:
+    """The arguments of ``args`` (``--group.option=value``) that the class ``config`` gives their group accepts:
+    a question's quick flags for a baseline arm that runs another config (``Question.baselines``). Arguments of
+    other groups, nested ones and those of a class that cannot be found are kept."""
+    from attnlab_run.conventions import option_names
+
+    out = []
+    for arg in args:
+        group, _, option = arg.removeprefix("--").split("=", 1)[0].partition(".")
+        option = option.removeprefix("init_args.")
+        checked = group in CHECKED_GROUPS and option and "." not in option
+        known = option_names(group, [f"--config={config}"]) if checked else []
+        if not known or option in known:
+            out.append(arg)
+    return out
+
+
 def schema_violations(sweep: Mapping[str, Any]) -> list[str]:
     """W&B's own validation of a sweep config (``sweeps.schema_violations_from_proposed_config``)."""
     from sweeps import schema_violations_from_proposed_config
@@ -149,6 +166,34 @@ def render_command(
             out += macros.get(chunk[2:-1]) or []
         else:
             out.append(chunk)
+    return out
+
+
+def _config_at(command: list[str]) -> int | None:
+    """Index of the ``--config`` value in ``command`` (``--config PATH`` or ``--config=PATH``; the first)."""
+    for i, chunk in enumerate(command):
+        if chunk == "--config" and i + 1 < len(command):
+            return i + 1
+        if chunk.startswith("--config="):
+            return i
+    return None
+
+
+def command_config(sweep: Mapping[str, Any]) -> str | None:
+    """The config file the sweep's ``command`` passes with ``--config`` (None when it passes none)."""
+    command = [str(c) for c in sweep.get("command") or []]
+    at = _config_at(command)
+    return None if at is None else command[at].removeprefix("--config=")
+
+
+def with_config(command: list[str], config: str) -> list[str]:
+    """``command`` with its ``--config`` file replaced by ``config`` (a baseline arm's own config); SweepError
+    when the command passes no ``--config``."""
+    at = _config_at(command)
+    if at is None:
+        raise SweepError(f"the sweep's command passes no --config to replace with {config}")
+    out = list(command)
+    out[at] = f"--config={config}" if out[at].startswith("--config=") else config
     return out
 
 

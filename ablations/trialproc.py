@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -81,3 +82,19 @@ def restore_handlers(previous: dict[int, Any]) -> None:
     """Put back what :func:`install_handlers` replaced."""
     for sig, handler in previous.items():
         signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
+def wait_any(active: list[Any], timeout_s: float | None,
+             interrupted: Callable[[], bool] = lambda: False) -> Any | None:
+    """Block until one active trial's process exits (killing any that outlive ``timeout_s``); None as
+    soon as ``interrupted()`` says the sweep got a termination signal. ``active``: the runner's live trials
+    (``proc``, ``started``, ``trial.name``)."""
+    while not interrupted():
+        for running in active:
+            if timeout_s is not None and running.proc.poll() is None and time.time() - running.started > timeout_s:
+                log.warning("trial %s exceeded %.0f s: stopping it", running.trial.name, timeout_s)
+                stop_process(running.proc)
+            if running.proc.poll() is not None:
+                return running
+        time.sleep(0.2)
+    return None

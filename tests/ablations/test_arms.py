@@ -42,7 +42,7 @@ def test_every_swept_arm_is_judged_or_ranked_only(name_: str):
     assert not arms.unjudged(), (
         f"sweeps/{question.sweep} sweeps {arms.unjudged()}, which the {name_} verdict neither judges nor ranks: "
         "judge it in the verdict (Arms.arm) or declare it in the Question's ranked_only")
-    assert set(arms.judged) <= set(question.swept)
+    assert set(arms.judged) <= {*question.swept, *question.baseline_arms}, "a judged arm is swept or a baseline"
     if question.ranked_only != REST:
         declared = set(arms.declared_ranked)
         assert declared <= set(question.swept), f"{name_}: ranked_only names arms the sweep does not sweep"

@@ -194,9 +194,7 @@ class CaptionData(SplitDataModule):
                            image_dir=image_dir, karpathy_json=karpathy_json, image_column=image_column,
                            caption_column=caption_column, use_restval=use_restval, seed=self.seed, sizes=self.sizes,
                            image_size=image_size, stamps_path=stamps_path)
-        self.use_source(CAPTION_SOURCES, source, spec)
-        if self.corpus.check is not None:  # a source whose data is installed, not downloaded: before anything is made
-            self.corpus.check(self.spec)
+        self.use_source(CAPTION_SOURCES, source, spec)  # runs the source's check (installed data) first
         self.examples: dict[str, list[CaptionExample]] = {}
         self.images: dict[str, list[np.ndarray]] = {}
         self._vocab: WordVocab | None = None

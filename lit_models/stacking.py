@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -75,9 +76,13 @@ class StackedSeeds:
     Args:
         modules: the K seeds' modules, each built after its own seed (same class and hyper-parameters).
         gradient_clip_val: the trainer's norm clipping (None or 0: none), applied per seed.
+        total_steps: optimizer steps of the run (the trainer's ``estimated_stepping_batches``: the
+            horizon of the cosine schedule).
     """
 
-    def __init__(self, modules: Sequence[nn.Module], *, gradient_clip_val: float | None = None) -> None:
+    def __init__(
+        self, modules: Sequence[nn.Module], *, gradient_clip_val: float | None = None, total_steps: int = 1
+    ) -> None:
         self.modules = list(modules)
         _check_one_arm(self.modules)
         self.objective = _Objective(self.modules[0]).train()
@@ -85,7 +90,8 @@ class StackedSeeds:
         self.params: dict[str, Tensor] = params
         self.buffers: dict[str, Tensor] = buffers
         self.clip = float(gradient_clip_val or 0.0)
-        self.optimizer, self.scheduler = _stacked_optimizer(self.modules[0], list(self.params.values()))
+        plan = _Plan(gradient_clip_val=self.clip, estimated_stepping_batches=total_steps)
+        self.optimizer, self.scheduler = _stacked_optimizer(self.modules[0], plan, list(self.params.values()))
         self.step = 0
         self.diverged_at: list[int | None] = [None] * len(self.modules)
 
@@ -100,15 +106,17 @@ class StackedSeeds:
             batch: the batch all seeds train on (the usual case: the seeds of an arm share the data
                 seed, hence the data and its order), or with ``per_seed`` K batches of equal shapes.
         """
-        in_batch = 0 if per_seed else None
-        if per_seed:
-            batch = tree_map(lambda *xs: torch.stack(xs), *batch)
-        mapped = vmap(self._seed_objective, in_dims=(0, 0, in_batch), randomness="different")
-        total, logs = mapped(self.params, self.buffers, batch)
+        own = list(batch) if per_seed else [batch] * self.k
+        mapped = vmap(self._seed_objective, in_dims=(0, 0, 0 if per_seed else None), randomness="different")
+        total, logs = mapped(
+            self.params, self.buffers, tree_map(lambda *xs: torch.stack(xs), *own) if per_seed else batch
+        )
         finite = torch.isfinite(total.detach())
-        for k in range(self.k):
+        for k, module in enumerate(self.modules):
             if not finite[k] and self.diverged_at[k] is None:
                 self.diverged_at[k] = self.step
+            if self.diverged_at[k] is None:
+                module.tokens_seen += module.batch_tokens(own[k])
         total.where(finite, torch.zeros_like(total)).sum().backward()
         frozen = [k for k in range(self.k) if self.diverged_at[k] is not None]
         self._clip_per_seed()
@@ -179,13 +187,27 @@ def _check_one_arm(modules: list[nn.Module]) -> None:
             raise ValueError("stacked seeds must be one arm: same family and hyper-parameters")
 
 
-def _stacked_optimizer(template: nn.Module, params: list[Tensor]) -> tuple[torch.optim.Optimizer, Any]:
+@dataclass(frozen=True)
+class _Plan:
+    """What a family's ``configure_optimizers`` reads from its trainer, for a stack that has none."""
+
+    gradient_clip_val: float
+    estimated_stepping_batches: int
+    precision: str = "32-true"
+
+
+def _stacked_optimizer(template: nn.Module, plan: _Plan, params: list[Tensor]) -> tuple[torch.optim.Optimizer, Any]:
     """The family's own optimizer and per-step schedule (``configure_optimizers``), over the stacked tensors.
 
     The template's optimizer gives the class and the hyper-parameters (its ``defaults``); its
-    ``LambdaLR`` gives the multiplier of the peak learning rate per step.
+    ``LambdaLR`` gives the multiplier of the peak learning rate per step. The template sees ``plan``
+    as its trainer while it configures them (and its own trainer, if any, again afterwards).
     """
-    conf = template.configure_optimizers()
+    own, template._trainer = template._trainer, plan
+    try:
+        conf = template.configure_optimizers()
+    finally:
+        template._trainer = own
     opt0, sched0 = conf["optimizer"], conf["lr_scheduler"]["scheduler"]
     if len(opt0.param_groups) != 1 or not isinstance(sched0, torch.optim.lr_scheduler.LambdaLR):
         raise ValueError("stacking supports one parameter group and a LambdaLR schedule")

@@ -14,6 +14,7 @@ the comparison cannot pass by mixing the seeds up).
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import islice
 from typing import Any
 
 import lightning as L
@@ -35,9 +36,11 @@ Build = Callable[[], tuple[L.LightningDataModule, L.LightningModule]]
 
 
 def seq2seq() -> tuple[L.LightningDataModule, L.LightningModule]:
+    """With the cosine schedule, whose horizon is the run's step count."""
     dm = SyntheticSeq2Seq(vocab_size=16, min_len=2, max_len=6, train_size=48, val_size=8, test_size=8, batch_size=8)
+    tiny = {**TINY, "lr_schedule": "cosine"}
     return dm, TransformerSeq2Seq(
-        src_vocab_size=dm.src_vocab_size, tgt_vocab_size=dm.tgt_vocab_size, encoder_layers=1, decoder_layers=1, **TINY
+        src_vocab_size=dm.src_vocab_size, tgt_vocab_size=dm.tgt_vocab_size, encoder_layers=1, decoder_layers=1, **tiny
     )
 
 
@@ -100,7 +103,7 @@ def stacked(build: Build) -> tuple[list[list[float]], list[nn.Module], L.Lightni
     pairs = [built(build, seed) for seed in SEEDS]
     dm = pairs[0][0]
     dm.setup("fit")
-    stack = StackedSeeds([m for _, m in pairs], gradient_clip_val=CLIP)
+    stack = StackedSeeds([m for _, m in pairs], gradient_clip_val=CLIP, total_steps=STEPS)
     curves: list[list[float]] = []
     for batch in dm.train_dataloader():
         if len(curves) == STEPS:
@@ -135,6 +138,7 @@ def test_two_stacked_seeds_follow_the_two_alone(family: str) -> None:
         for key in ref_values:
             assert values[key] == pytest.approx(ref_values[key], rel=1e-5, abs=1e-6), key
         assert preds == ref_preds
+        assert module.tokens_seen == model.tokens_seen > 0
     assert max(abs(a - b) for a, b in zip(*curves, strict=True)) > 1e-3  # the seeds are not the same run
 
 
@@ -166,9 +170,23 @@ def test_a_diverged_seed_stops_and_the_others_train_on() -> None:
     frozen = {k: v.clone() for k, v in broken.state_dict().items()}
     dm.setup("fit")
     stack = StackedSeeds([healthy, broken], gradient_clip_val=CLIP)
-    losses = [stack.training_step(batch)["train/loss"] for batch, _ in zip(dm.train_dataloader(), range(3))]
+    losses = [stack.training_step(batch)["train/loss"] for batch in islice(dm.train_dataloader(), 3)]
     assert stack.diverged_at == [None, 0]
     assert all(torch.isfinite(loss[0]) for loss in losses) and float(losses[0][0]) != float(losses[-1][0])
     stack.unstack()
     for name, value in broken.state_dict().items():
         torch.testing.assert_close(value, frozen[name], rtol=0, atol=0, equal_nan=True, msg=name)
+
+
+def test_per_seed_batches_equal_the_shared_batch_when_they_are_the_same() -> None:
+    """``per_seed``: K batches stacked along the seed dimension (seeds with their own data). Not for the
+    causal LM: its position gather sizes a table by ``int(pos.max())``, which vmap cannot batch."""
+    runs = []
+    for per_seed in (False, True):
+        pairs = [built(seq2seq, seed) for seed in SEEDS]
+        dm = pairs[0][0]
+        dm.setup("fit")
+        stack = StackedSeeds([m for _, m in pairs], gradient_clip_val=CLIP)
+        batches = list(islice(dm.train_dataloader(), 3))
+        runs.append([stack.training_step([b] * 2 if per_seed else b, per_seed=per_seed)["train/loss"] for b in batches])
+    torch.testing.assert_close(torch.stack(runs[1]), torch.stack(runs[0]), rtol=1e-5, atol=1e-6)

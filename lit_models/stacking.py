@@ -38,24 +38,31 @@ from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
 from torch.utils._pytree import tree_map
 
+from lit_models.reinforce import ReinforceTerm
+
 CLIP_EPS = 1e-6  # torch.nn.utils.clip_grad_norm_'s denominator guard (what Lightning's norm clipping uses)
 
 PURE_LOSS = "training_loss"  # the family method that stacking maps over seeds
 
 
+class NotStackable(ValueError):
+    """The family cannot be stacked (the message says why); its seeds run alone."""
+
+
 def refusal(module: nn.Module) -> str | None:
-    """Why ``module``'s family cannot be stacked, or None when it can.
+    """Why ``module``'s family cannot be stacked, or None when nothing is known against it.
 
     Stacking needs a ``training_loss(batch, step)`` that is a function of parameters and batch only,
-    whose every operation has a ``vmap`` batching rule.
+    whose every operation has a ``vmap`` batching rule. What is not caught here (an op without one)
+    stops the first :meth:`StackedSeeds.training_step`, before any update, as ``NotStackable``.
     """
     name = type(module).__name__
     if not callable(getattr(module, PURE_LOSS, None)):
-        return f"{name} has no pure training_loss (its training step samples or branches outside the graph)"
-    if getattr(getattr(module, "hparams", {}), "get", lambda *_: None)("encoder") == "recurrent":
-        return f"{name} with a recurrent encoder: torch's fused RNN kernels have no vmap batching rule"
+        return f"{name} has no training_loss(batch, step), the pure function stacking maps over seeds"
     if any(isinstance(m, nn.RNNBase) for m in module.modules()):
-        return f"{name} has recurrent cells: torch's fused RNN kernels have no vmap batching rule"
+        return f"{name} runs nn.RNN/GRU/LSTM on packed sequences, whose lengths are read with .item() (vmap cannot)"
+    if any(isinstance(m, ReinforceTerm) for m in module.modules()):
+        return f"{name} has a REINFORCE term: its baseline reads the mean reward with float() and updates in place"
     return None
 
 
@@ -107,10 +114,7 @@ class StackedSeeds:
                 seed, hence the data and its order), or with ``per_seed`` K batches of equal shapes.
         """
         own = list(batch) if per_seed else [batch] * self.k
-        mapped = vmap(self._seed_objective, in_dims=(0, 0, 0 if per_seed else None), randomness="different")
-        total, logs = mapped(
-            self.params, self.buffers, tree_map(lambda *xs: torch.stack(xs), *own) if per_seed else batch
-        )
+        total, logs = self._objectives(tree_map(lambda *xs: torch.stack(xs), *own) if per_seed else batch, per_seed)
         finite = torch.isfinite(total.detach())
         for k, module in enumerate(self.modules):
             if not finite[k] and self.diverged_at[k] is None:
@@ -126,6 +130,16 @@ class StackedSeeds:
         self.scheduler.step()
         self.step += 1
         return {name: value.detach() for name, value in logs.items()}
+
+    def _objectives(self, batch: Any, per_seed: bool) -> tuple[Tensor, dict[str, Tensor]]:
+        """(K,) objectives and logged values; an op vmap cannot batch raises ``NotStackable``."""
+        mapped = vmap(self._seed_objective, in_dims=(0, 0, 0 if per_seed else None), randomness="different")
+        try:
+            return mapped(self.params, self.buffers, batch)
+        except RuntimeError as e:
+            if "vmap" not in str(e):
+                raise
+            raise NotStackable(f"{type(self.modules[0]).__name__}: {str(e).splitlines()[0]}") from e
 
     def _seed_objective(self, params: dict, buffers: dict, batch: Any) -> tuple[Tensor, dict[str, Tensor]]:
         return functional_call(self.objective, (params, buffers), (batch, self.step))
@@ -180,7 +194,7 @@ def _check_one_arm(modules: list[nn.Module]) -> None:
         raise ValueError("stacking needs at least one seed")
     why = refusal(modules[0])
     if why is not None:
-        raise ValueError(f"cannot stack: {why}")
+        raise NotStackable(f"cannot stack: {why}")
     first = modules[0]
     for m in modules[1:]:
         if type(m) is not type(first) or dict(m.hparams) != dict(first.hparams):

@@ -27,8 +27,10 @@ from datamodules.sentiment import SentimentData
 from datamodules.synthetic import SyntheticSeq2Seq
 from lit_models.causal_lm import CausalLM
 from lit_models.classifier import SentimentClassifier
+from lit_models.glimpse import RecurrentAttentionModel
+from lit_models.recurrent_seq2seq import RecurrentSeq2Seq
 from lit_models.seq2seq import TransformerSeq2Seq
-from lit_models.stacking import StackedSeeds, refusal
+from lit_models.stacking import NotStackable, StackedSeeds, refusal
 
 STEPS, CLIP, SEEDS = 6, 0.5, (1, 2)
 TINY = {"d_model": 16, "heads": 2, "d_ff": 32, "dropout": 0.0, "lr": 3e-3, "lr_schedule": "constant", "warmup_steps": 2}
@@ -62,7 +64,26 @@ def classifier() -> tuple[L.LightningDataModule, L.LightningModule]:
     )
 
 
-FAMILIES = {"encoder-decoder": seq2seq, "decoder-only": causal, "classifier": classifier}
+def peephole_classifier() -> tuple[L.LightningDataModule, L.LightningModule]:
+    """A recurrent family that stacks: the peephole LSTM runs its own masked loop (no packed sequence)."""
+    dm = SentimentData(train_size=48, val_size=8, test_size=8, batch_size=8, max_words=12)
+    return dm, SentimentClassifier(
+        src_vocab_size=dm.src_vocab_size,
+        encoder="recurrent",
+        cell="lstm_peephole",
+        embed_dim=8,
+        hidden_size=8,
+        dropout=0.0,
+        lr=3e-3,
+    )
+
+
+FAMILIES = {
+    "encoder-decoder": seq2seq,
+    "decoder-only": causal,
+    "classifier": classifier,
+    "recurrent classifier": peephole_classifier,
+}
 
 
 def built(build: Build, seed: int) -> tuple[L.LightningDataModule, L.LightningModule]:
@@ -153,13 +174,40 @@ def test_dropout_draws_differently_per_seed() -> None:
     assert abs(float(loss[0] - loss[1])) > 1e-4, loss
 
 
-def test_a_recurrent_family_is_refused_with_its_reason() -> None:
-    L.seed_everything(1, verbose=False)
-    dm = SentimentData(train_size=8, val_size=8, test_size=8, batch_size=8, max_words=12)
-    recurrent = SentimentClassifier(src_vocab_size=dm.src_vocab_size, encoder="recurrent", embed_dim=8, hidden_size=8)
-    assert "recurrent" in (refusal(recurrent) or "")
-    with pytest.raises(ValueError, match="cannot stack: .*recurrent"):
-        StackedSeeds([recurrent, recurrent])
+REFUSED = {
+    "packed RNN": lambda: RecurrentSeq2Seq(
+        src_vocab_size=12, tgt_vocab_size=12, cell="gru", hidden_size=8, embed_dim=8
+    ),
+    "REINFORCE": lambda: RecurrentSeq2Seq(
+        src_vocab_size=12, tgt_vocab_size=12, cell="lstm_peephole", hidden_size=8, embed_dim=8, attention="hard"
+    ),
+    "no training_loss": lambda: RecurrentAttentionModel(glimpses=2, patch_size=4, scales=1, hidden_size=8),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED)
+def test_a_family_that_cannot_be_stacked_is_refused_with_its_reason(case: str) -> None:
+    module = REFUSED[case]()
+    why = refusal(module)
+    assert why is not None and type(module).__name__ in why
+    assert {"packed RNN": "packed sequences", "REINFORCE": "REINFORCE", "no training_loss": "no training_loss"}[
+        case
+    ] in why
+    with pytest.raises(NotStackable, match="cannot stack: "):
+        StackedSeeds([module, REFUSED[case]()])
+
+
+def test_an_op_vmap_cannot_batch_is_refused_before_any_update() -> None:
+    """The causal LM sizes a position table by ``int(pos.max())``: fine for a shared batch, not per seed."""
+    pairs = [built(causal, seed) for seed in SEEDS]
+    dm = pairs[0][0]
+    dm.setup("fit")
+    stack = StackedSeeds([m for _, m in pairs])
+    before = {k: v.clone() for k, v in stack.params.items()}
+    batch = next(iter(dm.train_dataloader()))
+    with pytest.raises(NotStackable, match="CausalLM: vmap"):
+        stack.training_step([batch, batch], per_seed=True)
+    assert all(torch.equal(v, before[k]) for k, v in stack.params.items()) and stack.step == 0
 
 
 def test_a_diverged_seed_stops_and_the_others_train_on() -> None:

@@ -154,6 +154,16 @@ class StackedSeeds:
         for g in grads:
             g.mul_(coef.view(-1, *([1] * (g.dim() - 1))))
 
+    def optimizer_state(self, k: int) -> dict[str, Any]:
+        """Seed ``k``'s optimizer ``state_dict``, as its alone run's optimizer would hold it (its slice of
+        every per-element state; shared scalars such as AdamW's step as they are): for its checkpoint."""
+        whole = self.optimizer.state_dict()
+        own = {
+            i: {name: v[k].clone() if torch.is_tensor(v) and v.dim() > 0 else v for name, v in state.items()}
+            for i, state in whole["state"].items()
+        }
+        return {"state": own, "param_groups": whole["param_groups"]}
+
     @torch.no_grad()
     def unstack(self) -> list[nn.Module]:
         """Write each seed's slice back into its own module (for validation, test, decoding, checkpoints)."""

@@ -116,11 +116,12 @@ def alone(build: Build, seed: int) -> tuple[list[float], L.LightningModule, L.Li
         callbacks=[losses],
     )
     trainer.fit(model, datamodule=dm)
+    model.alone_optimizer = trainer.optimizers[0].state_dict()
     model._trainer = None  # evaluated outside a trainer, as the unstacked seeds are (same detokenizer, names)
     return losses.values, model, dm
 
 
-def stacked(build: Build) -> tuple[list[list[float]], list[nn.Module], L.LightningDataModule]:
+def stacked(build: Build) -> tuple[list[list[float]], StackedSeeds, L.LightningDataModule]:
     pairs = [built(build, seed) for seed in SEEDS]
     dm = pairs[0][0]
     dm.setup("fit")
@@ -130,7 +131,8 @@ def stacked(build: Build) -> tuple[list[list[float]], list[nn.Module], L.Lightni
         if len(curves) == STEPS:
             break
         curves.append(stack.training_step(batch)["train/loss"].tolist())
-    return [list(c) for c in zip(*curves, strict=True)], stack.unstack(), dm
+    stack.unstack()
+    return [list(c) for c in zip(*curves, strict=True)], stack, dm
 
 
 @torch.no_grad()
@@ -150,8 +152,8 @@ def evaluation(module: nn.Module, dm: L.LightningDataModule) -> tuple[dict[str, 
 def test_two_stacked_seeds_follow_the_two_alone(family: str) -> None:
     build = FAMILIES[family]
     runs = [alone(build, seed) for seed in SEEDS]
-    curves, modules, dm = stacked(build)
-    for (reference, model, own_dm), curve, module in zip(runs, curves, modules, strict=True):
+    curves, stack, dm = stacked(build)
+    for (reference, model, own_dm), curve, module in zip(runs, curves, stack.modules, strict=True):
         assert len(reference) == STEPS
         torch.testing.assert_close(torch.tensor(curve), torch.tensor(reference), rtol=1e-5, atol=1e-6)
         (ref_values, ref_preds), (values, preds) = evaluation(model, own_dm), evaluation(module, dm)
@@ -160,6 +162,15 @@ def test_two_stacked_seeds_follow_the_two_alone(family: str) -> None:
             assert values[key] == pytest.approx(ref_values[key], rel=1e-5, abs=1e-6), key
         assert preds == ref_preds
         assert module.tokens_seen == model.tokens_seen > 0
+    for k, (_, model, _) in enumerate(runs):  # each seed's optimizer state, as its checkpoint would hold it
+        own, reference = stack.optimizer_state(k), model.alone_optimizer
+        assert own["param_groups"][0]["lr"] == reference["param_groups"][0]["lr"]
+        assert own["state"].keys() == reference["state"].keys()
+        for i, state in reference["state"].items():
+            for name, value in state.items():
+                torch.testing.assert_close(
+                    own["state"][i][name], value, rtol=1e-4, atol=1e-9, msg=f"{i} {name}"
+                )  # moments: ~g, ~g²
     assert max(abs(a - b) for a, b in zip(*curves, strict=True)) > 1e-3  # the seeds are not the same run
 
 

@@ -96,14 +96,24 @@ class CausalLM(Seq2SeqModule):
         nll = F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=PAD, reduction="sum")
         return nll, (labels != PAD).sum()
 
+    def training_loss(self, batch: Seq2SeqBatch | TextBatch, step: int) -> tuple[Tensor, dict[str, Tensor]]:
+        """Running text: label-smoothed next-token loss over every scored target; prompts: the base's."""
+        if not isinstance(batch, TextBatch):
+            return super().training_loss(batch, step)
+        logits = self.net.lm_logits(batch.tokens[:, :-1])
+        loss = label_smoothed_loss(logits, batch.targets(), eps=self.hparams.label_smoothing)
+        return loss, {"train/loss": loss}
+
+    def batch_tokens(self, batch: Seq2SeqBatch | TextBatch) -> int:
+        return int(batch.tokens[:, :-1].numel()) if isinstance(batch, TextBatch) else super().batch_tokens(batch)
+
     def training_step(self, batch: Seq2SeqBatch | TextBatch, batch_idx: int) -> Tensor | None:
         if not isinstance(batch, TextBatch):
             return super().training_step(batch, batch_idx)
-        logits = self.net.lm_logits(batch.tokens[:, :-1])
-        loss = label_smoothed_loss(logits, batch.targets(), eps=self.hparams.label_smoothing)
+        loss, logs = self.training_loss(batch, self.global_step)
         if not torch.isfinite(loss):
             return self._diverge()
-        self.tokens_seen += int(batch.tokens[:, :-1].numel())
+        self.tokens_seen += self.batch_tokens(batch)
         self.log("train/loss", loss, prog_bar=True, batch_size=batch.tokens.size(0))
         return loss
 

@@ -97,15 +97,24 @@ class SentimentClassifier(EvaluationModule):
     def forward(self, tokens: Tensor) -> ClassifierOut:
         return self.net(tokens)
 
-    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor | None:
+    def training_loss(self, batch: tuple[Tensor, Tensor], step: int) -> tuple[Tensor, dict[str, Tensor]]:
+        """Cross-entropy of the batch and the logged loss and accuracy (pure: ``stacking`` vmaps it)."""
         tokens, labels = batch
         logits = self.net(tokens).logits
         loss = F.cross_entropy(logits.float(), labels)
+        return loss, {"train/loss": loss, "train/acc": (logits.argmax(-1) == labels).float().mean()}
+
+    def batch_tokens(self, batch: tuple[Tensor, Tensor]) -> int:
+        """Non-PAD input tokens of a training batch (what ``tokens_seen`` counts)."""
+        return int((batch[0] != PAD).sum())
+
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor | None:
+        loss, logs = self.training_loss(batch, self.global_step)
         if not torch.isfinite(loss):
             return self._diverge()
-        self.tokens_seen += int((tokens != PAD).sum())
-        self.log("train/loss", loss, prog_bar=True, batch_size=labels.numel())
-        self.log("train/acc", (logits.argmax(-1) == labels).float().mean(), batch_size=labels.numel())
+        self.tokens_seen += self.batch_tokens(batch)
+        for name, value in logs.items():
+            self.log(name, value, prog_bar=name == "train/loss", batch_size=batch[1].numel())
         return loss
 
     def _evaluate(self, batch: tuple[Tensor, Tensor], split: str) -> None:

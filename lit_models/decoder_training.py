@@ -135,17 +135,29 @@ class DecoderTrainingModule(EvaluationModule):
         """Probability of feeding gold tokens at this step (the forcing policy's schedule)."""
         return self.forcing.p_gold(self.global_step)
 
-    def training_step(self, batch: Any, batch_idx: int) -> Tensor | None:
-        src, tgt = batch.src, batch.tgt
-        tgt_in, labels = tgt[:, :-1], tgt[:, 1:]
-        logits, state, p = self.forcing(self.net, self.net.encode(src), tgt_in, step=self.global_step)
+    def training_loss(self, batch: Any, step: int) -> tuple[Tensor, dict[str, Tensor]]:
+        """The objective minimised at optimizer step ``step`` and the tensors logged with it.
+
+        A function of the parameters and the batch only (no logging, no Python branch on values):
+        ``stacking`` maps it over stacked seeds with ``torch.func.vmap``.
+        """
+        tgt_in, labels = batch.tgt[:, :-1], batch.tgt[:, 1:]
+        logits, state, _ = self.forcing(self.net, self.net.encode(batch.src), tgt_in, step=step)
         loss = label_smoothed_loss(logits, labels, eps=self.label_smoothing)
-        total = loss + self.auxiliary_loss(logits, labels, state)
+        return loss + self.auxiliary_loss(logits, labels, state), {"train/loss": loss}
+
+    def batch_tokens(self, batch: Any) -> int:
+        """Tokens a training batch adds to ``tokens_seen``: its labels and its sources."""
+        return int((batch.tgt[:, 1:] != PAD).sum()) + int(self.source_lengths(batch.src).sum())
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor | None:
+        total, logs = self.training_loss(batch, self.global_step)
         if not torch.isfinite(total):
             return self._diverge()
-        self.tokens_seen += int((labels != PAD).sum()) + int(self.source_lengths(src).sum())
-        self.log("train/loss", loss, prog_bar=True, batch_size=src.size(0))
-        self.log("train/p_gold", p, batch_size=src.size(0))
+        self.tokens_seen += self.batch_tokens(batch)
+        size = batch.src.size(0)
+        self.log("train/loss", logs["train/loss"], prog_bar=True, batch_size=size)
+        self.log("train/p_gold", self.p_gold(), batch_size=size)
         return total
 
     def source_lengths(self, src: Tensor) -> Tensor:

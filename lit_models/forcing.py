@@ -103,9 +103,8 @@ def two_pass(net: ForcedDecoder, state: object, tgt_in: Tensor, *, p_gold: float
     """Scheduled sampling for parallel decoders: pass 1 (no grad) predicts, pass 2 sees a mix."""
     with torch.no_grad():
         own = net.teacher_forward(state, tgt_in)[0].argmax(-1)  # (B, T): prediction for position t + 1
-    mixed = tgt_in.clone()
     coin = torch.rand(tgt_in[:, 1:].shape, device=tgt_in.device) < p_gold
-    mixed[:, 1:] = torch.where(coin, tgt_in[:, 1:], own[:, :-1])
+    mixed = torch.cat([tgt_in[:, :1], torch.where(coin, tgt_in[:, 1:], own[:, :-1])], dim=1)  # out of place: vmap
     return net.teacher_forward(state, mixed)
 
 

@@ -73,6 +73,9 @@ REAL_FAMILIES: dict[str, tuple[str, dict[str, Any]]] = {
     "ram_mnist": ("ram_mnist", {"model.hidden_size": 16, "model.glimpse_hidden": 8, "model.location_hidden": 8,
                                 "model.glimpse_size": 16, **SIZES}),
     "lm_web": ("lm_positions_web", {**TRANSFORMER, "model.layers": 1, **SIZES}),
+    # 200 stamps, a 64x64 image and a 2x2 grid of a narrow CNN: the real images and vocabulary, tiny network
+    "clipart_soft": ("caption_attention_clipart", {"model.cnn_width": 8, "model.hidden_size": 16,
+                                                   "model.embed_dim": 8, "model.grid_size": 2, **REAL_SIZES}),
 }
 """The real-data families, as :data:`FAMILIES`; their trials read the real corpora with ``data.data_dir`` one
 directory shared by the session (the Bible splits and tokenizers are prepared once)."""
@@ -199,8 +202,9 @@ def test_every_key_of_the_workspace_resolves_against_a_real_run(name, tiny_run):
     assert unresolved([r for r in refs if r.key not in other_arms], run) == []
     assert {r.key for r in refs if r.store == "history" and r.key.startswith(("_", "trainer/"))} == {STEP}
     assert not [r for r in refs if r.store.startswith("history") and "test/" in r.key], "test/* is one point: bars"
+    grouped = [*question.axes, *(["model.class_path"] if question.baselines else [])]  # a baseline's own arm
     assert {(r.store, r.key) for r in refs if r.where == "runset grouping"} == {
-        ("config", f"{axis}.value") for axis in question.axes}
+        ("config", f"{key}.value") for key in grouped}
     assert ("summary", question.metric) in {(r.store, r.key) for r in refs if r.where == "runs table"}
     kinds = {type(p).__name__ for s in view.sections for p in s.panels}
     assert {"BarPlot", "LinePlot", "ParallelCoordinatesPlot"} <= kinds, kinds

@@ -29,12 +29,13 @@ CLIPART_SOURCE = ("Tux Paint's clip-art stamps (Debian tuxpaint-stamps-default):
 QUICK_BIBLE_GRU = ("--trainer.max_epochs=3", "--data.val_size=200", "--data.vocab_size=4000",
                    "--model.embed_dim=128", "--model.hidden_size=128", "--trainer.log_every_n_steps=20")
 # 6+6-layer Transformers at width 64 on 6000 verse pairs x 3 epochs (~280 steps of <= 4000 tokens), validated
-# every half epoch; 12 trials, 2 at once, ~5 min each: ~30 min. Unmeasured.
+# every half epoch (65 steps an epoch); measured 2026-12-03 (Intel Xeon, 2 cores): 12 trials of 299-395 s, 2 at once,
+# 33:47 with the first data preparation.
 QUICK_BIBLE_NORM = ("--trainer.max_epochs=3", "--data.train_size=6000", "--data.val_size=200",
                     "--data.vocab_size=2000", "--model.d_model=64", "--model.d_ff=256",
                     "--trainer.val_check_interval=0.5", "--trainer.log_every_n_steps=10")
 # 2+2 layers at width 128 on the verse pairs of <= 40 tokens among 10000 drawn (about half), 4 epochs;
-# 12 trials, 2 at once, ~5 min each. Unmeasured.
+# measured 2026-12-03 (Intel Xeon, 2 cores): 48 steps an epoch, 12 trials of 221-306 s, 2 at once, 25:52.
 QUICK_BIBLE_POSITIONS = ("--trainer.max_epochs=4", "--data.train_size=10000", "--data.val_size=200",
                          "--data.vocab_size=4000", "--model.warmup_steps=150", "--trainer.log_every_n_steps=10")
 # 8.4k snippets x 4 epochs with the config's BiLSTM: sentiment_pooling trained 3000 x 2 in ~9 s a trial, so

@@ -16,7 +16,7 @@ trial's own run directory. Trials run alone when:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +32,7 @@ REFUSED_EXIT = 4
 """Exit status of a stacked process that refused its group before training anything."""
 REFUSAL = "not stacked"
 """How its one line of reason begins."""
+NOTHING_TO_STACK_WITH = "no other fresh seed of its arm, run by attnlab fit, to stack with"
 NO_STACK_HELP = ("run every trial in its own process; default: the fresh seeds of an arm train as one vectorised "
                  "model in one process (each writes its own run directory; trial.json says how each ran)")
 """``--no-stack`` of ``attnlab sweep`` and ``attnlab findings``."""
@@ -54,12 +55,13 @@ def arm_of(params: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((k, repr(v)) for k, v in params.items() if k != SEED_KEY))
 
 
-def units(trials: list[Trial]) -> list[list[Trial]]:
-    """The trials in their order, as groups of two or more fresh seeds of one arm and single trials."""
+def units(trials: list[Trial], *, alone: Callable[[Trial], bool] = lambda trial: False) -> list[list[Trial]]:
+    """The trials in their order, as groups of two or more fresh seeds of one arm and single trials (among
+    them those ``alone`` names: the runner's done ones, which it skips)."""
     groups: dict[tuple[tuple[str, str], ...], list[Trial]] = {}
     out: list[list[Trial]] = []
     for trial in trials:
-        if resumable(trial.run_dir):
+        if alone(trial) or resumable(trial.run_dir) or fit_args(trial.command) is None:
             out.append([trial])
         elif (arm := arm_of(trial.params)) in groups:
             groups[arm].append(trial)
@@ -69,9 +71,19 @@ def units(trials: list[Trial]) -> list[list[Trial]]:
     return [unit for group in out for unit in ([group] if len(group) > 1 else [[t] for t in group])]
 
 
+PROGRAMS = ("attnlab/cli.py", "attnlab_run/cli.py", "bin/attnlab", "attnlab")
+"""How a trial's command names the project's own CLI (``program: attnlab/cli.py`` in the sweep files)."""
+
+
 def fit_args(command: list[str]) -> list[str] | None:
-    """The arguments from a trial command's ``fit`` on (what ``attnlab`` parses); None without one."""
-    return command[command.index("fit"):] if "fit" in command else None
+    """The arguments from ``fit`` on of a command that runs the project's CLI (what ``attnlab`` parses);
+    None for another program (its arguments may mean something else) or another subcommand."""
+    if "fit" not in command:
+        return None
+    at = command.index("fit")
+    program = command[at - 1] if at else ""
+    ours = any(program == p or program.endswith("/" + p) for p in PROGRAMS)
+    return command[at:] if ours else None
 
 
 def stacked_command(trials: list[Trial], *, interpreter: str) -> list[str] | None:

@@ -19,13 +19,10 @@ finished or diverged, and retries the rest.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import random
-import shutil
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -36,6 +33,7 @@ from typing import Any
 from ablations.baselines import Baselines, baseline_commands, baseline_specs
 from ablations.catalog import question_for
 from ablations.questions import QUICK_DATA, REPO
+from ablations.stackgroups import NOTHING_TO_STACK_WITH, REFUSED_EXIT, refusal_reason, sweep_refusal, units
 from ablations.sweepspec import (  # noqa: F401 - the sweep-file API, re-exported for callers of the runner
     SEED_KEY,
     SweepError,
@@ -56,7 +54,10 @@ from ablations.trialproc import (  # noqa: F401 - wait_any re-exported
     stop_process,
     wait_any,
 )
+from ablations.trialrun import Running, finish_trial, start_group, start_trial, write_trial_json  # noqa: F401
 from ablations.trialstate import (  # noqa: F401 - re-exported
+    Outcome,
+    Trial,
     eta_seconds,
     grid_size,
     progress_line,
@@ -64,7 +65,7 @@ from ablations.trialstate import (  # noqa: F401 - re-exported
     resumable,
     trial_status,
 )
-from ablations.warm import WarmProcess, server_for, warm_argv, warm_wanted
+from ablations.warm import warm_wanted
 from attnlab_run.rundir import DONE, RunPaths, Status, read_summary
 
 log = logging.getLogger(__name__)
@@ -73,29 +74,6 @@ DONE_STATUSES = tuple(s.value for s in DONE)
 
 
 # ---------------------------------------------------------------- trials
-@dataclass
-class Trial:
-    """One proposed trial: its parameters, name, run directory and the commands it runs."""
-
-    name: str
-    params: dict[str, Any]
-    run_dir: Path
-    command: list[str]
-
-
-@dataclass
-class Outcome:
-    """What became of a trial: status (finished/diverged/failed/skipped-*), exit code, metric, time."""
-
-    trial: Trial
-    status: str
-    returncode: int | None = None
-    metric: float | None = None
-    wall_s: float = 0.0
-    skipped: bool = False
-    summary_metrics: dict[str, float] = field(default_factory=dict)
-
-
 @dataclass
 class SweepPlan:
     """Everything fixed for one invocation of a sweep."""
@@ -109,6 +87,7 @@ class SweepPlan:
     env: dict[str, str]
     warm: bool = False  # trials forked from a preloaded server (ablations/warm.py) where their command allows
     baselines: Baselines = field(default_factory=dict)  # the question's baseline arms (ablations.baselines)
+    stack: bool = True  # the fresh seeds of an arm trained as one process where they can (ablations.stackgroups)
 
     @property
     def metric(self) -> str | None:
@@ -134,10 +113,11 @@ class SweepPlan:
 
 def make_plan(
     sweep: dict[str, Any], *, root: str | Path, scale: str, threads: int | None, interpreter: str | None = None,
-    warm: bool | None = None,
+    warm: bool | None = None, stack: bool = True,
 ) -> SweepPlan:
     """Validate ``sweep`` and fix its name, scale overrides, environment and working directory.
-    ``warm``: start trials warm (default: only with ``ATTNLAB_WARM_TRIALS=1``, :func:`ablations.warm.warm_wanted`)."""
+    ``warm``: start trials warm (default: only with ``ATTNLAB_WARM_TRIALS=1``, :func:`ablations.warm.warm_wanted`);
+    ``stack``: train the seeds of an arm stacked where they can be (``ablations.stackgroups``)."""
     violations = schema_violations(sweep)
     if violations:
         raise SweepError("sweep config violates the W&B schema: " + "; ".join(violations))
@@ -154,75 +134,11 @@ def make_plan(
     cwd = Path.cwd() if program.is_absolute() or (Path.cwd() / program).exists() else REPO
     return SweepPlan(sweep=sweep, name=name, root=Path(root).resolve(), scale_args=scale_args,
                      interpreter=interpreter or sys.executable, cwd=cwd, env=env,
-                     warm=warm_wanted() if warm is None else warm, baselines=baseline_specs(question, scale_args))
+                     warm=warm_wanted() if warm is None else warm, baselines=baseline_specs(question, scale_args),
+                     stack=stack)
 
 
-# ---------------------------------------------------------------- execution
-@dataclass
-class _Running:
-    """A trial whose subprocess is alive."""
-
-    trial: Trial
-    proc: subprocess.Popen | WarmProcess
-    log_file: Any
-    started: float
-    resumed: bool = False
-    signalled: bool = False  # the sweep forwarded a termination signal to it
-
-
-def _write_trial_json(trial: Trial, plan: SweepPlan, **fields: Any) -> None:
-    record = {"name": trial.name, "sweep": plan.name, "params": trial.params, "command": trial.command, **fields}
-    RunPaths(trial.run_dir).trial.write_text(json.dumps(record, indent=2, default=str))
-
-
-def _launch(trial: Trial, plan: SweepPlan, command: list[str], log_file: Any) -> subprocess.Popen | WarmProcess:
-    """Start one command (an argument list, never a shell string) in its own process group (so a
-    signal to the group reaches its DDP ranks too), set to get SIGTERM if the sweep dies: forked from
-    the warm server when the plan is warm and the command runs the plan's interpreter, else cold."""
-    log_file.write(f"$ {' '.join(command)}\n")
-    log_file.flush()
-    argv = warm_argv(command, plan.interpreter) if plan.warm else None
-    server = server_for(interpreter=plan.interpreter, env=plan.env, cwd=plan.cwd) if argv else None
-    if argv and server is not None:
-        try:
-            return server.launch(argv, command=command, env=plan.env, cwd=plan.cwd, log_path=Path(log_file.name))
-        except OSError as err:
-            log.warning("trial %s: %s; starting it cold", trial.name, err)
-    return subprocess.Popen(command, cwd=plan.cwd, env=plan.env, stdout=log_file, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=dies_with(os.getpid()))
-
-
-def start_trial(trial: Trial, plan: SweepPlan) -> _Running:
-    """Write trial.json and start the fit: from ``last.ckpt`` when the trial was stopped part-way
-    (:func:`resumable`), otherwise in a cleared run directory."""
-    resume = resumable(trial.run_dir)
-    if not resume and (trial.run_dir / "trial.json").exists():
-        shutil.rmtree(trial.run_dir)
-    trial.run_dir.mkdir(parents=True, exist_ok=True)
-    command = [*trial.command, "--ckpt_path=last"] if resume else trial.command
-    _write_trial_json(trial, plan, status="running", started=time.time(), resumed=resume)
-    log_file = (trial.run_dir / "trial.log").open("a" if resume else "w")
-    return _Running(trial=trial, proc=_launch(trial, plan, command, log_file), log_file=log_file,
-                    started=time.time(), resumed=resume)
-
-
-def finish_trial(running: _Running, plan: SweepPlan, *, preempted: bool = False) -> Outcome:
-    """The trial's subprocess ended: record and return its Outcome. ``preempted``: the sweep stopped it
-    (a forwarded signal), so unless it finished anyway it is preempted, to be resumed next time."""
-    trial, rc = running.trial, running.proc.returncode
-    status = trial_status(trial.run_dir, rc)
-    if preempted and status not in DONE_STATUSES:
-        status = Status.PREEMPTED.value
-    running.log_file.close()
-    metrics = read_summary(trial.run_dir).metrics
-    value = metrics.get(plan.metric) if plan.metric else None
-    wall = time.time() - running.started
-    _write_trial_json(trial, plan, status=status, returncode=rc, wall_s=round(wall, 1), metric=value,
-                      finished=round(time.time(), 1), resumed=running.resumed)
-    return Outcome(trial=trial, status=status, returncode=rc, metric=value, wall_s=wall,
-                   summary_metrics={k: v for k, v in metrics.items() if isinstance(v, (int, float))})
-
-
+# ---------------------------------------------------------------- the session
 def _engine_record(trial: Trial, state: str, metrics: Mapping[str, float] | None = None) -> Any:
     """The SweepRun the engine sees for a trial (config entries are ``{"value": v}`` like W&B's). The metrics go
     in by their alias ``summaryMetrics``: sweeps 0.2.0 (what pip picks where numpy 2 is installed, since 0.3.0
@@ -259,7 +175,10 @@ class _Session:
         self.engine_done = False
         self.runs: list[Any] = []
         self.outcomes: list[Outcome] = []
-        self.active: list[_Running] = []
+        self.active: list[Running] = []
+        self.units: list[list[Trial]] = []  # drawn trials to start: stacked groups and single trials
+        self.alone = sweep_refusal(plan.sweep, stack=plan.stack)  # why no trial is stacked, or None
+        self.why: dict[str, str] = {}  # trial name -> why its stacked group was refused
         self.started = 0
         self.skipped_in_a_row = 0
         self.exhausted = False
@@ -281,19 +200,51 @@ class _Session:
             self.engine_done = True
         return self.baselines.pop(0) if self.baselines else None
 
+    def _skipped(self, trial: Trial) -> bool:
+        """Record and show ``trial`` as skipped when it is done already."""
+        done = _done_outcome(trial, self.plan.metric)
+        if done is not None:
+            self.skipped_in_a_row += 1
+            self._record(done, "finished")
+            self.echo(progress_line(len(self.outcomes), self.total, done, self.plan.metric))
+        return done is not None
+
+    def _next_unit(self) -> list[Trial] | None:
+        """Trials to start as one process: with stacking, every trial still to run is drawn at once and
+        grouped by arm (``stackgroups.units``); else the engine's next proposal. None when none is left."""
+        if not self.units and self.alone is None and not self.dry_run:
+            drawn: list[Trial] = []
+            new = 0  # the limit counts started trials; done ones are skipped in order by fill
+            done = lambda trial: _done_outcome(trial, self.plan.metric) is not None  # noqa: E731
+            while self.limit is None or self.started + new < self.limit:
+                trial = self._propose()
+                if trial is None:
+                    break
+                self.runs.append(_engine_record(trial, "running"))
+                drawn.append(trial)
+                new += not done(trial)
+            self.units = units(drawn, alone=done)
+        if self.units:
+            return self.units.pop(0)
+        trial = self._propose()
+        return None if trial is None else [trial]
+
     def fill(self) -> None:
-        """Ask for trials until ``jobs`` run at once, the limit is hit or the engine and the baselines are done."""
+        """Start trials until ``jobs`` processes run at once, the limit is hit or the engine and the baselines
+        are done."""
         while (not self.exhausted and self.signum is None and len(self.active) < self.jobs
                and (self.limit is None or self.started < self.limit)):
-            trial = self._propose()
-            if trial is None:
+            unit = self._next_unit()
+            if unit is None:
                 self.exhausted = True
                 return
-            done = _done_outcome(trial, self.plan.metric)
-            if done is not None:
-                self.skipped_in_a_row += 1
-                self._record(done, "finished")
-                self.echo(progress_line(len(self.outcomes), self.total, done, self.plan.metric))
+            trial = unit[0]
+            if len(unit) > 1:
+                self.skipped_in_a_row = 0
+                self.started += len(unit)
+                self.active.append(start_group(unit, self.plan))
+            elif self._skipped(trial):
+                continue
             elif self.dry_run:
                 self.started += 1
                 self._record(Outcome(trial=trial, status="planned", skipped=True), "finished")
@@ -303,7 +254,8 @@ class _Session:
                 self.skipped_in_a_row = 0
                 self.started += 1
                 self.runs.append(_engine_record(trial, "running"))
-                self.active.append(start_trial(trial, self.plan))
+                why = self.why.get(trial.name) or self.alone or NOTHING_TO_STACK_WITH
+                self.active.append(start_trial(trial, self.plan, alone=why))
 
     def collect(self, timeout_s: float | None) -> None:
         """Wait for one live trial to end (or for a termination signal); record and print it."""
@@ -311,13 +263,27 @@ class _Session:
         if running is not None:
             self._finish(running)
 
-    def _finish(self, running: _Running, preempted: bool = False) -> Outcome:
-        outcome = finish_trial(running, self.plan, preempted=preempted)
+    def _finish(self, running: Running, preempted: bool = False) -> list[Outcome]:
+        if running.group and running.proc.returncode == REFUSED_EXIT and not preempted:
+            return self._run_alone(running)
+        outcomes = finish_trial(running, self.plan, preempted=preempted)
         self.active.remove(running)
-        self._record(outcome, "finished" if outcome.status in DONE_STATUSES else "failed")
-        eta = eta_seconds(self.outcomes, self.total, self.jobs) if self.show_eta else None
-        self.echo(progress_line(len(self.outcomes), self.total, outcome, self.plan.metric, eta))
-        return outcome
+        for outcome in outcomes:
+            self._record(outcome, "finished" if outcome.status in DONE_STATUSES else "failed")
+            eta = eta_seconds(self.outcomes, self.total, self.jobs) if self.show_eta else None
+            self.echo(progress_line(len(self.outcomes), self.total, outcome, self.plan.metric, eta))
+        return outcomes
+
+    def _run_alone(self, running: Running) -> list[Outcome]:
+        """A stacked process refused its group before training: its trials go back to run alone, first."""
+        running.log_file.close()
+        self.active.remove(running)
+        reason = refusal_reason(RunPaths(running.trial.run_dir).trial.with_name("trial.log"))
+        self.echo(f"{', '.join(t.name for t in running.group)}: {reason}; running them alone")
+        self.why.update({t.name: reason for t in running.group})
+        self.units[:0] = [[t] for t in running.group]
+        self.started -= len(running.group)
+        return []
 
     def on_signal(self, signum: int, frame: Any) -> None:
         """The sweep's handler for SIGTERM / SIGINT / SIGUSR1: forward to every live trial's process group
@@ -341,12 +307,13 @@ class _Session:
             if running.proc.poll() is None:
                 log.warning("trial %s still running %.0f s after the signal: killing it", running.trial.name, grace_s)
                 stop_process(running.proc, grace_s=0.0)
-        return [self._finish(running, preempted=True) for running in list(self.active)]
+        return [o for running in list(self.active) for o in self._finish(running, preempted=True)]
 
     def interrupt(self) -> None:
         for running in self.active:
             stop_process(running.proc)
-            _write_trial_json(running.trial, self.plan, status="interrupted")
+            for trial in running.group or [running.trial]:
+                write_trial_json(trial, self.plan, status="interrupted")
 
 
 def run_sweep(

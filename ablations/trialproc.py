@@ -88,11 +88,12 @@ def wait_any(active: list[Any], timeout_s: float | None,
              interrupted: Callable[[], bool] = lambda: False) -> Any | None:
     """Block until one active trial's process exits (killing any that outlive ``timeout_s``); None as
     soon as ``interrupted()`` says the sweep got a termination signal. ``active``: the runner's live trials
-    (``proc``, ``started``, ``trial.name``)."""
+    (``proc``, ``started``, ``trial.name``, ``budget``: how many trials' time the process has)."""
     while not interrupted():
         for running in active:
-            if timeout_s is not None and running.proc.poll() is None and time.time() - running.started > timeout_s:
-                log.warning("trial %s exceeded %.0f s: stopping it", running.trial.name, timeout_s)
+            limit = None if timeout_s is None else timeout_s * getattr(running, "budget", 1)  # K stacked trials: K×
+            if limit is not None and running.proc.poll() is None and time.time() - running.started > limit:
+                log.warning("trial %s exceeded %.0f s: stopping it", running.trial.name, limit)
                 stop_process(running.proc)
             if running.proc.poll() is not None:
                 return running

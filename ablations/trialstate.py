@@ -6,22 +6,34 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from attnlab_run.rundir import RunPaths, Status, read_summary
 
 
-class Outcome(Protocol):
-    """What the progress line reads of ``ablations.runner.Outcome`` (a Protocol: the runner imports this
-    module, so naming its class here would be an import cycle)."""
+@dataclass
+class Trial:
+    """One proposed trial: its parameters, name, run directory and the commands it runs."""
 
-    trial: Any
+    name: str
+    params: dict[str, Any]
+    run_dir: Path
+    command: list[str]
+
+
+@dataclass
+class Outcome:
+    """What became of a trial: status (finished/diverged/failed/skipped-*), exit code, metric, time."""
+
+    trial: Trial
     status: str
-    returncode: int | None
-    metric: float | None
-    wall_s: float
-    skipped: bool
+    returncode: int | None = None
+    metric: float | None = None
+    wall_s: float = 0.0
+    skipped: bool = False
+    summary_metrics: dict[str, float] = field(default_factory=dict)
 
 
 def progress_line(index: int, total: int | None, outcome: Outcome, metric: str | None,

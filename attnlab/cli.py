@@ -56,10 +56,9 @@ def usage() -> str:
 
 def question_axes(experiment: str) -> tuple[str, ...]:
     """The CLI paths that define an arm of ``experiment`` when it is an ablation question."""
-    from ablations.catalog import question_for
+    from ablations.catalog import arm_axes
 
-    question = question_for(experiment)
-    return question.axes if question is not None else ()
+    return arm_axes(experiment)
 
 
 def _quiet(argv: list[str]) -> list[str]:

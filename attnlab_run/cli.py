@@ -287,10 +287,7 @@ def run_cli(args: list[str] | None = None, *, arm_axes: Callable[[str], tuple[st
     """
     argv = sys.argv[1:] if args is None else list(args)
     console = HeldConsole()
-    fields: dict[str, Any] = {"only": argv[0] if argv else None, "argv": tuple(argv), "console": console}
-    if arm_axes is not None:
-        fields["arm_axes"] = staticmethod(arm_axes)
-    cli_class = type("QuestionCLI" if arm_axes is not None else "AttnlabCLI", (AttnlabCLI,), fields)
+    cli_class = cli_class_for(argv, arm_axes=arm_axes, console=console)
     quiet_console()
     console.hold()  # the device banner waits: input refused while the data is set up stays the only line
     try:
@@ -299,23 +296,37 @@ def run_cli(args: list[str] | None = None, *, arm_axes: Callable[[str], tuple[st
         console.release()  # a command that never started a loop (or crashed) still shows what was held
 
 
+def cli_class_for(argv: list[str], *, arm_axes: Callable[[str], tuple[str, ...]] | None = None,
+                  console: HeldConsole | None = None, **fields: Any) -> type[AttnlabCLI]:
+    """The CLI class of one command line (``argv``: the arguments after the program name)."""
+    fields = {"only": argv[0] if argv else None, "argv": tuple(argv), "console": console, **fields}
+    if arm_axes is not None:
+        fields["arm_axes"] = staticmethod(arm_axes)
+    return type("QuestionCLI" if arm_axes is not None else "AttnlabCLI", (AttnlabCLI,), fields)
+
+
+def build_cli(cli_class: type[AttnlabCLI], argv: list[str], args: list[str] | None) -> AttnlabCLI:
+    """Parse, seed, build and (unless ``cli_class`` defers it) run one command, as ``attnlab`` does."""
+    check_config_files(argv)
+    import_named_classes(argv)
+    return cli_class(
+        L.LightningModule,
+        L.LightningDataModule,
+        subclass_mode_model=True,
+        subclass_mode_data=True,
+        save_config_callback=RunConfigSaver,
+        save_config_kwargs={"overwrite": True},
+        auto_configure_optimizers=False,
+        trainer_defaults={"use_distributed_sampler": False},
+        parser_kwargs={"exit_on_error": False},
+        args=args,
+    )
+
+
 def _run_held(cli_class: type[AttnlabCLI], argv: list[str], args: list[str] | None, console: HeldConsole) -> None:
     """:func:`run_cli`'s body: build and run the CLI; bad input is one line and exit 2."""
     try:
-        check_config_files(argv)
-        import_named_classes(argv)
-        cli = cli_class(
-            L.LightningModule,
-            L.LightningDataModule,
-            subclass_mode_model=True,
-            subclass_mode_data=True,
-            save_config_callback=RunConfigSaver,
-            save_config_kwargs={"overwrite": True},
-            auto_configure_optimizers=False,
-            trainer_defaults={"use_distributed_sampler": False},
-            parser_kwargs={"exit_on_error": False},
-            args=args,
-        )
+        cli = build_cli(cli_class, argv, args)
         finish_wandb()
         if cli.diverged_at is not None:
             print(f"attnlab: diverged at step {cli.diverged_at} (non-finite loss); run directory "

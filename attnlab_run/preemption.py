@@ -79,10 +79,10 @@ class PreemptionCheckpoint(L.Callback):
         self._trainer: L.Trainer | None = None
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            log.warning("not in the main thread: preemption signals are not handled")
-            return
         self._trainer = trainer
+        if threading.current_thread() is not threading.main_thread():  # a host may still call request()
+            log.info("not in the main thread: preemption signals are not handled here")
+            return
         if trainer.received_sigterm:  # Lightning's notifier saw one before training started
             self.signum = int(signal.SIGTERM)
             _clear_lightning_sigterm(trainer)
@@ -103,6 +103,11 @@ class PreemptionCheckpoint(L.Callback):
                 launcher.kill(signum)
         for handler in _chained_handlers(self._previous.get(int(signum))):
             handler(signum, frame)
+
+    def request(self, signum: int) -> None:
+        """Stop at the next exact point as if ``signum`` had arrived (a host whose main thread got it:
+        ``ablations.stacked`` runs each seed's fit in a thread of its own)."""
+        self.signum = int(signum)
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
         if not at_epoch_end_batch(trainer):  # an epoch's last batch: stop at on_train_epoch_end instead

@@ -22,12 +22,17 @@ What stays per seed, as K alone runs would have it:
 Evaluation and decoding are not vectorised: :meth:`StackedSeeds.unstack` writes each seed's slice
 back into its own module, which then validates, tests and decodes with its own code.
 
+Hosted in K trainers (``attnlab_run.lockstep``), a stack does only the vectorised part,
+:meth:`StackedSeeds.gradients`; :meth:`StackedSeeds.share_storage` makes each module's tensors views
+of its slice, so each trainer clips, steps and checkpoints its own seed as an alone run does.
+
 A family is stacked only when :func:`refusal` returns None; otherwise it says why and the seeds run
 alone.
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -74,7 +79,8 @@ class _Objective(nn.Module):
         self.family = family
 
     def forward(self, batch: Any, step: int) -> tuple[Tensor, dict[str, Tensor]]:
-        return getattr(self.family, PURE_LOSS)(batch, step)
+        # the class's method: a hosted seed's own instance hook (attnlab_run.lockstep) asks the stack
+        return getattr(type(self.family), PURE_LOSS)(self.family, batch, step)
 
 
 class StackedSeeds:
@@ -92,7 +98,8 @@ class StackedSeeds:
     ) -> None:
         self.modules = list(modules)
         _check_one_arm(self.modules)
-        self.objective = _Objective(self.modules[0]).train()
+        # a copy: functional_call swaps its tensors, while a hosted seed 0 may be evaluating
+        self.objective = _Objective(copy.deepcopy(self.modules[0])).train()
         params, buffers = stack_module_state([_Objective(m) for m in self.modules])
         self.params: dict[str, Tensor] = params
         self.buffers: dict[str, Tensor] = buffers
@@ -114,14 +121,13 @@ class StackedSeeds:
                 seed, hence the data and its order), or with ``per_seed`` K batches of equal shapes.
         """
         own = list(batch) if per_seed else [batch] * self.k
-        total, logs = self._objectives(tree_map(lambda *xs: torch.stack(xs), *own) if per_seed else batch, per_seed)
-        finite = torch.isfinite(total.detach())
+        total, logs = self.gradients(batch, self.step, per_seed=per_seed)
+        finite = torch.isfinite(total)
         for k, module in enumerate(self.modules):
             if not finite[k] and self.diverged_at[k] is None:
                 self.diverged_at[k] = self.step
             if self.diverged_at[k] is None:
                 module.tokens_seen += module.batch_tokens(own[k])
-        total.where(finite, torch.zeros_like(total)).sum().backward()
         frozen = [k for k in range(self.k) if self.diverged_at[k] is not None]
         self._clip_per_seed()
         with _Frozen(self, frozen):
@@ -129,20 +135,32 @@ class StackedSeeds:
         self.optimizer.zero_grad(set_to_none=True)
         self.scheduler.step()
         self.step += 1
-        return {name: value.detach() for name, value in logs.items()}
+        return logs
 
-    def _objectives(self, batch: Any, per_seed: bool) -> tuple[Tensor, dict[str, Tensor]]:
+    def gradients(self, batch: Any, step: int, *, per_seed: bool = False) -> tuple[Tensor, dict[str, Tensor]]:
+        """Forward and backward of every seed at optimizer step ``step``: each stacked tensor's ``.grad``
+        holds the K seeds' gradients (a non-finite seed's are zero). Returns the (K,) objectives and
+        each logged value as a (K,) tensor, detached."""
+        stacked = tree_map(lambda *xs: torch.stack(xs), *batch) if per_seed else batch
+        for p in self.params.values():
+            p.grad = None
+        total, logs = self._objectives(stacked, per_seed, step)
+        finite = torch.isfinite(total.detach())
+        total.where(finite, torch.zeros_like(total)).sum().backward()
+        return total.detach(), {name: value.detach() for name, value in logs.items()}
+
+    def _objectives(self, batch: Any, per_seed: bool, step: int) -> tuple[Tensor, dict[str, Tensor]]:
         """(K,) objectives and logged values; an op vmap cannot batch raises ``NotStackable``."""
-        mapped = vmap(self._seed_objective, in_dims=(0, 0, 0 if per_seed else None), randomness="different")
+        mapped = vmap(self._seed_objective, in_dims=(0, 0, 0 if per_seed else None, None), randomness="different")
         try:
-            return mapped(self.params, self.buffers, batch)
+            return mapped(self.params, self.buffers, batch, step)
         except RuntimeError as e:
             if "vmap" not in str(e):
                 raise
             raise NotStackable(f"{type(self.modules[0]).__name__}: {str(e).splitlines()[0]}") from e
 
-    def _seed_objective(self, params: dict, buffers: dict, batch: Any) -> tuple[Tensor, dict[str, Tensor]]:
-        return functional_call(self.objective, (params, buffers), (batch, self.step))
+    def _seed_objective(self, params: dict, buffers: dict, batch: Any, step: int) -> tuple[Tensor, dict[str, Tensor]]:
+        return functional_call(self.objective, (params, buffers), (batch, step))
 
     def _clip_per_seed(self) -> None:
         """Scale each seed's gradients by min(1, max_norm / (‖g_seed‖₂ + 1e-6)) (``clip_grad_norm_``)."""
@@ -168,10 +186,20 @@ class StackedSeeds:
     def unstack(self) -> list[nn.Module]:
         """Write each seed's slice back into its own module (for validation, test, decoding, checkpoints)."""
         for k, module in enumerate(self.modules):
-            own = dict(_Objective(module).named_parameters()) | dict(_Objective(module).named_buffers())
+            own = _own_tensors(module)
             for name, stacked in (self.params | self.buffers).items():
                 own[name].copy_(stacked[k])
         return self.modules
+
+
+    @torch.no_grad()
+    def share_storage(self) -> None:
+        """Make each module's parameters and buffers views of its slice of the stacked tensors: whatever
+        steps a module (its own trainer's optimizer) steps its slice, and the next :meth:`gradients` sees it."""
+        for k, module in enumerate(self.modules):
+            own = _own_tensors(module)
+            for name, stacked in (self.params | self.buffers).items():
+                own[name].data = stacked.detach()[k]
 
 
 class _Frozen:
@@ -196,6 +224,11 @@ class _Frozen:
         with torch.no_grad():
             for t, old in self.saved:
                 t[self.frozen] = old
+
+
+def _own_tensors(module: nn.Module) -> dict[str, Tensor]:
+    """A seed's parameters and buffers under the names of the stacked tensors."""
+    return dict(_Objective(module).named_parameters()) | dict(_Objective(module).named_buffers())
 
 
 def _check_one_arm(modules: list[nn.Module]) -> None:

@@ -1,0 +1,105 @@
+"""Seeds stacked in the offline runner (issue #26): the runner trains a grid's K = 2 seeds of an arm as one
+process (``ablations.stacked``) and each run directory holds what the seed's alone run writes.
+
+The reference is the same sweep run with ``stack=False`` (each seed its own ``attnlab fit`` process).
+With dropout off nothing else draws randomness, so the logged train losses, the final validation and
+test metrics (decoding included) and the counters must agree up to float rounding: vmap batches each
+matmul with another reduction order. Measured: 1e-7 relative over two epochs; the tolerance is 1e-4
+relative (a margin of 1000x), while the two seeds differ by > 1e-3 (asserted, so the comparison cannot
+pass by mixing them up).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ablations.runner import make_plan, run_sweep
+from attnlab_run.rundir import read_summary
+
+SEEDS = (1, 2)
+DATA = {"vocab_size": 12, "min_len": 2, "max_len": 6, "train_size": 48, "val_size": 16, "test_size": 16,
+        "batch_size": 16}
+FAMILIES: dict[str, dict[str, Any]] = {
+    "encoder-decoder": {
+        "model": {"class_path": "lit_models.seq2seq.TransformerSeq2Seq",
+                  "init_args": {"d_model": 16, "heads": 2, "d_ff": 32, "encoder_layers": 1, "decoder_layers": 1,
+                                "dropout": 0.0, "warmup_steps": 2}},
+        "data": {"class_path": "datamodules.synthetic.SyntheticSeq2Seq", "init_args": {"task": "reverse", **DATA}},
+    },
+    "packed GRU": {
+        "model": {"class_path": "lit_models.recurrent_seq2seq.RecurrentSeq2Seq",
+                  "init_args": {"cell": "gru", "hidden_size": 8, "embed_dim": 8}},
+        "data": {"class_path": "datamodules.synthetic.SyntheticSeq2Seq", "init_args": {"task": "reverse", **DATA}},
+    },
+}
+
+
+def sweep(tmp_path: Path, family: str, *, epochs: int) -> dict[str, Any]:
+    """A two-seed grid over one arm of ``family``, with the project's CLI as its program."""
+    config = {"trainer": {"max_epochs": epochs, "accelerator": "cpu", "devices": 1, "gradient_clip_val": 0.5,
+                          "log_every_n_steps": 1, "enable_model_summary": False, "enable_progress_bar": False},
+              **FAMILIES[family], "run": {"monitor": "val/exact_match", "mode": "max", "test_after_fit": True}}
+    path = tmp_path / f"{family.replace(' ', '_')}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return {"name": "stacktiny", "method": "grid", "program": "attnlab/cli.py",
+            "metric": {"name": "val/exact_match", "goal": "maximize"},
+            "parameters": {"seed_everything": {"values": list(SEEDS)}},
+            "command": ["${env}", "${interpreter}", "${program}", "fit", "--config", str(path), "${args}"]}
+
+
+def run(spec: dict[str, Any], root: Path, *, stack: bool) -> dict[str, Path]:
+    plan = make_plan(spec, root=root, scale="full", threads=1, stack=stack)
+    lines: list[str] = []
+    outcomes = run_sweep(plan, echo=lines.append)
+    assert [o.status for o in outcomes] == ["finished", "finished"], lines
+    return {o.trial.name: o.trial.run_dir for o in outcomes}
+
+
+def trial_record(run_dir: Path) -> dict[str, Any]:
+    return json.loads((run_dir / "trial.json").read_text())
+
+
+def train_losses(run_dir: Path) -> list[float]:
+    with (run_dir / "metrics.csv").open() as f:
+        return [float(row["train/loss"]) for row in csv.DictReader(f) if row.get("train/loss")]
+
+
+@pytest.mark.minutes(1.5)
+def test_stacked_seeds_write_the_run_directories_of_the_seeds_run_alone(tmp_path: Path) -> None:
+    spec = sweep(tmp_path, "encoder-decoder", epochs=2)
+    stacked, alone = run(spec, tmp_path / "stacked", stack=True), run(spec, tmp_path / "alone", stack=False)
+    assert stacked.keys() == alone.keys() and len(stacked) == 2
+    for name, run_dir in stacked.items():
+        assert trial_record(run_dir)["stacking"].startswith("stacked: "), trial_record(run_dir)
+        assert trial_record(alone[name])["stacking"] == "alone: stacking turned off (--no-stack)"
+        files = {p.name for p in run_dir.iterdir()} - {"trial.log"}
+        assert files == {p.name for p in alone[name].iterdir()} - {"trial.log"}
+        curve, reference = train_losses(run_dir), train_losses(alone[name])
+        assert len(curve) == len(reference) == 6
+        assert curve == pytest.approx(reference, rel=1e-4, abs=1e-6)
+        own, ref = read_summary(run_dir), read_summary(alone[name])
+        assert (own.global_step, own.tokens_seen) == (ref.global_step, ref.tokens_seen)
+        final = {k: v for k, v in ref.metrics.items() if k.startswith(("val/", "test/")) and isinstance(v, float)}
+        assert "test/exact_match" in final and "val/loss" in final
+        for key, value in final.items():
+            assert own.metrics[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
+        assert (run_dir / "checkpoints" / "best.ckpt").is_file() and (run_dir / "checkpoints" / "last.ckpt").is_file()
+    one, two = (train_losses(d) for d in stacked.values())
+    assert max(abs(a - b) for a, b in zip(one, two, strict=True)) > 1e-3  # the seeds are not the same run
+
+
+@pytest.mark.minutes(1)
+def test_an_unstackable_family_runs_alone_and_says_why(tmp_path: Path) -> None:
+    """A packed-RNN family: the stacked process refuses the group before training; its seeds run alone."""
+    outcomes = run(sweep(tmp_path, "packed GRU", epochs=1), tmp_path / "runs", stack=True)
+    for run_dir in outcomes.values():
+        why = trial_record(run_dir)["stacking"]
+        assert why.startswith("alone: not stacked: RecurrentSeq2Seq") and "packed sequences" in why, why
+        assert "stacked_command" not in trial_record(run_dir)
+        assert read_summary(run_dir).metrics.get("test/exact_match") is not None

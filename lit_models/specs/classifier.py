@@ -103,10 +103,7 @@ class ClassifierArgs:
     spec: ClassifierSpec = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        recurrent = RecurrentEncoderSpec(
-            cell=self.cell, embed_dim=self.embed_dim, hidden_size=self.hidden_size, num_layers=self.num_layers,
-            bidirectional=self.bidirectional, dropout=self.dropout,
-        ) if self.encoder == "recurrent" else None
+        recurrent = RecurrentEncoderSpec.of(self) if self.encoder == "recurrent" else None
         transformer = TransformerSpec(
             d_model=self.d_model, heads=self.heads, d_ff=self.d_ff, encoder_layers=self.num_layers,
             dropout=self.dropout, attn_dropout=0.0, norm=self.norm, positions=self.positions,

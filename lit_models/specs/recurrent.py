@@ -9,7 +9,7 @@ family naming only what it changes); the text classifier's spec is in ``specs.cl
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from lit_models.axes import Attention, Cell, VisionBackbone
 from lit_models.blocks.alignment import AttentionArm, HardEval
@@ -48,6 +48,11 @@ class RecurrentEncoderSpec:
         directions = 2 if self.bidirectional else 1
         resolve(self, cells=CELLS[self.cell], directions=directions, output_size=directions * self.hidden_size)
 
+    @classmethod
+    def of(cls, args: object) -> RecurrentEncoderSpec:
+        """The encoder of a family's flat arguments: its fields read from ``args``'s attributes of the same names."""
+        return cls(**{f.name: getattr(args, f.name) for f in fields(cls) if f.init})
+
 
 @dataclass(frozen=True, kw_only=True)
 class RecurrentSeq2SeqSpec:
@@ -79,10 +84,7 @@ class RecurrentSeq2SeqSpec:
     arm: AttentionArm = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        encoder = RecurrentEncoderSpec(cell=self.cell, embed_dim=self.embed_dim, hidden_size=self.hidden_size,
-                                       num_layers=self.num_layers, bidirectional=self.bidirectional,
-                                       dropout=self.dropout)
-        resolve(self, encoder=encoder, arm=ATTENTION_ARMS[self.attention])
+        resolve(self, encoder=RecurrentEncoderSpec.of(self), arm=ATTENTION_ARMS[self.attention])
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -31,11 +31,19 @@ def _narrowed(annotation: Any, default: Any) -> Any:
     return rest[0] if len(rest) == 1 else typing.Union[rest]  # noqa: UP007
 
 
-def field_docs(spec: type) -> dict[str, str]:
-    """``name -> text`` of the ``Args:`` section of ``spec``'s Google-style docstring (one name a line;
-    indented lines continue the entry above)."""
+def field_docs(spec: type | Callable[..., Any]) -> dict[str, str]:
+    """``name -> text`` of the ``Args:`` sections of ``spec``'s Google-style docstring and of its base classes'
+    (a spec extending another documents only its own fields; one name a line; indented lines continue the
+    entry above)."""
     docs: dict[str, str] = {}
-    _, _, args = (inspect.getdoc(spec) or "").partition("Args:\n")
+    for owner in reversed(getattr(spec, "__mro__", (spec,))):
+        docs.update(_args_section(inspect.cleandoc(owner.__doc__ or "")))
+    return docs
+
+
+def _args_section(doc: str) -> dict[str, str]:
+    docs: dict[str, str] = {}
+    _, _, args = doc.partition("Args:\n")
     name = None
     for line in args.splitlines():
         entry = re.match(r"^    (\w+): (.*)$", line)
@@ -64,7 +72,9 @@ def with_defaults(
     or pin it (``fixed``: field -> value, not an option). An unknown name is a TypeError at import.
     """
     rename, fixed = dict(rename or {}), dict(fixed or {})
-    fields = inspect.signature(spec, eval_str=True).parameters
+    hints = typing.get_type_hints(spec)  # each field's type in its own class's module (a spec may extend another's)
+    fields = {name: p.replace(annotation=hints.get(name, p.annotation))
+              for name, p in inspect.signature(spec).parameters.items()}
     shown = {rename.get(name, name): name for name in fields if name not in fixed}
     unknown = sorted((set(rename) | set(fixed)) - set(fields) | set(defaults) - set(shown))
     if unknown:
@@ -125,3 +135,33 @@ def flat_signature(cls: type, construct: Callable[..., Any]) -> inspect.Signatur
         return None
     options = inspect.signature(construct).parameters.values()
     return inspect.Signature([p for p in own if p.kind is not p.VAR_KEYWORD] + list(options))
+
+
+class TakesOptions:
+    """A class whose ``__init__`` takes ``**options``: the groups in ``option_groups`` (constructors from
+    :func:`with_defaults`), composed once per subclass into ``options`` (what ``**options`` go to), with
+    ``inspect.signature(cls)`` flat (:func:`flat_signature`: what the checkpoint guard and tests read).
+
+    A subclass's ``__init__`` calls ``groups = self.options(**options)``, builds from the groups, and calls
+    ``save_options(groups)`` after its ``save_hyperparameters()``.
+    """
+
+    option_groups: typing.ClassVar[tuple[Callable[..., Any], ...]] = ()
+    """The class's groups of options, in the order the CLI shows them."""
+    options: typing.ClassVar[Callable[..., Groups]]
+    """``compose(*all_option_groups())``, set for each subclass."""
+
+    @classmethod
+    def all_option_groups(cls) -> tuple[Callable[..., Any], ...]:
+        """Every group ``**options`` takes (a base may add its own after the family's ``option_groups``)."""
+        return cls.option_groups
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.options = staticmethod(compose(*cls.all_option_groups()))
+        cls.__signature__ = flat_signature(cls, cls.options)  # type: ignore[attr-defined]
+
+    def save_options(self, groups: Groups) -> None:
+        """Record every option, given or left at the family's default, as a hyper-parameter (after the
+        family's ``save_hyperparameters()``, which records the ones given)."""
+        self.save_hyperparameters(groups.values)  # type: ignore[attr-defined]

@@ -5,7 +5,8 @@ the DataModule, so no source module imports its DataModule module.
 - translation: :class:`TranslationSpec`, entries :class:`Corpus` (``parallel_files``, ``iwslt``, ``bible``);
 - captioning: :class:`CaptionSpec`, entries ``caption_sources.CaptionCorpus``;
 - sentiment: :class:`SentimentSpec`, entries ``sentiment.SentimentCorpus`` (and ``vader_snippets``);
-- digits: :class:`DigitSpec`, entries ``digits.DigitCorpus`` (and ``mnist5k``).
+- digits: :class:`DigitSpec`, entries ``digits.DigitCorpus`` (and ``mnist5k``);
+- running text (language modelling): :class:`TextSpec`, entries ``text_sources.TextCorpus``.
 
 Each entry declares the spec fields it cannot do without (``requires``, checked by
 ``SplitDataModule.use_source``) and an optional ``check`` run at construction (before anything is created).
@@ -126,6 +127,19 @@ class DigitSpec(DataSpec):
 
     seed: int
     sizes: SplitSizes
+
+
+@dataclass(frozen=True, kw_only=True)
+class TextSpec(DataSpec):
+    """The data options a running-text source reads.
+
+    Args:
+        path: the ``file`` source's UTF-8 text file.
+        sword_path: the ``web`` source's SWORD library (``None``: ``$SWORD_PATH``, else /usr/share/sword).
+    """
+
+    path: str | None = None
+    sword_path: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

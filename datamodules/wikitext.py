@@ -1,15 +1,6 @@
 """Character-level language modelling on WikiText-2 / WikiText-103 (raw), the World English Bible, or
-any local text file.
-
-WikiText (Merity et al. 2017) is downloaded once, checksummed (md5 of the published
-``wikitext-{2,103}-raw-v1.zip``), cached and extracted under ``data_dir``; its layout is
-``wikitext-2-raw/wiki.{train,valid,test}.raw``. A local file (``source=file``) is cut in order into
-train / validation / test (90 / 5 / 5 % of its characters; contiguous text, never shuffled).
-``source=web`` reads the World English Bible (public domain, modern English) from its SWORD module
-offline (:mod:`datamodules.bible`: ``sword_path``, else ``$SWORD_PATH``, else /usr/share/sword), one
-verse a line in canonical order, markup stripped, split by whole held-out books (validation: Acts,
-Galatians, Ephesians, Philippians, Colossians; test: John, 1 Corinthians, James, 1 Peter; training:
-every other book, the deuterocanon included).
+any local text file: one ``text_sources.TEXT_SOURCES`` entry per ``source`` reads the raw text of each split
+from a frozen ``sources.TextSpec`` (downloads, layouts and splits are described there).
 
 Tokens are characters: the ``vocab_size - 4`` most frequent characters of the training text (ties by
 code point), every other character is UNK; ids 0..3 are the special ids. Batches are :class:`TextBatch`.
@@ -37,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, get_args
 
 import numpy as np
 import torch
@@ -47,26 +38,8 @@ from torch.utils.data import DataLoader
 from attnlab_core.batches import TextBatch
 from attnlab_core.errors import UsageError
 from datamodules.batching import N_SPECIAL, PAD, UNK, OneVocabulary, SplitDataModule, distributed_world, require
-from datamodules.bible import book_split, module_confs, read_verses, sword_root
-from datamodules.download import Resource, extract, fetch
-from datamodules.splits import SPLITS, contiguous_splits
-
-TextSource = Literal["wikitext2", "wikitext103", "web", "file"]
-"""Where the text comes from: WikiText-2 raw, WikiText-103 raw (downloaded), the World English Bible
-(a SWORD module, offline), or a local UTF-8 file."""
-
-_S3 = "https://s3.amazonaws.com/research.metamind.io/wikitext/"
-WIKITEXT: dict[str, Resource] = {
-    "wikitext2": Resource(url=_S3 + "wikitext-2-raw-v1.zip", checksum="md5:f407a2d53283fc4a49bcff21bc5f3770",
-                          mirrors=("https://huggingface.co/datasets/ggml-org/ci/resolve/main/wikitext-2-raw-v1.zip",
-                                   "https://wikitext.smerity.com/wikitext-2-raw-v1.zip")),
-    "wikitext103": Resource(url=_S3 + "wikitext-103-raw-v1.zip", checksum="md5:0ca3512bd7a238be4a63ce7b434f8935",
-                            mirrors=("https://wikitext.smerity.com/wikitext-103-raw-v1.zip",)),
-}
-"""The published raw archives (md5 as listed by the WikiText release's users; the original S3 host first)."""
-WIKITEXT_DIR = {"wikitext2": "wikitext-2-raw", "wikitext103": "wikitext-103-raw"}
-SPLIT_FILES = {"train": "wiki.train.raw", "val": "wiki.valid.raw", "test": "wiki.test.raw"}
-FILE_SPLITS = {"train": (0.0, 0.9), "val": (0.9, 0.95), "test": (0.95, 1.0)}
+from datamodules.sources import TextSpec
+from datamodules.text_sources import TEXT_SOURCES, Texts, TextSource
 
 
 def windows(length: int, *, context: int, stride: int | None) -> list[tuple[int, int]]:
@@ -132,52 +105,29 @@ class TextLM(OneVocabulary, SplitDataModule):
         eval_stride: int | None = None, **split: Any,
     ) -> None:
         super().__init__(split=self.split_spec(**split))
-        self.source, self.path, self.sword_path, self.data_dir = source, path, sword_path, Path(data_dir)
         self.vocab_size, self.context = vocab_size, context
         self.eval_contexts = list(eval_contexts) if eval_contexts else [context, 2 * context, 4 * context]
         self.eval_stride = eval_stride
-        self._validate()
+        require([
+            (source in get_args(TextSource), f"unknown source {source!r}"),
+            (vocab_size > N_SPECIAL, f"vocab_size must be > {N_SPECIAL}, got {vocab_size}"),
+            (context >= 1 and min(self.eval_contexts) >= 1, "context and eval_contexts must be >= 1"),
+            (eval_stride is None or 0 < eval_stride <= min(self.eval_contexts),
+             f"eval_stride must be in 1..min(eval_contexts), got {eval_stride}"),
+        ])
+        self.use_source(TEXT_SOURCES, source, TextSpec(data_dir=Path(data_dir), path=path, sword_path=sword_path))
         self.save_hyperparameters()
         self.streams: dict[str, Tensor] = {}
 
-    def _validate(self) -> None:
-        require([
-            (self.source in get_args(TextSource), f"unknown source {self.source!r}"),
-            (self.source != "file" or bool(self.path), "source=file needs --data.path (a UTF-8 text file)"),
-            (self.vocab_size > N_SPECIAL, f"vocab_size must be > {N_SPECIAL}, got {self.vocab_size}"),
-            (self.context >= 1 and min(self.eval_contexts) >= 1, "context and eval_contexts must be >= 1"),
-            (self.eval_stride is None or 0 < self.eval_stride <= min(self.eval_contexts),
-             f"eval_stride must be in 1..min(eval_contexts), got {self.eval_stride}"),
-        ])
-        if self.source == "web":
-            module_confs(sword_root(self.sword_path), ("web",))  # one line naming what to install
-
     # ------------------------------------------------------------------- text
     def prepare_data(self) -> None:
-        """Download and extract WikiText once (nothing to do for a local file or the Bible)."""
-        if self.source in WIKITEXT:
-            archive = fetch(WIKITEXT[self.source], cache_dir=self.data_dir / "downloads")
-            extract(archive, self.data_dir / self.source)
+        """Fetch what the source reads, once (WikiText's archive; nothing for a local file or the Bible)."""
+        if self.corpus.prepare is not None:
+            self.corpus.prepare(self.spec)
 
-    def texts(self) -> dict[str, str]:
+    def texts(self) -> Texts:
         """Split name -> raw text."""
-        if self.source == "file":
-            file = Path(self.path)
-            if not file.is_file():
-                raise UsageError(f"--data.path {file}: no such file")
-            text = file.read_text(encoding="utf-8")
-            return contiguous_splits(text, FILE_SPLITS)
-        if self.source == "web":
-            lines: dict[str, list[str]] = {split: [] for split in SPLITS}
-            for verse in read_verses(sword_root(self.sword_path), "web"):
-                if verse.text:
-                    lines[book_split(verse.book)].append(verse.text)
-            return {split: "".join(line + "\n" for line in lines[split]) for split in SPLITS}
-        root = self.data_dir / self.source / WIKITEXT_DIR[self.source]
-        missing = [f for f in SPLIT_FILES.values() if not (root / f).is_file()]
-        if missing:
-            raise UsageError(f"{root}: missing {', '.join(missing)} (unexpected WikiText layout)")
-        return {k: (root / f).read_text(encoding="utf-8") for k, f in SPLIT_FILES.items()}
+        return self.corpus.read(self.spec)
 
     def setup(self, stage: str) -> None:
         if self.streams:

@@ -12,6 +12,7 @@ sampler every example counts once. Figures go to ``<trainer.default_root_dir>/fi
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import lightning as L
 import matplotlib
@@ -30,60 +31,42 @@ from torchmetrics.classification import (  # noqa: E402
 )
 
 from attnlab_core.errors import UsageError  # noqa: E402
+from attnlab_core.options import with_defaults  # noqa: E402
 from attnlab_core.tokens import PAD  # noqa: E402
-from lit_models.axes import AttnScale, Cell, EncoderFamily, LRSchedule, Norm, Pooling, Positions  # noqa: E402
 from lit_models.blocks.classifier_net import ClassifierOut  # noqa: E402
 from lit_models.builders import build_classifier  # noqa: E402
-from lit_models.evaluation import EvaluationModule
-from lit_models.optim import module_adamw  # noqa: E402
-from lit_models.schedules import LR_SCHEDULES  # noqa: E402
-from lit_models.specs import ClassifierSpec, RecurrentEncoderSpec, TransformerSpec  # noqa: E402
+from lit_models.evaluation import EvaluationModule  # noqa: E402
+from lit_models.optim import Optimisation, scheduled_adamw  # noqa: E402
+from lit_models.specs import ClassifierArgs  # noqa: E402
 
 
 class SentimentClassifier(EvaluationModule):
     """Sequence classifier with the encoder and the pooling as ablation axes.
 
-    Arguments of the encoder not chosen by ``encoder`` are unused (kept flat for sweeps).
-
     Args:
         src_vocab_size: input vocabulary size (linked from the datamodule by the CLI).
         num_classes: C; must equal the datamodule's ``num_classes`` (checked in ``setup``).
-        encoder: recurrent | transformer. pooling: last | mean | max | attention | cls.
-        cell, embed_dim, hidden_size, bidirectional: recurrent encoder (H per direction).
-        num_layers: recurrent layers or Transformer encoder layers.
-        d_model, heads, d_ff, norm, positions, attn_scale, max_positions: Transformer encoder.
-        attn_size: size of u_t in attention pooling (Yang et al. 2016).
-        dropout: on embeddings, between layers, before the head.
-        lr, weight_decay: AdamW. lr_schedule, warmup_steps: see ``lit_models.schedules``.
+        options: the architecture (``specs.ClassifierArgs``: encoder, pooling, both encoders' arguments,
+            attn_size, dropout), then the optimiser (``optim.Optimisation``: lr, lr_schedule, warmup_steps,
+            weight_decay).
     """
 
+    option_groups = (with_defaults(ClassifierArgs),
+                     with_defaults(Optimisation, lr=3e-3, lr_schedule="constant", warmup_steps=0))
     figure_examples = 2  # token-importance figures of the first validation examples
 
-    def __init__(
-        self, *, src_vocab_size: int, num_classes: int = 2, encoder: EncoderFamily = "recurrent",
-        pooling: Pooling = "attention", cell: Cell = "lstm", embed_dim: int = 64, hidden_size: int = 64,
-        num_layers: int = 1, bidirectional: bool = True, d_model: int = 64, heads: int = 4, d_ff: int = 256,
-        norm: Norm = "pre", positions: Positions = "sinusoidal", attn_scale: AttnScale = "sqrt_dk",
-        max_positions: int = 512, attn_size: int = 64, dropout: float = 0.1, lr: float = 3e-3,
-        weight_decay: float = 0.0, lr_schedule: LRSchedule = "constant", warmup_steps: int = 0,
-    ) -> None:
+    def __init__(self, *, src_vocab_size: int, num_classes: int = 2, **options: Any) -> None:
+        groups = self.options(**options)
+        arch, _ = groups
         super().__init__()
         self.save_hyperparameters()
-        hp = self.hparams
-        recurrent = RecurrentEncoderSpec(cell=cell, embed_dim=embed_dim, hidden_size=hidden_size, num_layers=num_layers,
-                                         bidirectional=bidirectional, dropout=dropout)
-        transformer = TransformerSpec(
-            d_model=d_model, heads=heads, d_ff=d_ff, encoder_layers=num_layers, dropout=dropout, attn_dropout=0.0,
-            norm=norm, positions=positions, attn_scale=attn_scale, max_len=max_positions,
-        ) if encoder == "transformer" else None
-        spec = ClassifierSpec(encoder=encoder, pooling=pooling, attn_size=attn_size, dropout=dropout,
-                              recurrent=recurrent if encoder == "recurrent" else None, transformer=transformer)
-        self.net = build_classifier(spec, vocab_size=src_vocab_size, num_classes=num_classes)
+        self.save_options(groups)
+        self.net = build_classifier(arch.spec, vocab_size=src_vocab_size, num_classes=num_classes)
         self.metrics = nn.ModuleDict({split: nn.ModuleDict({
-            "acc": MulticlassAccuracy(num_classes=hp.num_classes, average="micro"),
-            "f1": MulticlassF1Score(num_classes=hp.num_classes, average="macro"),
+            "acc": MulticlassAccuracy(num_classes=num_classes, average="micro"),
+            "f1": MulticlassF1Score(num_classes=num_classes, average="macro"),
             "loss": MeanMetric(),
-            "confusion": MulticlassConfusionMatrix(num_classes=hp.num_classes),
+            "confusion": MulticlassConfusionMatrix(num_classes=num_classes),
         }) for split in ("val", "test")})
         self.tokens_seen = 0
 
@@ -138,12 +121,7 @@ class SentimentClassifier(EvaluationModule):
         return [names[p] if names else str(p) for p in preds]
 
     def configure_optimizers(self) -> dict:
-        hp = self.hparams
-        opt = module_adamw(self, lr=hp.lr, weight_decay=hp.weight_decay)
-        total = max(1, int(self.trainer.estimated_stepping_batches)) if self._trainer else 1
-        fn = LR_SCHEDULES[hp.lr_schedule]
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: fn(s + 1, warmup=hp.warmup_steps, total=total))
-        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+        return scheduled_adamw(self)
 
     # ------------------------------------------------------------------ figures (rank 0 only)
     def _figures(self, split: str, confusion: Tensor) -> None:

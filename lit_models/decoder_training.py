@@ -15,9 +15,10 @@ families (``seq2seq.Seq2SeqModule``: Transformer, recurrent, causal LM) and the 
 What is scored and drawn (``_evaluate``, metrics, figures) stays with each family.
 
 The ten knobs of all this (forcing, its schedule, the loss, the optimiser) are declared once, in
-``DecoderTraining``; a family takes them in its ``**options`` and names only the defaults it changes.
-Its other groups (its architecture's arguments, e.g. ``specs.TransformerArgs``) come before them, in
-``option_groups``; ``self.options(**options)`` builds every group at once.
+``DecoderTraining`` (``Feeding`` and ``optim.Optimisation``, the optimiser knobs every family shares); a family
+takes them in its ``**options`` and names only the defaults it changes. Its other groups (its
+architecture's arguments, e.g. ``specs.TransformerArgs``) come before them, in ``option_groups``
+(``attnlab_core.options.TakesOptions``); ``self.options(**options)`` builds every group at once.
 """
 
 from __future__ import annotations
@@ -31,23 +32,19 @@ from torch import Tensor
 from torchmetrics import Metric
 
 from attnlab_core.batches import ids_to_text
-from attnlab_core.options import Groups, compose, flat_signature, with_defaults
+from attnlab_core.options import with_defaults
 from attnlab_core.tokens import BOS, EOS, PAD
-from lit_models.axes import Forcing, LRSchedule, ScheduledDecay
+from lit_models.axes import Forcing, ScheduledDecay
 from lit_models.blocks.decoding import DecodeConfig, decode
 from lit_models.evaluation import EvaluationModule
 from lit_models.forcing import ForcingPolicy, ScheduledMode
 from lit_models.metrics import label_smoothed_loss
-from lit_models.optim import module_adamw
-from lit_models.schedules import LR_SCHEDULES
+from lit_models.optim import Optimisation, scheduled_adamw
 
 
 @dataclass(frozen=True, kw_only=True)
-class DecoderTraining:
-    """How a token decoder is trained: the feed and its p(gold) schedule, the loss, the optimiser.
-
-    The CLI shows these flat under each family (``--model.forcing``, ``--model.lr``, ...) with the
-    family's defaults (``DecoderTrainingModule.training_defaults``).
+class Feeding:
+    """What a token decoder is fed in training, and how its loss is smoothed.
 
     Args:
         forcing: training-time feed (teacher | student | scheduled; ``forcing.ForcingPolicy``).
@@ -57,10 +54,6 @@ class DecoderTraining:
         scheduled_mode: two_pass (Mihaylova & Liu 2019, for parallel decoders) or per_step (Bengio et al.
             2015, for recurrent decoders) scheduled sampling.
         label_smoothing: ε_ls of the training loss (Szegedy et al. 2016; Vaswani et al. 2017: 0.1).
-        lr: peak learning rate.
-        lr_schedule: noam | constant | cosine (``schedules``).
-        warmup_steps: linear warm-up steps (Vaswani et al. 2017: 4000).
-        weight_decay: AdamW decoupled weight decay (Loshchilov & Hutter 2019; Vaswani et al.: 0).
     """
 
     forcing: Forcing = "teacher"
@@ -69,10 +62,16 @@ class DecoderTraining:
     scheduled_floor: float = 0.0
     scheduled_mode: ScheduledMode = "two_pass"
     label_smoothing: float = 0.0
-    lr: float = 1e-3
-    lr_schedule: LRSchedule = "noam"
-    warmup_steps: int = 400
-    weight_decay: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecoderTraining(Optimisation, Feeding):
+    """How a token decoder is trained: the feed and its p(gold) schedule, the loss (``Feeding``), then the
+    optimiser (``optim.Optimisation``, the knobs every family shares); fields in that order.
+
+    The CLI shows these flat under each family (``--model.forcing``, ``--model.lr``, ...) with the
+    family's defaults (``DecoderTrainingModule.training_defaults``).
+    """
 
     @classmethod
     def with_defaults(cls, **defaults: Any) -> Callable[..., DecoderTraining]:
@@ -96,20 +95,18 @@ class DecoderTrainingModule(EvaluationModule):
 
     training_defaults: ClassVar[dict[str, Any]] = {}
     """The family's defaults that differ from ``DecoderTraining``'s."""
-    training_spec: ClassVar[Callable[..., DecoderTraining]]
+    training_spec: ClassVar[Callable[..., DecoderTraining]] = staticmethod(DecoderTraining.with_defaults())
     """``DecoderTraining.with_defaults(**training_defaults)``, set for each subclass."""
-    option_groups: ClassVar[tuple[Callable[..., Any], ...]] = ()
-    """The family's groups of options before the training knobs (``attnlab_core.options.with_defaults``)."""
-    options: ClassVar[Callable[..., Groups]]
-    """``compose(*option_groups, training_spec)``, set for each subclass: what ``**options`` go to."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Give each family its ``training_spec``, its ``options`` and, for ``inspect.signature(cls)`` (the
-        checkpoint guard, tests), a flat signature: its own arguments, then every option with its defaults."""
-        super().__init_subclass__(**kwargs)
+        """Give each family its ``training_spec`` (the last group of its ``options``)."""
         cls.training_spec = staticmethod(DecoderTraining.with_defaults(**cls.training_defaults))
-        cls.options = staticmethod(compose(*cls.option_groups, cls.training_spec))
-        cls.__signature__ = flat_signature(cls, cls.options)  # type: ignore[attr-defined]
+        super().__init_subclass__(**kwargs)
+
+    @classmethod
+    def all_option_groups(cls) -> tuple[Callable[..., Any], ...]:
+        """The family's ``option_groups`` (its architecture, ...), then its training knobs."""
+        return (*cls.option_groups, cls.training_spec)
 
     def __init__(self, training: DecoderTraining) -> None:
         super().__init__()
@@ -119,11 +116,6 @@ class DecoderTrainingModule(EvaluationModule):
                                      floor=training.scheduled_floor)
         self.decoding = DecodeConfig()
         self.tokens_seen = 0
-
-    def save_options(self, groups: Groups) -> None:
-        """Record every option, given or left at the family's default, as a hyper-parameter (after the
-        family's ``save_hyperparameters()``, which records the ones given)."""
-        self.save_hyperparameters(groups.values)
 
     @property
     def label_smoothing(self) -> float:
@@ -169,14 +161,7 @@ class DecoderTrainingModule(EvaluationModule):
         return logits.new_zeros(())
 
     def configure_optimizers(self) -> dict:
-        hp = self.hparams
-        opt = module_adamw(self, lr=hp.lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=hp.weight_decay)
-        total = max(1, int(self.trainer.estimated_stepping_batches)) if self._trainer else 1
-        fn = LR_SCHEDULES[hp.lr_schedule]
-        sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda s: fn(s + 1, warmup=hp.warmup_steps, total=total)
-        )
-        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+        return scheduled_adamw(self, betas=(0.9, 0.98), eps=1e-9)
 
     # --------------------------------------------------------------- evaluation
     def _update_loss(self, metric: Metric, logits: Tensor, labels: Tensor) -> None:

@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 from torchmetrics import Metric
 
+from attnlab_core.options import TakesOptions
 from lit_models.stochastic import StochasticModule
 
 
@@ -27,12 +28,13 @@ def batch_head(batch: Any, n: int) -> Any:
     return type(batch)(*(head(f) for f in batch))
 
 
-class EvaluationModule(StochasticModule):
+class EvaluationModule(TakesOptions, StochasticModule):
     """Base of every family: ``validation_step``/``test_step`` and their epoch ends, once.
 
     Subclasses set ``self.net`` (their network, from ``builders``; the probes read it) and implement
     ``_evaluate(batch, split)``; they may override ``_split_values`` (e.g. to drop NaN entries) and
-    ``_after_split(split, values)`` (e.g. a confusion-matrix figure).
+    ``_after_split(split, values)`` (e.g. a confusion-matrix figure). A family's arguments beyond its
+    data-given sizes are its ``option_groups`` (``attnlab_core.options.TakesOptions``), each declared once.
     """
 
     net: torch.nn.Module

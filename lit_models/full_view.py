@@ -15,6 +15,8 @@ layers so the network has as many parameters as ``ram_mnist.yaml``'s RAM (see th
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -22,9 +24,10 @@ from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
 from attnlab_core.batches import DigitBatch
+from attnlab_core.options import with_defaults
 from lit_models.builders import build_full_view
 from lit_models.evaluation import EvaluationModule
-from lit_models.optim import module_adamw
+from lit_models.optim import CONSTANT_LR, module_adamw
 from lit_models.specs import FullViewSpec
 from lit_models.validation import check_data_matches
 
@@ -33,27 +36,19 @@ class FullViewClassifier(EvaluationModule):
     """A multilayer perceptron over the whole canvas, trained with cross-entropy (Mnih et al. 2014's FC baseline).
 
     Args:
-        num_classes: classes (10 digits). in_channels: image channels C (1).
-        canvas_size: canvas side H = W (60 translated; 28 centred); the input is C·H·W pixels.
-        hidden_size: units in each hidden layer (paper: 64 or 256).
-        layers: hidden layers (paper: 2).
-        lr: AdamW learning rate. weight_decay: AdamW decoupled weight decay.
+        num_classes: classes (10 digits).
+        options: the architecture (``specs.FullViewSpec``: in_channels, canvas_size, hidden_size, layers),
+            then the optimiser's ``lr`` and ``weight_decay`` (``optim.Optimisation``, a constant rate, as RAM's).
     """
 
-    def __init__(
-        self,
-        *,
-        num_classes: int = 10,
-        in_channels: int = 1,
-        canvas_size: int = 60,
-        hidden_size: int = 256,
-        layers: int = 2,
-        lr: float = 1e-3,
-        weight_decay: float = 0.0,
-    ) -> None:
+    option_groups = (with_defaults(FullViewSpec), CONSTANT_LR)
+
+    def __init__(self, *, num_classes: int = 10, **options: Any) -> None:
+        groups = self.options(**options)
+        spec, _ = groups
         super().__init__()
         self.save_hyperparameters()
-        spec = FullViewSpec(in_channels=in_channels, canvas_size=canvas_size, hidden_size=hidden_size, layers=layers)
+        self.save_options(groups)
         self.net = build_full_view(spec, num_classes=num_classes)
         self.metrics = nn.ModuleDict({split: nn.ModuleDict({
             "acc": MulticlassAccuracy(num_classes=num_classes, average="micro"),

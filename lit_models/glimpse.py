@@ -18,7 +18,7 @@ drawn by ``figures.AttentionFigures``).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import matplotlib
 
@@ -32,11 +32,11 @@ from torchmetrics import MeanMetric  # noqa: E402
 from torchmetrics.classification import MulticlassAccuracy  # noqa: E402
 
 from attnlab_core.batches import DigitBatch  # noqa: E402
-from lit_models.axes import Cell  # noqa: E402
+from attnlab_core.options import with_defaults  # noqa: E402
 from lit_models.blocks.glimpse_net import RamOutput  # noqa: E402
 from lit_models.builders import build_ram  # noqa: E402
 from lit_models.evaluation import EvaluationModule  # noqa: E402
-from lit_models.optim import module_adamw  # noqa: E402
+from lit_models.optim import CONSTANT_LR, module_adamw  # noqa: E402
 from lit_models.specs import RamSpec  # noqa: E402
 from lit_models.validation import check_data_matches  # noqa: E402
 
@@ -73,46 +73,21 @@ class RecurrentAttentionModel(EvaluationModule):
 
     Args:
         num_classes: classes of the action network (10 digits).
-        in_channels: image channels C (1).
-        glimpses: T, glimpses per image (paper: 6 for 60×60 translated).
-        patch_size: g, side of every glimpse patch (paper: 12 for 60×60).
-        scales: k, patches per glimpse, each ``scale_factor`` times larger (paper: 3).
-        scale_factor: size ratio of consecutive patches (paper: 2).
-        std: σ of the location policy in [-1, 1] units (fixed; paper: fixed, value not given).
-        glimpse_hidden: |h_g| (paper: 128). location_hidden: |h_l| (paper: 128).
-        glimpse_size: |g| (paper: 256). hidden_size: |h_t| (paper: 256).
-        cell: recurrent core (rnn | gru | lstm | lstm_peephole; paper: rectifier RNN, see glimpse_net).
         reinforce_weight: λ, weight of the REINFORCE term.
-        lr: Adam learning rate (paper: SGD with momentum; Adam as in most reimplementations).
-        weight_decay: AdamW decoupled weight decay.
+        options: the architecture (``specs.RamSpec``: in_channels, glimpses, patch_size, ..., cell), then
+            the optimiser's ``lr`` and ``weight_decay`` (``optim.Optimisation``; a constant learning rate:
+            the paper trains with SGD and momentum, this with AdamW as most reimplementations do).
     """
 
+    option_groups = (with_defaults(RamSpec), CONSTANT_LR)
     figure_examples = 4  # glimpse-path figures of the first validation canvases
 
-    def __init__(
-        self,
-        *,
-        num_classes: int = 10,
-        in_channels: int = 1,
-        glimpses: int = 6,
-        patch_size: int = 12,
-        scales: int = 3,
-        scale_factor: int = 2,
-        std: float = 0.15,
-        glimpse_hidden: int = 128,
-        location_hidden: int = 128,
-        glimpse_size: int = 256,
-        hidden_size: int = 256,
-        cell: Cell = "lstm",
-        reinforce_weight: float = 1.0,
-        lr: float = 1e-3,
-        weight_decay: float = 0.0,
-    ) -> None:
+    def __init__(self, *, num_classes: int = 10, reinforce_weight: float = 1.0, **options: Any) -> None:
+        groups = self.options(**options)
+        spec, _ = groups
         super().__init__()
         self.save_hyperparameters()
-        spec = RamSpec(in_channels=in_channels, glimpses=glimpses, patch_size=patch_size, scales=scales,
-                       scale_factor=scale_factor, std=std, glimpse_hidden=glimpse_hidden,
-                       location_hidden=location_hidden, glimpse_size=glimpse_size, hidden_size=hidden_size, cell=cell)
+        self.save_options(groups)
         self.net = build_ram(spec, num_classes=num_classes)
         self.metrics = nn.ModuleDict({split: nn.ModuleDict({
             "acc": MulticlassAccuracy(num_classes=num_classes, average="micro"),

@@ -13,15 +13,25 @@ One case keeps the unfused form on purpose: Lightning refuses gradient clipping 
 plugin (``16-mixed``/``bf16-mixed``) for any optimizer that unscales gradients inside its own step, which
 the fused ones declare — so with ``gradient_clip_val > 0`` and a ``*-mixed`` precision the optimizer is
 the ``foreach`` one (same update, same hyper-parameters).
+
+The optimiser's knobs (peak learning rate, its schedule, warm-up, weight decay) are declared once, in
+:class:`Optimisation`; every family takes them in its ``**options`` (the decoder families through
+``decoder_training.DecoderTraining``, which extends it) and names only the defaults it changes.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
+
+from attnlab_core.options import with_defaults
+from lit_models.axes import LRSchedule
+from lit_models.schedules import LR_SCHEDULES
 
 log = logging.getLogger(__name__)
 FUSED_DEVICES = ("cpu", "cuda")  # where torch >= 2.4 has fused AdamW kernels
@@ -58,3 +68,36 @@ def module_adamw(module: nn.Module, **hparams: float | tuple[float, float]) -> t
     clipping = trainer is not None and bool(trainer.gradient_clip_val)
     mixed = trainer is not None and str(trainer.precision).endswith("-mixed")
     return adamw(module.parameters(), fused=not (clipping and mixed), **hparams)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Optimisation:
+    """AdamW (Loshchilov & Hutter 2019) and its learning-rate schedule (``schedules``), stepped per batch.
+
+    Args:
+        lr: peak learning rate.
+        lr_schedule: noam | constant | cosine (``schedules``).
+        warmup_steps: linear warm-up steps (Vaswani et al. 2017: 4000).
+        weight_decay: AdamW decoupled weight decay (Loshchilov & Hutter 2019; Vaswani et al.: 0).
+    """
+
+    lr: float = 1e-3
+    lr_schedule: LRSchedule = "noam"
+    warmup_steps: int = 400
+    weight_decay: float = 0.0
+
+
+CONSTANT_LR = with_defaults(Optimisation, fixed={"lr_schedule": "constant", "warmup_steps": 0})
+"""The optimiser group of a family trained at a constant learning rate: ``lr`` and ``weight_decay`` only."""
+
+
+def scheduled_adamw(module: Any, **adam: float | tuple[float, float]) -> dict[str, Any]:
+    """A LightningModule's ``configure_optimizers``: :func:`module_adamw` with the :class:`Optimisation`
+    knobs of its ``hparams`` (``adam``: further AdamW arguments, e.g. ``betas``) and their ``lr_schedule``
+    as a per-step LambdaLR over the trainer's estimated steps (1 without a trainer)."""
+    hp = module.hparams
+    opt = module_adamw(module, lr=hp.lr, weight_decay=hp.weight_decay, **adam)
+    total = max(1, int(module.trainer.estimated_stepping_batches)) if module._trainer else 1
+    fn = LR_SCHEDULES[hp.lr_schedule]
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: fn(s + 1, warmup=hp.warmup_steps, total=total))
+    return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}

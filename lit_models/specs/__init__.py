@@ -5,9 +5,10 @@ spec's ``__post_init__``, and validated there; the builders read them and hand t
 and resolved objects.
 """
 
+from lit_models.specs.classifier import ClassifierArgs, ClassifierSpec
 from lit_models.specs.glimpse import FullViewSpec, RamSpec
-from lit_models.specs.recurrent import CaptionerSpec, ClassifierSpec, RecurrentEncoderSpec, RecurrentSeq2SeqSpec
+from lit_models.specs.recurrent import CaptionerSpec, RecurrentEncoderSpec, RecurrentSeq2SeqSpec
 from lit_models.specs.transformer import TransformerArgs, TransformerSpec
 
-__all__ = ["CaptionerSpec", "ClassifierSpec", "FullViewSpec", "RamSpec", "RecurrentEncoderSpec",
+__all__ = ["CaptionerSpec", "ClassifierArgs", "ClassifierSpec", "FullViewSpec", "RamSpec", "RecurrentEncoderSpec",
            "RecurrentSeq2SeqSpec", "TransformerArgs", "TransformerSpec"]

@@ -1,7 +1,9 @@
 """Frozen specs of the digit classifiers: the recurrent attention model and its full-view baseline.
 
-Each module builds its spec from its own arguments; the spec derives, once, the sizes the builder
-needs (the glimpse vector's length, the flattened canvas) and the resolved core cell.
+Each spec is also its family's CLI arguments (defaults and docs declared here, the paper's values in the
+docs; ``glimpse.RecurrentAttentionModel`` and ``full_view.FullViewClassifier`` take them as ``**options``);
+it derives, once, the sizes the builder needs (the glimpse vector's length, the flattened canvas) and the
+resolved core cell.
 """
 
 from __future__ import annotations
@@ -18,26 +20,32 @@ class RamSpec:
     """The recurrent attention model (Mnih et al. 2014, Fig. 1).
 
     Args:
-        in_channels: image channels C. glimpses: T, glimpses per image.
-        patch_size: g, side of every glimpse patch. scales: k, patches per glimpse.
-        scale_factor: size ratio of consecutive patches. std: σ of the Gaussian location policy.
-        glimpse_hidden: |h_g|. location_hidden: |h_l|. glimpse_size: |g|. hidden_size: |h_t|.
-        cell: the recurrent core's cell arm (``axes.Cell``).
+        in_channels: image channels C (1).
+        glimpses: T, glimpses per image (paper: 6 for 60×60 translated).
+        patch_size: g, side of every glimpse patch (paper: 12 for 60×60).
+        scales: k, patches per glimpse, each ``scale_factor`` times larger (paper: 3).
+        scale_factor: size ratio of consecutive patches (paper: 2).
+        std: σ of the location policy in [-1, 1] units (fixed; paper: fixed, value not given).
+        glimpse_hidden: |h_g| (paper: 128).
+        location_hidden: |h_l| (paper: 128).
+        glimpse_size: |g| (paper: 256).
+        hidden_size: |h_t| (paper: 256).
+        cell: recurrent core (rnn | gru | lstm | lstm_peephole; paper: rectifier RNN, see glimpse_net).
 
     Derived: ``glimpse_input`` = k·C·g² (the retina's output length), ``cells`` (the core's arm).
     """
 
-    in_channels: int
-    glimpses: int
-    patch_size: int
-    scales: int
-    scale_factor: int
-    std: float
-    glimpse_hidden: int
-    location_hidden: int
-    glimpse_size: int
-    hidden_size: int
-    cell: Cell
+    in_channels: int = 1
+    glimpses: int = 6
+    patch_size: int = 12
+    scales: int = 3
+    scale_factor: int = 2
+    std: float = 0.15
+    glimpse_hidden: int = 128
+    location_hidden: int = 128
+    glimpse_size: int = 256
+    hidden_size: int = 256
+    cell: Cell = "lstm"
     glimpse_input: int = field(init=False)
     cells: CellSpec = field(init=False, repr=False)
 
@@ -51,16 +59,18 @@ class FullViewSpec:
     """The fully connected baseline over the whole canvas (Mnih et al. 2014, Table 1's "FC" rows).
 
     Args:
-        in_channels: image channels C. canvas_size: canvas side H = W.
-        hidden_size: units in each hidden layer. layers: hidden layers.
+        in_channels: image channels C (1).
+        canvas_size: canvas side H = W (60 translated; 28 centred); the input is C·H·W pixels.
+        hidden_size: units in each hidden layer (paper: 64 or 256).
+        layers: hidden layers (paper: 2).
 
     Derived: ``pixels`` = C·H·W, the input width.
     """
 
-    in_channels: int
-    canvas_size: int
-    hidden_size: int
-    layers: int
+    in_channels: int = 1
+    canvas_size: int = 60
+    hidden_size: int = 256
+    layers: int = 2
     pixels: int = field(init=False)
 
     def __post_init__(self) -> None:

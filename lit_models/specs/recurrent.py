@@ -1,25 +1,23 @@
-"""Frozen specs of the recurrent architectures: seq2seq, the text classifier, the image captioner.
+"""Frozen specs of the recurrent architectures: the encoder, seq2seq, the image captioner.
 
 As ``TransformerSpec``: a spec holds the hyper-parameters under their axis names and resolves, once in
 ``__post_init__``, what the builder needs (the cell arm's layer and step, the attention arm, the
 encoder's directions and output width), validating the combinations there. ``RecurrentSeq2SeqSpec``
 and ``CaptionerSpec`` are also their family's CLI arguments (defaults and docs declared here, the
-family naming only what it changes); the classifier's module builds its spec from its own arguments.
+family naming only what it changes); the text classifier's spec is in ``specs.classifier``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
-from attnlab_core.errors import UsageError
-from lit_models.axes import Attention, Cell, EncoderFamily, Pooling, VisionBackbone
+from lit_models.axes import Attention, Cell, VisionBackbone
 from lit_models.blocks.alignment import AttentionArm, HardEval
 from lit_models.blocks.recurrent import CellSpec
-from lit_models.registries import ATTENTION_ARMS, CELLS, PREPENDS_CLS
-from lit_models.specs.transformer import TransformerSpec
+from lit_models.registries import ATTENTION_ARMS, CELLS
 
 
-def _resolve(spec: object, **values: object) -> None:
+def resolve(spec: object, **values: object) -> None:
     for name, value in values.items():
         object.__setattr__(spec, name, value)
 
@@ -48,7 +46,12 @@ class RecurrentEncoderSpec:
 
     def __post_init__(self) -> None:
         directions = 2 if self.bidirectional else 1
-        _resolve(self, cells=CELLS[self.cell], directions=directions, output_size=directions * self.hidden_size)
+        resolve(self, cells=CELLS[self.cell], directions=directions, output_size=directions * self.hidden_size)
+
+    @classmethod
+    def of(cls, args: object) -> RecurrentEncoderSpec:
+        """The encoder of a family's flat arguments: its fields read from ``args``'s attributes of the same names."""
+        return cls(**{f.name: getattr(args, f.name) for f in fields(cls) if f.init})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,50 +84,7 @@ class RecurrentSeq2SeqSpec:
     arm: AttentionArm = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        encoder = RecurrentEncoderSpec(cell=self.cell, embed_dim=self.embed_dim, hidden_size=self.hidden_size,
-                                       num_layers=self.num_layers, bidirectional=self.bidirectional,
-                                       dropout=self.dropout)
-        _resolve(self, encoder=encoder, arm=ATTENTION_ARMS[self.attention])
-
-
-@dataclass(frozen=True, kw_only=True)
-class ClassifierSpec:
-    """A text classifier: a recurrent (Yang et al. 2016 word level) or Transformer encoder (Vaswani et al.
-    2017; Devlin et al. 2019 for ``cls``), a pooling of its states, a linear head.
-
-    Args:
-        encoder: recurrent | transformer; its spec (``recurrent`` or ``transformer``) must be given.
-        pooling: last | mean | max | attention | cls. attn_size: size of u_t in attention pooling.
-        dropout: on embeddings, between layers, before the head.
-        recurrent: the recurrent encoder's spec. transformer: the Transformer encoder's spec.
-
-    Derived: ``width`` (the pooled state size), ``directions`` (of a recurrent encoder, else 1),
-    ``cls_dim`` (the learned [CLS] state's size, None when the pooling prepends none).
-    """
-
-    encoder: EncoderFamily
-    pooling: Pooling
-    attn_size: int
-    dropout: float
-    recurrent: RecurrentEncoderSpec | None = None
-    transformer: TransformerSpec | None = None
-    width: int = field(init=False)
-    directions: int = field(init=False)
-    cls_dim: int | None = field(init=False)
-
-    def __post_init__(self) -> None:
-        if self.encoder == "recurrent":
-            if self.recurrent is None:
-                raise ValueError("encoder='recurrent' needs its RecurrentEncoderSpec")
-            if self.pooling == "cls" and not self.recurrent.bidirectional:
-                raise UsageError("pooling=cls with a unidirectional recurrent encoder reads a state that has seen "
-                                 "only the [CLS] token; use bidirectional=true or encoder=transformer")
-            width, directions, cls_dim = self.recurrent.output_size, self.recurrent.directions, self.recurrent.embed_dim
-        else:
-            if self.transformer is None:
-                raise ValueError("encoder='transformer' needs its TransformerSpec")
-            width, directions, cls_dim = self.transformer.d_model, 1, self.transformer.d_model
-        _resolve(self, width=width, directions=directions, cls_dim=cls_dim if PREPENDS_CLS[self.pooling] else None)
+        resolve(self, encoder=RecurrentEncoderSpec.of(self), arm=ATTENTION_ARMS[self.attention])
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -171,4 +131,4 @@ class CaptionerSpec:
     arm: AttentionArm = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        _resolve(self, cells=CELLS[self.cell], arm=ATTENTION_ARMS[self.attention])
+        resolve(self, cells=CELLS[self.cell], arm=ATTENTION_ARMS[self.attention])

@@ -90,7 +90,7 @@ class TransformerArgs:
         dropout: dropout on sublayer outputs and embeddings (P_drop).
         attn_dropout: dropout on attention weights.
         norm: residual LayerNorm placement (post | pre).
-        positions: position information (sinusoidal | learned | rope | alibi | none).
+        positions: position scheme (``axes.Positions``: the type lists every scheme; its options: position_options).
         attn_scale: dot-product scaling (sqrt_dk | none | dk).
         max_positions: rows of the learned position table (only used by positions=learned); a longer
             sequence is an error, not a silent wrap.

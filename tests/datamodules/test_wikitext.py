@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from attnlab_core.errors import UsageError
-from datamodules import wikitext
+from datamodules import text_sources, wikitext
 from datamodules.batching import UNK
 from datamodules.download import Resource
 from datamodules.wikitext import TextLM, char_vocabulary, encode_chars, eval_batches, windows
@@ -35,10 +35,10 @@ def _wikitext_zip(name: str, texts: dict[str, str]) -> bytes:
 
 def _publish(http_server, monkeypatch, source: str) -> bytes:
     text = FIXTURE.read_text()
-    data = _wikitext_zip(wikitext.WIKITEXT_DIR[source], {"train": text, "valid": text[:1500], "test": text[-1500:]})
-    name = wikitext.WIKITEXT[source].name
+    data = _wikitext_zip(text_sources.WIKITEXT_DIR[source], {"train": text, "valid": text[:1500], "test": text[-1500:]})
+    name = text_sources.WIKITEXT[source].name
     http_server.files[f"/{name}"] = data
-    monkeypatch.setitem(wikitext.WIKITEXT, source, Resource(url=f"{http_server.url}/{name}",
+    monkeypatch.setitem(text_sources.WIKITEXT, source, Resource(url=f"{http_server.url}/{name}",
                                                             checksum="md5:" + hashlib.md5(data).hexdigest()))
     return data
 

@@ -21,7 +21,7 @@ from typing import TypeVar
 
 from ablations.findings import findings_main
 from ablations.questions import QUESTIONS, SWEEPS_DIR
-from ablations.stackgroups import NO_STACK_HELP
+from ablations.stackgroups import STACK_HELP
 
 # The sweeps engine's pydantic models use v1 config names; the warning is noise for our users.
 warnings.filterwarnings("ignore", message="Valid config keys have changed in V2")
@@ -120,7 +120,7 @@ def sweep_parser() -> argparse.ArgumentParser:
                         "interpreter per trial")
     p.add_argument("--quiet", action="store_true",
                    help="no line per trial (only the totals); the ETA is shown only on a terminal anyway")
-    p.add_argument("--no-stack", action="store_true", help=NO_STACK_HELP)
+    p.add_argument("--stack", action=argparse.BooleanOptionalAction, default=None, help=STACK_HELP)
     return p
 
 
@@ -142,7 +142,7 @@ def sweep_main(argv: list[str]) -> int:
         path = _sweep_path(args.sweep)
         sweep = load_sweep(path)
         plan = make_plan(sweep, root=args.root, scale=args.scale, threads=_threads(args),
-                         warm=True if args.warm else None, stack=not args.no_stack)
+                         warm=True if args.warm else None, stack=args.stack)
         check_parameters(sweep, path=path, cwd=plan.cwd)
         outcomes = run_sweep(plan, count=args.count, dry_run=args.dry_run, jobs=args.jobs, timeout_s=args.timeout,
                              seed=args.seed, echo=(lambda line: None) if args.quiet else print)

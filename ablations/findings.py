@@ -37,7 +37,7 @@ from ablations.findings_readme import QuestionResult, hms, load_results, readme,
 from ablations.questions import ORDER, QUESTIONS, Question
 from ablations.questions_real import REAL_ORDER, REAL_QUESTIONS
 from ablations.replication import FIRST_SEED, SUBDIR, folders, seed_values
-from ablations.stackgroups import NO_STACK_HELP
+from ablations.stackgroups import STACK_HELP
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ class Progress:
 
 
 
-def _plan(question: Question, root: Path, seeds: int | None, replicate: bool = False, stack: bool = True) -> Any:
+def _plan(question: Question, root: Path, seeds: int | None, replicate: bool = False, stack: bool | None = None) -> Any:
     from ablations.runner import load_sweep, make_plan
 
     sweep = load_sweep(question.sweep_path)
@@ -110,11 +110,11 @@ def run_questions(
     dry_run: bool = False,
     echo: Callable[[str], None] = print,
     replicate: bool = False,
-    stack: bool = True,
+    stack: bool | None = None,
 ) -> Progress:
     """Run every question's quick sweep (skipping finished trials), echoing each trial and the overall ETA;
     ``replicate``: on the disjoint replication seeds (``ablations.replication``); ``stack``: an arm's seeds
-    trained stacked where they can be (``ablations.stackgroups``)."""
+    trained stacked where they can be (None: ``ablations.stackgroups.default_stack``)."""
     from ablations.domains import run_domain_tests
     from ablations.runner import run_sweep
 
@@ -210,7 +210,7 @@ def findings_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=int, default=None, help="seeds per arm (default: the sweep file's, 3)")
     p.add_argument("--timeout", type=float, default=900.0, help="stop a trial after this many seconds (default 900)")
     p.add_argument("--dry-run", action="store_true", help="list the trials (done ones marked skipped), run nothing")
-    p.add_argument("--no-stack", action="store_true", help=NO_STACK_HELP)
+    p.add_argument("--stack", action=argparse.BooleanOptionalAction, default=None, help=STACK_HELP)
     p.add_argument("--report-only", action="store_true", help="write the README from the runs already there")
     p.add_argument("--replicate", action="store_true",
                    help=f"run a second, disjoint seed set ({FIRST_SEED}, {FIRST_SEED + 1}, ...: never used while "
@@ -264,7 +264,7 @@ def findings_main(argv: list[str]) -> int:
         print(f"findings --real: {missing or 'the data of every question is in place'}")
     if not args.report_only:
         run_questions(questions, root=runs_at, jobs=args.jobs, timeout_s=args.timeout, seeds=args.seeds,
-                      dry_run=args.dry_run, replicate=args.replicate, stack=not args.no_stack)
+                      dry_run=args.dry_run, replicate=args.replicate, stack=args.stack)
     if args.dry_run:
         return 0
     reported = [r for q in questions if (r := report_question(q, root=runs_at, out=reports_at)) is not None]

@@ -33,7 +33,14 @@ from typing import Any
 from ablations.baselines import Baselines, baseline_commands, baseline_specs
 from ablations.catalog import question_for
 from ablations.questions import QUICK_DATA, REPO
-from ablations.stackgroups import NOTHING_TO_STACK_WITH, REFUSED_EXIT, refusal_reason, sweep_refusal, units
+from ablations.stackgroups import (
+    NOTHING_TO_STACK_WITH,
+    REFUSED_EXIT,
+    default_stack,
+    refusal_reason,
+    sweep_refusal,
+    units,
+)
 from ablations.sweepspec import (  # noqa: F401 - the sweep-file API, re-exported for callers of the runner
     SEED_KEY,
     SweepError,
@@ -113,11 +120,12 @@ class SweepPlan:
 
 def make_plan(
     sweep: dict[str, Any], *, root: str | Path, scale: str, threads: int | None, interpreter: str | None = None,
-    warm: bool | None = None, stack: bool = True,
+    warm: bool | None = None, stack: bool | None = None,
 ) -> SweepPlan:
     """Validate ``sweep`` and fix its name, scale overrides, environment and working directory.
     ``warm``: start trials warm (default: only with ``ATTNLAB_WARM_TRIALS=1``, :func:`ablations.warm.warm_wanted`);
-    ``stack``: train the seeds of an arm stacked where they can be (``ablations.stackgroups``)."""
+    ``stack``: train the seeds of an arm stacked where they can be (None: only where a GPU is visible,
+    ``ablations.stackgroups.default_stack``)."""
     violations = schema_violations(sweep)
     if violations:
         raise SweepError("sweep config violates the W&B schema: " + "; ".join(violations))
@@ -135,7 +143,7 @@ def make_plan(
     return SweepPlan(sweep=sweep, name=name, root=Path(root).resolve(), scale_args=scale_args,
                      interpreter=interpreter or sys.executable, cwd=cwd, env=env,
                      warm=warm_wanted() if warm is None else warm, baselines=baseline_specs(question, scale_args),
-                     stack=stack)
+                     stack=default_stack() if stack is None else stack)
 
 
 # ---------------------------------------------------------------- the session

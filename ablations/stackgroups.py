@@ -16,6 +16,8 @@ trial's own run directory. Trials run alone when:
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,15 +35,25 @@ REFUSED_EXIT = 4
 REFUSAL = "not stacked"
 """How its one line of reason begins."""
 NOTHING_TO_STACK_WITH = "no other fresh seed of its arm, run by attnlab fit, to stack with"
-NO_STACK_HELP = ("run every trial in its own process; default: the fresh seeds of an arm train as one vectorised "
-                 "model in one process (each writes its own run directory; trial.json says how each ran)")
-"""``--no-stack`` of ``attnlab sweep`` and ``attnlab findings``."""
+STACK_HELP = ("train the fresh seeds of an arm as one vectorised model in one process (each writes its own run "
+              "directory; trial.json says how each ran), or --no-stack: every trial in its own process; default: "
+              "stacked where a GPU is visible, alone on CPU (no gain measured there: BENCHMARKS.md)")
+"""``--stack/--no-stack`` of ``attnlab sweep`` and ``attnlab findings``."""
+
+
+def default_stack() -> bool:
+    """Stack by default only where an NVIDIA GPU is visible (``nvidia-smi`` on the PATH, CUDA_VISIBLE_DEVICES not
+    emptied), where packing seeds is what fills the device. On CPU it stays off: the quick ``lm_positions``
+    question took 409 s stacked against 394 s alone (Intel Xeon, 2 cores, 2026-12-03, BENCHMARKS.md), and a
+    stacked seed's dropout masks come from the group's random stream, so a stacked rerun would not reproduce
+    the findings recorded alone."""
+    return shutil.which("nvidia-smi") is not None and os.environ.get("CUDA_VISIBLE_DEVICES", "0") not in ("", "-1")
 
 
 def sweep_refusal(sweep: Mapping[str, Any], *, stack: bool) -> str | None:
     """Why none of this sweep's trials are stacked, or None (then the runner groups them by arm)."""
     if not stack:
-        return "stacking turned off (--no-stack)"
+        return "stacking turned off (--no-stack, or the default on a machine without a GPU)"
     if sweep.get("method") != "grid":
         return f"method {sweep.get('method')}: each proposal depends on the trials before it"
     spec = (sweep.get("parameters") or {}).get(SEED_KEY)

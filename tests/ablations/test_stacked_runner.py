@@ -77,7 +77,7 @@ def test_stacked_seeds_write_the_run_directories_of_the_seeds_run_alone(tmp_path
     assert stacked.keys() == alone.keys() and len(stacked) == 2
     for name, run_dir in stacked.items():
         assert trial_record(run_dir)["stacking"].startswith("stacked: "), trial_record(run_dir)
-        assert trial_record(alone[name])["stacking"] == "alone: stacking turned off (--no-stack)"
+        assert trial_record(alone[name])["stacking"].startswith("alone: stacking turned off (--no-stack")
         files = {p.name for p in run_dir.iterdir()} - {"trial.log"}
         assert files == {p.name for p in alone[name].iterdir()} - {"trial.log"}
         curve, reference = train_losses(run_dir), train_losses(alone[name])

@@ -77,6 +77,8 @@ class ClassifierArgs:
         positions: Transformer encoder's position scheme (``axes.Positions``: the type lists every scheme).
         attn_scale: Transformer encoder's dot-product scaling (sqrt_dk | none | dk).
         max_positions: rows of the learned position table (positions=learned).
+        position_options: the Transformer encoder's position-scheme options, e.g. ``{"base": 500}`` for rope
+            (``TransformerArgs.position_options``); null = the scheme's defaults.
         attn_size: size of u_t in attention pooling (Yang et al. 2016).
         dropout: on embeddings, between layers, before the head.
 
@@ -98,6 +100,7 @@ class ClassifierArgs:
     positions: Positions = "sinusoidal"
     attn_scale: AttnScale = "sqrt_dk"
     max_positions: int = 512
+    position_options: dict[str, float | int | bool] | None = None
     attn_size: int = 64
     dropout: float = 0.1
     spec: ClassifierSpec = field(init=False, repr=False)
@@ -107,7 +110,7 @@ class ClassifierArgs:
         transformer = TransformerSpec(
             d_model=self.d_model, heads=self.heads, d_ff=self.d_ff, encoder_layers=self.num_layers,
             dropout=self.dropout, attn_dropout=0.0, norm=self.norm, positions=self.positions,
-            attn_scale=self.attn_scale, max_len=self.max_positions,
+            attn_scale=self.attn_scale, max_len=self.max_positions, position_options=self.position_options or {},
         ) if self.encoder == "transformer" else None
         object.__setattr__(self, "spec", ClassifierSpec(
             encoder=self.encoder, pooling=self.pooling, attn_size=self.attn_size, dropout=self.dropout,

@@ -13,6 +13,7 @@ import attnlab_run.cli  # noqa: F401  (Lightning's console handler binds the rea
 from attnlab.cli import main
 from lit_models.blocks.positions import RotaryEmbedding
 from lit_models.causal_lm import CausalLM
+from lit_models.classifier import SentimentClassifier
 from lit_models.seq2seq import TransformerSeq2Seq
 
 REVERSE = ["--config", str(Path(__file__).parents[2] / "ablations" / "configs" / "transformer_reverse.yaml")]
@@ -36,8 +37,21 @@ def test_the_option_reaches_the_scheme(value):
         assert not torch.equal(scheme.rope.inv_freq, RotaryEmbedding(d_head=4).inv_freq)
 
 
+def test_the_classifier_encoder_takes_it_too():
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_class_arguments(SentimentClassifier, "model")
+    cfg = parser.parse_args(["--model.src_vocab_size=12", "--model.encoder=transformer", "--model.d_model=16",
+                             "--model.positions=rope", '--model.position_options={"base": 500}'])
+    scheme = parser.instantiate_classes(cfg).model.net.states.positions
+    torch.testing.assert_close(scheme.rope.inv_freq, RotaryEmbedding(d_head=4, base=500.0).inv_freq, rtol=0, atol=0)
+    with pytest.raises(Exception, match="positions=rope has no option 'max_distance'"):
+        parser.instantiate_classes(parser.parse_args([
+            "--model.src_vocab_size=12", "--model.encoder=transformer", "--model.positions=rope",
+            '--model.position_options={"max_distance": 8}']))
+
+
 def test_every_transformer_family_shows_it_with_its_help():
-    for family in (TransformerSeq2Seq, CausalLM):
+    for family in (TransformerSeq2Seq, CausalLM, SentimentClassifier):
         parser = ArgumentParser(exit_on_error=False)
         parser.add_class_arguments(family, "model")
         action = next(a for a in parser._actions if a.dest == "model.position_options")

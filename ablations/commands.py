@@ -113,11 +113,11 @@ def sweep_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=positive_float, default=None, help="stop a trial after this many seconds")
     p.add_argument("--seed", type=int, default=0, help="seed of the engine's proposals (random/bayes)")
     p.add_argument("--report", action="store_true", help="write ROOT/<sweep name>/report.md when done")
-    p.add_argument("--warm", action="store_true",
+    p.add_argument("--warm", action=argparse.BooleanOptionalAction, default=None,
                    help="fork each trial from a server that has already imported torch, Lightning and the "
-                        "project, with the same argv, environment, cwd and log (saves the imports per trial; "
-                        "ATTNLAB_WARM_TRIALS=1 does the same for attnlab findings/demo); default: a fresh "
-                        "interpreter per trial")
+                        "project, with the same argv, environment, cwd and log (saves the imports per trial); "
+                        "default: warm on Linux unless ATTNLAB_WARM_TRIALS=0 (which also turns it off for "
+                        "attnlab findings/demo); --no-warm: a fresh interpreter per trial")
     p.add_argument("--quiet", action="store_true",
                    help="no line per trial (only the totals); the ETA is shown only on a terminal anyway")
     p.add_argument("--stack", action=argparse.BooleanOptionalAction, default=None, help=STACK_HELP)
@@ -142,7 +142,7 @@ def sweep_main(argv: list[str]) -> int:
         path = _sweep_path(args.sweep)
         sweep = load_sweep(path)
         plan = make_plan(sweep, root=args.root, scale=args.scale, threads=_threads(args),
-                         warm=True if args.warm else None, stack=args.stack)
+                         warm=args.warm, stack=args.stack)
         check_parameters(sweep, path=path, cwd=plan.cwd)
         outcomes = run_sweep(plan, count=args.count, dry_run=args.dry_run, jobs=args.jobs, timeout_s=args.timeout,
                              seed=args.seed, echo=(lambda line: None) if args.quiet else print)

@@ -9,7 +9,7 @@ own command, so a trial here is exactly a ``wandb agent`` trial. Deviations from
 ``${interpreter}`` is the Python running this runner (the agent uses the literal ``python`` from
 PATH), so trials run in the same environment; and a trial running that interpreter is forked from a
 server that has already imported torch, Lightning and the project (``ablations/warm.py``: same argv,
-environment, cwd, log and process group; opt-in: ``attnlab sweep --warm`` or ``ATTNLAB_WARM_TRIALS=1``).
+environment, cwd, log and process group; the default on Linux: ``--no-warm`` or ``ATTNLAB_WARM_TRIALS=0`` turn it off).
 
 Each trial lands in ``<root>/<sweep name>/<trial name>/`` (the run-directory contract) plus
 ``trial.json`` (parameters, command, exit code, status) and ``trial.log`` (its output). Trial
@@ -123,7 +123,8 @@ def make_plan(
     warm: bool | None = None, stack: bool | None = None,
 ) -> SweepPlan:
     """Validate ``sweep`` and fix its name, scale overrides, environment and working directory.
-    ``warm``: start trials warm (default: only with ``ATTNLAB_WARM_TRIALS=1``, :func:`ablations.warm.warm_wanted`);
+    ``warm``: start trials warm (default: on Linux unless ``ATTNLAB_WARM_TRIALS=0``, :func:`ablations.warm.warm_wanted`,
+    and only when the trials' environment pins one BLAS thread, since the server refuses to fork otherwise);
     ``stack``: train the seeds of an arm stacked where they can be (None: only where a GPU is visible,
     ``ablations.stackgroups.default_stack``)."""
     violations = schema_violations(sweep)
@@ -142,8 +143,14 @@ def make_plan(
     cwd = Path.cwd() if program.is_absolute() or (Path.cwd() / program).exists() else REPO
     return SweepPlan(sweep=sweep, name=name, root=Path(root).resolve(), scale_args=scale_args,
                      interpreter=interpreter or sys.executable, cwd=cwd, env=env,
-                     warm=warm_wanted() if warm is None else warm, baselines=baseline_specs(question, scale_args),
+                     warm=_default_warm(env) if warm is None else warm, baselines=baseline_specs(question, scale_args),
                      stack=default_stack() if stack is None else stack)
+
+
+def _default_warm(env: Mapping[str, str]) -> bool:
+    """Warm by default where it can serve: one BLAS thread per trial (quick scale, ``--jobs`` > 1, ``--threads 1``).
+    Elsewhere the server would refuse (fork after OpenMP's pool exists is unsafe) and warn on every sweep."""
+    return warm_wanted() and env.get("OMP_NUM_THREADS") == "1"
 
 
 # ---------------------------------------------------------------- the session

@@ -49,7 +49,7 @@ from ablations.trialproc import FORWARDED_SIGNALS, dies_with
 
 log = logging.getLogger(__name__)
 
-WARM_ENV = "ATTNLAB_WARM_TRIALS"  # set to 1: trials forked from the preloaded server (as `attnlab sweep --warm`)
+WARM_ENV = "ATTNLAB_WARM_TRIALS"  # 0/false/no: every trial cold (as `attnlab sweep --no-warm`); default warm
 PRELOAD = ("torch", "lightning.pytorch", "wandb", "attnlab_run.cli", "attnlab.cli")
 PRELOAD_PACKAGES = ("lit_models", "datamodules", "attnlab_run")  # every module: the trial's class_paths resolve at once
 PER_CALL_ENV = ("PYTEST_CURRENT_TEST",)  # differs per call, read by no import: shares one server
@@ -57,9 +57,10 @@ SERVER_CODE = "from ablations.warm import main; main()"
 
 
 def warm_wanted() -> bool:
-    """Warm on Linux when :data:`WARM_ENV` is set to a true value (opt-in until the runner's signal and
-    resume tests have run warm on a quiet machine)."""
-    return sys.platform.startswith("linux") and os.environ.get(WARM_ENV, "").strip().lower() in ("1", "true", "yes")
+    """Warm on Linux unless :data:`WARM_ENV` says 0/false/no (the default since the runner's signal, resume
+    and CLI tests passed with every trial warm, 2026-12-03; fork is Linux-only here)."""
+    off = os.environ.get(WARM_ENV, "").strip().lower() in ("0", "false", "no")
+    return sys.platform.startswith("linux") and not off
 
 
 def warm_argv(command: list[str], interpreter: str) -> list[str] | None:

@@ -37,6 +37,22 @@ def test_only_the_sweeps_interpreter_running_a_script_or_module_goes_warm(comman
     assert warm_argv(command, PY) == expected
 
 
+@pytest.mark.parametrize(("env", "threads", "expected"), [
+    ({}, 1, True),  # quick scale, --jobs > 1, --threads 1: warm by default
+    ({"ATTNLAB_WARM_TRIALS": "0"}, 1, False),  # turned off
+    ({"ATTNLAB_WARM_TRIALS": "no"}, 1, False),
+    ({}, 4, False),  # BLAS threads: the server would refuse to fork, so the default stays cold, without a warning
+])
+def test_trials_are_warm_by_default_where_the_server_can_serve(monkeypatch, tmp_path, env, threads, expected):
+    monkeypatch.delenv("ATTNLAB_WARM_TRIALS", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    sweep = _sweep(tmp_path / "tiny.yaml", ["pre"])
+    assert make_plan(sweep, root=tmp_path, scale="full", threads=threads, interpreter=PY).warm is expected
+    assert make_plan(sweep, root=tmp_path, scale="full", threads=threads, interpreter=PY, warm=False).warm is False
+
+
 def _both(sweep: dict, root: Path, monkeypatch: pytest.MonkeyPatch, jobs: int = 1) -> dict[bool, dict]:
     """The sweep run cold and warm, in two roots: {warm: {trial name: Outcome}}; every warm trial forked."""
     forked: list[int] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from benchmarks.answer_time import answer_table
 from benchmarks.gpu_question import question_table
 
 TRAIN_RATIO_GOAL = 1.2
@@ -133,7 +134,7 @@ def profile_table(ops: list[dict]) -> str:
 
 def time_to_answer_table(trials: list[dict]) -> str:
     """Per trial: seconds and share of wall time for each row of ``benchmarks.trial_time.ROWS``."""
-    names = [f"{t['question']} ({t['steps']} steps)" for t in trials]
+    names = [f"{t['question']} {t.get('start', 'cold')} ({t['steps']} steps)" for t in trials]
     rows = [[row, *(f"{t['rows'][row]:.1f} s ({t['rows'][row] / t['wall_s']:.0%})" for t in trials)]
             for row in trials[0]["rows"]]
     rows.append(["wall", *(f"{t['wall_s']:.1f} s" for t in trials)])
@@ -177,6 +178,9 @@ def render(results: dict) -> str:
         if question:
             parts.append(f"### question on one GPU (quick preset, every seed, N trials at once)\n\n"
                          f"{question_table(question)}")
+    if results.get("answer"):
+        parts.append("### time to answer, before (cold: a fresh interpreter a trial) and after (warm: the runner's "
+                     f"default)\n\n{answer_table(results['answer'])}")
     if results.get("time_to_answer"):
         threads = results["time_to_answer"][0].get("threads", "?")
         parts.append(f"### time to answer (one quick trial per question: real CLI subprocess, {threads} thread as "

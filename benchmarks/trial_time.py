@@ -27,11 +27,14 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lightning.pytorch.profilers import Profiler
+from torch.utils.flop_counter import FlopCounterMode
 
 T0_ENV = "ATTNLAB_BENCH_T0"  # the parent's time.time() just before it started the trial
 OUT_ENV = "ATTNLAB_BENCH_TIMELINE"  # where HookTimeline writes its JSON
+FLOPS_STEP = 3  # HookTimeline counts the FLOPs of this training batch (after the first steps' one-off costs)
 ROWS = ("start-up", "data", "training steps", "validation", "figures", "checkpointing", "probes, summary, progress",
         "test", "Lightning loop", "exit")
 TRAIN_HOOKS = ("training_step", "backward", "optimizer_step", "optimizer_zero_grad", "on_before_backward",
@@ -78,8 +81,13 @@ class HookTimeline(Profiler):
         self.by_category: dict[str, float] = defaultdict(float)
         self.by_action: dict[str, float] = defaultdict(float)
         self.calls: dict[str, int] = defaultdict(int)
+        self.step_flops: int | None = None  # FLOPs of training batch FLOPS_STEP (torch's FlopCounterMode)
+        self._counter: FlopCounterMode | None = None
 
     def start(self, action_name: str) -> None:
+        if action_name == "run_training_batch" and self.calls[action_name] == FLOPS_STEP - 1:
+            self._counter = FlopCounterMode(display=False)
+            self._counter.__enter__()
         now = time.perf_counter()
         if self.first is None:
             self.first, self.perf_first = time.time(), now
@@ -97,6 +105,9 @@ class HookTimeline(Profiler):
         if i == len(self.stack):  # the innermost frame: its running time is its own
             self._charge(frame, now)
         self.calls[action_name] += 1
+        if action_name == "run_training_batch" and self._counter is not None:
+            self._counter.__exit__(None, None, None)
+            self.step_flops, self._counter = self._counter.get_total_flops(), None
         if self.stack:
             self.stack[-1][2] = now
         self.last_stop = time.time()
@@ -114,7 +125,7 @@ class HookTimeline(Profiler):
                 "created": self.created, "first": self.first, "last_stop": self.last_stop,
                 "by_category": dict(self.by_category), "inside_actions_s": inside,
                 "top_actions": sorted(self.by_action.items(), key=lambda kv: -kv[1])[:15],
-                "calls": dict(self.calls)}, indent=1))
+                "calls": dict(self.calls), "step_flops": self.step_flops}, indent=1))
         return ""  # nothing printed: the benchmark renders the table
 
 
@@ -139,31 +150,48 @@ QUICK_EXTRA = ("--trainer.max_epochs=1", "--data.train_size=256", "--data.val_si
                "--trainer.val_check_interval=0.5", "--trainer.limit_val_batches=1")
 
 
-def run_trial(spec: TrialSpec, root: Path, *, threads: int = QUICK_THREADS) -> dict:
-    """Run ``spec`` as ``attnlab sweep --scale quick`` would, timed; the breakdown as a dict."""
+def run_trial(spec: TrialSpec, root: Path, *, threads: int = QUICK_THREADS, warm: bool = False) -> dict:
+    """Run ``spec`` as ``attnlab sweep --scale quick`` would, timed; the breakdown as a dict. ``warm``: forked
+    from the runner's preloaded server (``ablations.warm``, started before the clock), else a fresh interpreter."""
     from ablations.questions import QUESTIONS, SWEEPS_DIR
     from ablations.runner import make_plan
     from ablations.sweepspec import load_sweep
 
-    plan = make_plan(load_sweep(SWEEPS_DIR / QUESTIONS[spec.question].sweep), root=root, scale="quick",
-                     threads=threads)
+    plan = make_plan(load_sweep(SWEEPS_DIR / QUESTIONS[spec.question].sweep), root=root / ("warm" if warm else "cold"),
+                     scale="quick", threads=threads, warm=warm)
     trial = plan.trial(spec.params)
-    timeline = root / f"{spec.question}.timeline.json"
+    timeline = trial.run_dir.parent / f"{spec.question}.timeline.json"
     command = [*trial.command, *spec.extra, "--trainer.profiler=benchmarks.trial_time.HookTimeline"]
     env = {**plan.env, OUT_ENV: str(timeline), "PYTHONPATH": _pythonpath(plan.env)}
     trial.run_dir.mkdir(parents=True, exist_ok=True)
-    with (trial.run_dir / "trial.log").open("w") as log_file:
-        t0 = time.time()
-        proc = subprocess.run(command, cwd=plan.cwd, env={**env, T0_ENV: str(t0)}, stdout=log_file,
-                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, check=False)
-        wall = time.time() - t0
-    if proc.returncode != 0 or not timeline.is_file():
-        raise RuntimeError(f"trial {spec.question} failed (exit {proc.returncode}); see {trial.run_dir / 'trial.log'}")
+    code, t0, wall = _start_and_wait(command, plan, env, trial.run_dir / "trial.log", warm=warm)
+    if code != 0 or not timeline.is_file():
+        raise RuntimeError(f"trial {spec.question} failed (exit {code}); see {trial.run_dir / 'trial.log'}")
     summary = json.loads((trial.run_dir / "summary.json").read_text())
     return breakdown(json.loads(timeline.read_text()), t0=t0, wall=wall) | {
         "question": spec.question, "params": spec.params, "steps": summary.get("global_step"),
         "metric": summary.get("metrics", {}).get(plan.metric or "", None), "command": " ".join(command),
-        "threads": threads}
+        "threads": threads, "start": "warm" if warm else "cold"}
+
+
+def _start_and_wait(command: list[str], plan: Any, env: dict, log: Path, *, warm: bool) -> tuple[int, float, float]:
+    """(exit code, start time, wall seconds) of one trial, cold (``subprocess``) or forked from the warm server."""
+    from ablations.warm import server_for, warm_argv
+
+    if not warm:
+        with log.open("w") as log_file:
+            t0 = time.time()
+            proc = subprocess.run(command, cwd=plan.cwd, env={**env, T0_ENV: str(t0)}, stdout=log_file,
+                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, check=False)
+            return proc.returncode, t0, time.time() - t0
+    server = server_for(interpreter=plan.interpreter, env=env, cwd=plan.cwd)  # preloads now, before the clock
+    argv = warm_argv(command, plan.interpreter)
+    if server is None or argv is None:
+        raise RuntimeError("the warm server cannot start this trial (see the warning above)")
+    log.write_text(f"$ {' '.join(command)}\n")  # the trial appends to it, as the runner's warm trials do
+    t0 = time.time()
+    code = server.launch(argv, command=command, env=env, cwd=plan.cwd, log_path=log).wait()
+    return code, t0, time.time() - t0
 
 
 def _pythonpath(env: dict) -> str:
@@ -181,28 +209,5 @@ def breakdown(timeline: dict, *, t0: float, wall: float) -> dict:
     rows["Lightning loop"] += max(0.0, timeline["inside_actions_s"] - sum(timeline["by_category"].values()))
     rows["exit"] = t0 + wall - timeline["last_stop"]
     return {"wall_s": wall, "rows": rows, "until_profiler_s": timeline["created"] - t0,
-            "top_actions": timeline["top_actions"]}
-
-
-def bench_time_to_answer(root: Path, *, quick: bool, threads: int = QUICK_THREADS) -> list[dict]:
-    """Each of :data:`QUESTION_TRIALS` once; ``quick``: only the first, at tiny sizes (a smoke test)."""
-    specs = [TrialSpec(s.question, s.params, QUICK_EXTRA) for s in QUESTION_TRIALS[:1]] if quick else QUESTION_TRIALS
-    return [run_trial(spec, root, threads=threads) for spec in specs]
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m benchmarks.trial_time [--quick] [ROOT]``: run the section alone and print its table."""
-    import tempfile
-
-    from benchmarks.report import time_to_answer_table
-
-    args = list(sys.argv[1:] if argv is None else argv)
-    quick = "--quick" in args
-    rest = [a for a in args if a != "--quick"]
-    root = Path(rest[0]) if rest else Path(tempfile.mkdtemp(prefix="attnlab-tta-"))
-    print(time_to_answer_table(bench_time_to_answer(root, quick=quick)))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+            "top_actions": timeline["top_actions"], "step_flops": timeline.get("step_flops"),
+            "training_batches": timeline.get("calls", {}).get("run_training_batch", 0)}

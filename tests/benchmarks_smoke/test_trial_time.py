@@ -1,4 +1,5 @@
-"""Time-to-answer section (issue #17): the profiler's self-time accounting, and one tiny real trial."""
+"""Time-to-answer section (issues #17, #26): the profiler's self-time accounting, one tiny real trial cold and
+warm, and the recorded findings-set comparison."""
 
 from pathlib import Path
 
@@ -56,20 +57,53 @@ def test_breakdown_rows_sum_to_wall(trial_time):
     assert sum(out["rows"].values()) == pytest.approx(12.0)
 
 
-def test_one_tiny_trial_through_the_real_cli(trial_time, tmp_path, monkeypatch):
-    """attention_bottleneck's first trial at tiny sizes: every part measured, the parts add up to the wall."""
+def test_one_tiny_trial_cold_and_warm_through_the_real_cli(tmp_path, monkeypatch):
+    """attention_bottleneck's first trial at tiny sizes, started cold and warm: every part measured, the parts
+    add up to the wall, a training step's FLOPs counted; the before/after table and the overhead goal render."""
     monkeypatch.setenv("WANDB_MODE", "disabled")
+    monkeypatch.syspath_prepend(str(ROOT))
+    from benchmarks.answer_time import answer_goals, answer_table, overhead_s, trials_cold_and_warm
     from benchmarks.report import time_to_answer_table
 
-    (res,) = trial_time.bench_time_to_answer(tmp_path, quick=True, threads=1)
-    rows = res["rows"]
-    assert all(v >= 0 for v in rows.values()), rows
-    assert sum(rows.values()) == pytest.approx(res["wall_s"], rel=0.02)
-    for part in ("start-up", "training steps", "validation", "figures", "checkpointing"):
-        assert rows[part] > 0, part
-    assert res["steps"] and res["steps"] > 0
-    table = time_to_answer_table([res])
-    assert "start-up" in table and "attention_bottleneck" in table
+    trials = trials_cold_and_warm(tmp_path, quick=True)
+    assert [t["start"] for t in trials] == ["cold", "warm"]
+    for res in trials:
+        rows = res["rows"]
+        assert all(v >= 0 for v in rows.values()), rows
+        assert sum(rows.values()) == pytest.approx(res["wall_s"], rel=0.02)
+        for part in ("start-up", "training steps", "validation", "figures", "checkpointing"):
+            assert rows[part] > 0, part
+        assert res["steps"] and res["steps"] > 0 and res["step_flops"] > 0
+        res["overhead_s"], res["utilisation"] = overhead_s(res), 0.01
+    assert trials[1]["rows"]["start-up"] < trials[0]["rows"]["start-up"], "warm skips the imports"
+    assert "warm" in time_to_answer_table(trials) and "start-up" in time_to_answer_table(trials)
+    table = answer_table({"trials": trials, "ceiling_1thread_gflops": 50.0, "findings": None})
+    assert "fixed overhead, attention_bottleneck" in table and "utilisation" in table
+    (goal,) = answer_goals({"trials": trials})
+    assert goal["goal"].startswith("per-trial fixed overhead, warm") and goal["value"] == trials[1]["overhead_s"]
+
+
+def test_findings_sets_compare_only_the_questions_both_ran(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT))
+    import json
+
+    from benchmarks.answer_time import answer_goals, findings_sets
+
+    def result(folder: Path, name: str, span: list[float], cpu: str) -> None:
+        (folder / name).mkdir(parents=True)
+        (folder / name / "result.json").write_text(json.dumps({
+            "name": name, "verdict": "supported", "key_numbers": "", "report": "r.md", "figures": [],
+            "trials_span": span, "trials": 3, "cpus": [cpu]}))
+
+    result(tmp_path, "scaling", [0.0, 600.0], "AMD EPYC")
+    result(tmp_path, "norm", [0.0, 900.0], "AMD EPYC")
+    result(tmp_path / "replication", "scaling", [0.0, 150.0], "AMD EPYC")
+    sets = findings_sets(tmp_path)
+    assert sets["questions"] == ["scaling"] and sets["before"]["span_s"] == 600.0 and sets["after"]["span_s"] == 150.0
+    (goal,) = answer_goals({"trials": [], "findings": sets})
+    assert goal["value"] == 0.25 and goal["met"]
+    sets["after"]["cpus"] = ["Intel Xeon"]
+    assert answer_goals({"trials": [], "findings": sets}) == [], "no verdict across CPU kinds"
 
 
 def test_bf16_true_training_rows(monkeypatch):

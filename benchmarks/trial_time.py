@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass

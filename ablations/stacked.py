@@ -39,7 +39,6 @@ from lit_models.stacking import refusal
 log = logging.getLogger(__name__)
 
 
-
 def split_argv(argv: list[str]) -> list[list[str]]:
     """``a b --- c d`` -> ``[[a, b], [c, d]]``."""
     groups: list[list[str]] = [[]]

@@ -189,6 +189,14 @@ REAL_RUN_CASES = [name if family(name) == "transformer_reverse" else pytest.para
 other six synthetic families and the five real-data ones (one trial each) run with ``-m slow``."""
 
 
+def test_every_questions_family_has_a_tiny_trial_here():
+    """The slow cases above look a question's family up in ALL_FAMILIES; a question added without one would
+    fail only in the slow set (as caption_attention_clipart did): caught here in the default suite."""
+    missing = {name: family(name) for name in [*QUESTIONS, *REAL_QUESTIONS] if family(name) not in ALL_FAMILIES}
+    assert not missing, f"add a tiny trial to FAMILIES / REAL_FAMILIES for {missing}"
+    assert all(ALL_FAMILIES[family(name)][0] in {*QUESTIONS, *REAL_QUESTIONS} for name in QUESTIONS)
+
+
 @pytest.mark.parametrize("name", REAL_RUN_CASES)
 def test_every_key_of_the_workspace_resolves_against_a_real_run(name, tiny_run):
     question = _question(name)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ablations.ranges import is_count, metric_range
-from ablations.stats import Goal, Stat, compare
+from ablations.stats import Goal, Stat, compare, seeds_for_power
 
 Arm = tuple[Any, ...]
 ArmStats = Mapping[Arm, Mapping[str, Stat]]
@@ -30,7 +30,9 @@ class Check:
     """One part of a claim: its answer, the reason when inconclusive, and the numbers behind it.
 
     ``resolves``: half the width of a comparison's paired 95% interval, the smallest difference these seeds
-    can tell from noise. ``control``: a precondition (e.g. equal parameter counts), not a finding; a
+    can tell from noise. ``needs``: the seeds that would resolve the observed difference (80% power,
+    ``stats.seeds_for_power``) when it was within seed noise; None otherwise. ``control``: a precondition
+    (e.g. equal parameter counts), not a finding; a
     question whose findings are all "not shown at this scale" answers that, whatever its controls say.
     """
 
@@ -40,9 +42,11 @@ class Check:
     why: str = ""
     resolves: float = math.nan
     control: bool = False
+    needs: int | None = None
 
     def text(self) -> str:
-        why = f" ({self.why})" if self.why else ""
+        power = f"; about {self.needs} seeds would resolve the observed difference at 80% power" if self.needs else ""
+        why = f" ({self.why}{power})" if self.why else ""
         return f"{self.claim}: {self.answer}{why} — {self.detail}"
 
 
@@ -102,6 +106,7 @@ def better(
         detail,
         why=outcome if outcome == "n too small" else "difference within seed noise",
         resolves=(cmp.hi - cmp.lo) / 2,
+        needs=None if outcome == "n too small" else seeds_for_power(cmp.effect, paired=cmp.paired),
     )
 
 
@@ -179,7 +184,7 @@ def at_scale(check: Check, why: str) -> Check:
     if check.answer != "inconclusive" or check.why != "difference within seed noise":
         return check
     noise = f"within seed noise at this scale (these seeds resolve about ±{check.resolves:.3g})"
-    return Check(check.claim, "not shown at this scale", check.detail, why=f"{noise}; {why}")
+    return Check(check.claim, "not shown at this scale", check.detail, why=f"{noise}; {why}", needs=check.needs)
 
 
 def join(checks: Sequence[Check], gate: Check | None = None) -> str:

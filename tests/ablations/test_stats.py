@@ -354,3 +354,43 @@ def test_cells_on_short_sequences_is_not_shown_at_this_scale():
     assert "at most 15 tokens" in short and "gru beats the Elman RNN: not supported" in short
     assert verdict_word(claims_recurrent.cells(stats(0.4, 0.32, 50))) == "not supported"
     assert verdict_word(claims_recurrent.cells(stats(0.1, 0.8, 50))) == "supported"
+
+
+@pytest.mark.parametrize(("effect", "paired", "seeds"), [
+    (1.0, True, 10),  # G*Power 3.1, matched pairs, two-tailed alpha 0.05, power 0.8: total n 10
+    (0.5, True, 34),  # G*Power: 34
+    (-0.5, True, 34),  # the sign does not matter
+    (0.5, False, 64),  # two independent groups, d 0.5: 64 per group
+])
+def test_seeds_for_power_matches_the_published_sample_sizes(effect, paired, seeds):
+    from ablations.stats import seeds_for_power
+
+    assert seeds_for_power(effect, paired=paired) == seeds
+
+
+def test_larger_effects_need_fewer_seeds_and_never_fewer_than_two():
+    from ablations.stats import seeds_for_power
+
+    counts = [seeds_for_power(d, paired=True) for d in (0.3, 0.5, 0.8, 1.2, 2.0, 5.0, 50.0)]
+    assert counts == sorted(counts, reverse=True) and counts[-1] == 2
+
+
+@pytest.mark.parametrize("effect", [0.0, math.inf, math.nan, 0.01])  # 0.01 needs ~78,000 pairs: beyond MAX_SEEDS
+def test_seeds_for_power_says_none_where_no_count_would_do(effect):
+    from ablations.stats import seeds_for_power
+
+    assert seeds_for_power(effect, paired=True) is None
+
+
+def test_a_comparison_within_seed_noise_says_how_many_seeds_would_resolve_it():
+    noisy = better({("a",): {"m": stat([0.70, 0.62, 0.75], [1, 2, 3])},
+                             ("b",): {"m": stat([0.66, 0.64, 0.70], [1, 2, 3])}}, ("a",), ("b",), metric="m",
+                            goal="maximize")
+    assert noisy.answer == "inconclusive" and noisy.needs is not None and noisy.needs > 3
+    assert f"about {noisy.needs} seeds would resolve the observed difference at 80% power" in noisy.text()
+    shown = at_scale(noisy, "the gap should widen with depth")
+    assert shown.needs == noisy.needs and "80% power" in shown.text()
+    clear = better({("a",): {"m": stat([0.9, 0.91, 0.92], [1, 2, 3])},
+                             ("b",): {"m": stat([0.5, 0.52, 0.5], [1, 2, 3])}}, ("a",), ("b",), metric="m",
+                            goal="maximize")
+    assert clear.answer == "supported" and clear.needs is None and "power" not in clear.text()

@@ -32,8 +32,8 @@ class Check:
     ``resolves``: half the width of a comparison's paired 95% interval, the smallest difference these seeds
     can tell from noise. ``needs``: the seeds that would resolve the observed difference (80% power,
     ``stats.seeds_for_power``) when it was within seed noise; None otherwise. ``control``: a precondition
-    (e.g. equal parameter counts), not a finding; a
-    question whose findings are all "not shown at this scale" answers that, whatever its controls say.
+    (e.g. equal parameter counts), not a finding; a question whose findings are all "not shown at this scale"
+    answers that, whatever its controls say.
     """
 
     claim: str

@@ -246,12 +246,16 @@ class Alignment(nn.Module):
         self.generator: torch.Generator | None = None
 
     def prepare(self, memory: Tensor, mask: Tensor) -> dict[str, Tensor]:
-        """memory (B, S, D), mask (B, S) -> {"memory": (B, S, D), "keys": (B, S, P)}."""
+        """memory (B, S, D), mask (B, S) -> {"memory": (B, S, D) zeroed at padding, "keys": (B, S, P)}.
+
+        Padding is zeroed here, once per sequence, so ``forward`` need not redo it at every step.
+        """
+        memory = memory.masked_fill(~mask.unsqueeze(-1), 0.0)  # (B, S, D)
         return {"memory": memory, "keys": self.scorer.precompute(memory)}
 
     def forward(self, query: Tensor, *, keys: Tensor, memory: Tensor, mask: Tensor,
                 expect: Tensor | None = None) -> AttentionOut:
-        """query (B, Dq), prepared keys (B, S, P), memory (B, S, D), mask (B, S) -> AttentionOut.
+        """query (B, Dq), prepared keys (B, S, P) and memory (B, S, D) from ``prepare``, mask (B, S) -> AttentionOut.
 
         ``expect`` (B,) in {0, 1}, optional: rows with 1 use the soft expectation instead of this
         phase's mode (Xu et al. §4.1: "with probability 0.5 ... set the sampled attention location
@@ -259,10 +263,10 @@ class Alignment(nn.Module):
         """
         mode = self.train_mode if self.training else self.eval_mode
         scores = self.scorer.score(query, keys)  # (B, S)
-        out = attend(scores, mask, memory, mode=mode, generator=self.generator)
+        out = ATTEND_MODES[mode](scores, mask, memory, self.generator)  # memory is zeroed at padding
         if expect is None:
             return out
-        soft = attend(scores, mask, memory, mode="soft")
+        soft = _soft(scores, mask, memory, None)
         e = expect.to(out.weights.dtype)  # (B,)
         return AttentionOut(
             context=torch.lerp(out.context, soft.context, e.to(out.context.dtype).unsqueeze(-1)),

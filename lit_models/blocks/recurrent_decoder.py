@@ -172,7 +172,15 @@ class AttentionalDecoder(nn.Module):
 
     def step(self, prev_tokens: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
         """One decoding step: prev_tokens (B,) long -> logits (B, V), new state."""
-        emb = self.dropout(self.embedding(prev_tokens))  # (B, E)
+        top, state = self._recur(prev_tokens, self.dropout(self.embedding(prev_tokens)), state)
+        return self._readout(top), state
+
+    def _readout(self, top: Tensor) -> Tensor:
+        """[s_t; c_t; E y_{t-1}] (..., H + D + E) -> logits (..., V): the deep output layer."""
+        return self.out(self.dropout(torch.tanh(self.deep_out(top))))
+
+    def _recur(self, prev_tokens: Tensor, emb: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
+        """The recurrent part of a step: prev_tokens (B,), their embeddings (B, E) -> [s_t; c_t; E y_{t-1}], state."""
         query = state["h"][:, -1]  # (B, H)
         expect = state["attn_expect"] if self.training and self.soft_mix > 0 else None
         att = self.alignment(query, keys=state["keys"], memory=state["memory"], mask=state["mask"], expect=expect)
@@ -184,8 +192,6 @@ class AttentionalDecoder(nn.Module):
             hs.append(h_l)
             cs.append(c_l)
             x = self.dropout(h_l)
-        top = torch.cat([hs[-1], context, emb], dim=-1)  # (B, H + D + E)
-        logits = self.out(self.dropout(torch.tanh(self.deep_out(top))))  # (B, V)
         scored = ((prev_tokens != PAD) & (prev_tokens != EOS)).to(att.log_prob.dtype)  # (B,)
         new_state = {
             **state,
@@ -196,13 +202,18 @@ class AttentionalDecoder(nn.Module):
             "attn_entropy": state["attn_entropy"] + att.entropy * scored,
             "attn_total": state["attn_total"] + att.weights * scored.unsqueeze(-1),
         }
-        return logits, new_state
+        return torch.cat([hs[-1], context, emb], dim=-1), new_state  # (B, H + D + E)
 
     def teacher_forward(self, state: DecoderState, tgt_in: Tensor) -> TeacherOut:
-        """Feed gold tokens tgt_in (B, T) through ``step``: logits (B, T, V), weights (B, T, S), state."""
-        logits, weights = [], []
+        """Feed gold tokens tgt_in (B, T): logits (B, T, V), weights (B, T, S), state.
+
+        Gold inputs do not depend on the outputs, so the embedding and the deep output layer run once
+        over all T steps; only the recurrence and the alignment loop over time.
+        """
+        embs = self.dropout(self.embedding(tgt_in))  # (B, T, E)
+        tops, weights = [], []
         for t in range(tgt_in.size(1)):
-            step_logits, state = self.step(tgt_in[:, t], state)
-            logits.append(step_logits)
+            top, state = self._recur(tgt_in[:, t], embs[:, t], state)
+            tops.append(top)
             weights.append(state["attn"])
-        return TeacherOut(torch.stack(logits, dim=1), torch.stack(weights, dim=1), state)
+        return TeacherOut(self._readout(torch.stack(tops, dim=1)), torch.stack(weights, dim=1), state)

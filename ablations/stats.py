@@ -100,22 +100,22 @@ POWER = 0.8
 MAX_SEEDS = 10_000
 
 
-def seeds_for_power(effect: float, *, paired: bool, power: float = POWER) -> int | None:
-    """Seeds that would resolve a difference of standardised size ``effect`` with probability ``power``.
+def seeds_for_power(effect: float, *, paired: bool) -> int | None:
+    """Seeds that would resolve a difference of standardised size ``effect`` with probability ``POWER`` (0.8).
 
     The usual t approximation to the power of a two-sided 95% test (Cohen 1988, ch. 2): paired, the smallest
-    n with sqrt(n)·|d_z| >= t_{0.975, n-1} + t_{power, n-1}; unpaired, per arm, with sqrt(n/2)·|d| and
+    n with sqrt(n)·|d_z| >= t_{0.975, n-1} + t_{0.8, n-1}; unpaired, per arm, with sqrt(n/2)·|d| and
     2n - 2 degrees of freedom. None when the effect is zero, not finite, or needs more than ``MAX_SEEDS``."""
     if not math.isfinite(effect) or effect == 0:
         return None
-    z = (1.959963984540054 + 0.8416212335729143) / abs(effect)  # normal quantiles at 0.975 and 0.8 (power 0.8)
-    least = z * z * (1 if paired else 2) if power == POWER else 2.0  # t > z: no n below the normal answer does
+    z = (1.959963984540054 + 0.8416212335729143) / abs(effect)  # normal quantiles at 0.975 and POWER
+    least = z * z * (1 if paired else 2)  # t > z: no n below the normal answer does
     if least > MAX_SEEDS:
         return None
     for n in range(max(2, math.floor(least)), MAX_SEEDS + 1):
         df = n - 1 if paired else 2 * n - 2
         reach = math.sqrt(n if paired else n / 2) * abs(effect)
-        if reach >= t975(df) + t_quantile(power, df):
+        if reach >= t975(df) + t_quantile(POWER, df):
             return n
     return None
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ablations.ranges import is_count, metric_range
-from ablations.stats import Goal, Stat, compare, seeds_for_power
+from ablations.stats import POWER, Goal, Stat, compare, seeds_for_power
 
 Arm = tuple[Any, ...]
 ArmStats = Mapping[Arm, Mapping[str, Stat]]
@@ -45,7 +45,8 @@ class Check:
     needs: int | None = None
 
     def text(self) -> str:
-        power = f"; about {self.needs} seeds would resolve the observed difference at 80% power" if self.needs else ""
+        resolve = f"about {self.needs} seeds would resolve the observed difference at {POWER:.0%} power"
+        power = f"; {resolve}" if self.needs else ""
         why = f" ({self.why}{power})" if self.why else ""
         return f"{self.claim}: {self.answer}{why} — {self.detail}"
 

@@ -26,13 +26,13 @@ import sys
 import time
 from pathlib import Path
 
+from ablations.arms import REPO
 from benchmarks.trial_time import QUESTION_TRIALS, QUICK_EXTRA, TrialSpec, run_trial
 
 OVERHEAD_GOAL_S = 3.0
 DEMO_GOAL_S = 150.0
 FINDINGS_GOAL = 1 / 3
 MEASURED = ("training steps", "validation", "test")
-REPO = Path(__file__).resolve().parents[1]
 
 
 def overhead_s(trial: dict) -> float:

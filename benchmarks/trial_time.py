@@ -31,6 +31,8 @@ from typing import Any
 from lightning.pytorch.profilers import Profiler
 from torch.utils.flop_counter import FlopCounterMode
 
+from ablations.arms import REPO
+
 T0_ENV = "ATTNLAB_BENCH_T0"  # the parent's time.time() just before it started the trial
 OUT_ENV = "ATTNLAB_BENCH_TIMELINE"  # where HookTimeline writes its JSON
 FLOPS_STEP = 3  # HookTimeline counts the FLOPs of this training batch (after the first steps' one-off costs)
@@ -195,8 +197,7 @@ def _start_and_wait(command: list[str], plan: Any, env: dict, log: Path, *, warm
 
 def _pythonpath(env: dict) -> str:
     """The repository first, so the trial imports this checkout's ``benchmarks`` package."""
-    root = str(Path(__file__).resolve().parents[1])
-    return os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    return os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
 
 
 def breakdown(timeline: dict, *, t0: float, wall: float) -> dict:

@@ -103,3 +103,47 @@ def test_an_unstackable_family_runs_alone_and_says_why(tmp_path: Path) -> None:
         assert why.startswith("alone: not stacked: RecurrentSeq2Seq") and "packed sequences" in why, why
         assert "stacked_command" not in trial_record(run_dir)
         assert read_summary(run_dir).metrics.get("test/exact_match") is not None
+
+
+@pytest.mark.slow
+def test_sigterm_to_a_stacked_group_preempts_every_seed_and_each_resumes_alone(tmp_path: Path) -> None:
+    """A stacked group stopped by SIGTERM: every seed saves its own ``last.ckpt`` and is recorded preempted;
+    the next invocation continues each seed alone from its checkpoint (``stacked.why_not``: a resumed seed
+    is never stacked), and each ends at its planned step count with the metrics of its uninterrupted alone run."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from ablations.arms import REPO
+
+    epochs = 12  # 3 steps an epoch: 36 steps
+    spec = sweep(tmp_path, "encoder-decoder", epochs=epochs)
+    spec_file = tmp_path / "stacked.yaml"
+    spec_file.write_text(yaml.safe_dump(spec))
+    root = tmp_path / "stacked"
+    code = "import sys; from ablations.commands import sweep_main; sys.exit(sweep_main(sys.argv[1:]))"
+    proc = subprocess.Popen([sys.executable, "-c", code, str(spec_file), f"--root={root}", "--stack", "--quiet",
+                             "--threads=1"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    runs = [root / "stacktiny" / f"seed={s}" for s in SEEDS]
+    deadline = time.time() + 300
+    while not all((r / "checkpoints" / "last.ckpt").is_file() for r in runs):
+        assert proc.poll() is None and time.time() < deadline, proc.communicate()[1][-2000:]
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    err = proc.communicate(timeout=300)[1]
+    assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
+    for run_dir in runs:
+        assert trial_record(run_dir)["stacking"].startswith("stacked: ")
+        assert trial_record(run_dir)["status"] == "preempted"
+        stopped = read_summary(run_dir)
+        assert stopped.status == "preempted" and 0 < stopped.global_step < 3 * epochs, stopped
+    resumed = run(spec, root, stack=True)
+    alone = run(spec, tmp_path / "alone", stack=False)
+    for name, run_dir in resumed.items():
+        record = trial_record(run_dir)
+        assert record["resumed"] is True and record["stacking"].startswith("alone: "), record
+        own, ref = read_summary(run_dir), read_summary(alone[name])
+        assert own.status == "finished" and own.global_step == ref.global_step == 3 * epochs
+        for key in ("val/loss", "test/exact_match", "test/loss"):
+            assert own.metrics[key] == pytest.approx(ref.metrics[key], rel=1e-4, abs=1e-6), key

@@ -9,8 +9,9 @@ like any other question. Their data comes from registry packages, read offline (
 offline"); :func:`data_versions` names the versions a findings README was made with.
 
 The quick presets are sized for 2 CPU cores (two trials at once, one thread each): each question is meant to
-finish within 30 minutes and the whole set within 3 hours (estimates from the synthetic questions' measured
-trial times at comparable shapes; see each preset's comment). They shrink data, epochs and width, never a
+finish within 30 minutes and the whole set within 3 hours. They were sized from the synthetic questions' trial
+times at comparable shapes; each preset's comment gives what its run then measured (bottleneck_bible and
+sentiment_pooling_mr are over the 30 minutes). They shrink data, epochs and width, never a
 question's own axis.
 """
 
@@ -23,9 +24,10 @@ from ablations.questions import CROSS_MAP, POOLING_MEDIA, TRANSFORMER_MAPS, Ques
 CLIPART_SOURCE = ("Tux Paint's clip-art stamps (Debian tuxpaint-stamps-default): 785 PNG stamps with one English "
                   "caption each, 639 / 82 / 64 split by stamp group (datamodules/clipart.py)")
 
-# The GRU encoder-decoder at width 128 on the whole training split (28k verse pairs): the synthetic
-# bottleneck_translation trained 6000 pairs x 2 epochs in 34 s a trial at width 128 (AMD EPYC), so ~3 epochs of
-# 28k pairs with a 4000-piece vocabulary should take ~5-8 min a trial; 6 trials, 2 at once: ~20 min. Unmeasured.
+# The GRU encoder-decoder at width 128 on the whole training split (28k verse pairs), 3 epochs. Estimated at
+# ~5-8 min a trial before it ran; measured 2026-12-02 (Intel Xeon, 2 cores, commit 9671b3b): 6 trials summed
+# 2:29:49 (~25 min each), about 75 min with 2 at once: over the 30-minute goal. Not shrunk since: a smaller preset
+# must be chosen on seeds that did not give the verdict (1001+), and its report must say it changed after it.
 QUICK_BIBLE_GRU = ("--trainer.max_epochs=3", "--data.val_size=200", "--data.vocab_size=4000",
                    "--model.embed_dim=128", "--model.hidden_size=128", "--trainer.log_every_n_steps=20")
 # 6+6-layer Transformers at width 64 on 6000 verse pairs x 3 epochs (~280 steps of <= 4000 tokens), validated
@@ -38,13 +40,14 @@ QUICK_BIBLE_NORM = ("--trainer.max_epochs=3", "--data.train_size=6000", "--data.
 # measured 2026-12-03 (Intel Xeon, 2 cores): 48 steps an epoch, 12 trials of 221-306 s, 2 at once, 25:52.
 QUICK_BIBLE_POSITIONS = ("--trainer.max_epochs=4", "--data.train_size=10000", "--data.val_size=200",
                          "--data.vocab_size=4000", "--model.warmup_steps=150", "--trainer.log_every_n_steps=10")
-# 8.4k snippets x 4 epochs with the config's BiLSTM: sentiment_pooling trained 3000 x 2 in ~9 s a trial, so
-# about a minute a trial; 15 trials: ~10 min. Unmeasured.
+# 8.4k snippets x 4 epochs with the config's BiLSTM. Estimated at ~1 min a trial; measured 2026-12-02 (AMD EPYC,
+# 2 cores, commit 9f29b8f): 15 trials summed 1:07:45 (~4.5 min each), about 34 min with 2 at once.
 QUICK_MR = ("--trainer.max_epochs=4", "--trainer.log_every_n_steps=20")
-# RAM on 16k translated canvases x 4 epochs; 9 trials, 2 at once, ~3 min each. Unmeasured.
+# RAM on 16k translated canvases x 4 epochs; measured 2026-12-02 (Intel Xeon, commit 8eac641): 12 trials (9 RAM,
+# 3 full-view) summed 11:35, about 6 min with 2 at once.
 QUICK_RAM = ("--trainer.max_epochs=4", "--data.train_size=16000", "--trainer.log_every_n_steps=20")
 # 4000 training windows of 128 characters (512k characters, one epoch), 128 validation and 256 test windows at
-# each context; 15 trials, 2 at once, ~3 min each: ~25 min. Unmeasured.
+# each context; measured 2026-12-02 (AMD EPYC, commit bd4d04b): 15 trials summed 17:54, about 9 min with 2 at once.
 QUICK_LM_WEB = ("--trainer.max_epochs=1", "--data.train_size=4000", "--data.val_size=128", "--data.test_size=256",
                 "--model.warmup_steps=50", "--trainer.log_every_n_steps=10")
 

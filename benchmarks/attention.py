@@ -15,6 +15,7 @@ import math
 import subprocess
 import sys
 import time
+import warnings
 
 PROBE = r"""
 import json, os, sys, threading, time
@@ -96,3 +97,32 @@ def linear_fit(rows: list[dict], path: str = "sdpa") -> dict[str, float]:
     mx, my = sum(x for x, _ in pts) / len(pts), sum(y for _, y in pts) / len(pts)
     slope = sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x, _ in pts)
     return {"exponent": slope, "points": len(pts)}
+
+
+def bench_vmap_attention(*, seeds: int, batch: int, heads: int, length: int, d_head: int, rounds: int) -> dict:
+    """Causal SDPA forward + backward for ``seeds`` stacked seeds: under ``torch.func.vmap`` (as a stacked model
+    runs it, ``lit_models.stacking``) against one call on the seeds folded into the batch. CPU SDPA has no vmap
+    batching rule, so vmap falls back to one call per seed; the ratio is that fallback's cost."""
+    import torch
+    from torch.func import vmap
+
+    from lit_models.blocks.attention import scaled_dot_product
+
+    def sdpa(q, k, v):
+        return scaled_dot_product(q, k, v, mask=None, scale=d_head ** -0.5, dropout_p=0.0, need_weights=False,
+                                  is_causal=True)[0]
+
+    qkv = [torch.randn(seeds, batch, heads, length, d_head, requires_grad=True) for _ in range(3)]
+    warnings.filterwarnings("ignore", message="There is a performance drop")  # the fallback measured here
+    ways = {"vmap": lambda: vmap(sdpa)(*qkv), "folded": lambda: sdpa(*(t.flatten(0, 1) for t in qkv))}
+    best = {}
+    for name, run in ways.items():
+        run().sum().backward()  # warm-up
+        times = []
+        for _ in range(rounds):
+            start = time.perf_counter()
+            run().sum().backward()
+            times.append(time.perf_counter() - start)
+        best[f"{name}_ms"] = min(times) * 1e3
+    return {"seeds": seeds, "batch": batch, "heads": heads, "length": length, "d_head": d_head, **best,
+            "ratio": best["vmap_ms"] / best["folded_ms"]}

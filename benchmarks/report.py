@@ -122,6 +122,12 @@ def attention_table(rows: list[dict]) -> str:
     return _table(["T", "path", "peak MiB", "fwd+bwd ms", "note"], out)
 
 
+def vmap_table(rows: list[dict]) -> str:
+    out = [[str(r["seeds"]), str(r["batch"]), str(r["heads"]), str(r["length"]), str(r["d_head"]),
+            f"{r['vmap_ms']:.2f}", f"{r['folded_ms']:.2f}", f"{r['ratio']:.2f}"] for r in rows]
+    return _table(["seeds", "B", "H", "T", "d_head", "vmap ms", "folded ms", "vmap÷folded"], out)
+
+
 def goals_table(goals: list[dict]) -> str:
     out = [[g["goal"], f"{g['value']:.2f}", "met" if g["met"] else "MISSED"] for g in goals]
     return _table(["goal", "value", "verdict"], out)
@@ -166,6 +172,9 @@ def render(results: dict) -> str:
                   for p, s in (("sdpa", ""), ("explicit", "_explicit"))}
         parts.append("memory growth exponent (log-log slope; 1 = linear, 2 = quadratic): "
                      + ", ".join(f"{p} {e:.2f}" for p, e in slopes.items()))
+    if results.get("attention_vmap"):
+        parts.append("### attention of stacked seeds (causal SDPA fwd+bwd, 1 thread): vmap against the seeds folded "
+                     f"into the batch\n\n{vmap_table(results['attention_vmap'])}")
     if "recurrent" in results:
         r = results["recurrent"]
         parts.append(f"### recurrent step (B={r['batch']}, H={r['hidden']}, V={r['vocab']})\n\n"

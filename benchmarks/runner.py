@@ -15,7 +15,7 @@ import torch
 
 from benchmarks import report
 from benchmarks.answer_time import answer_goals, bench_answer_time
-from benchmarks.attention import bench_attention_memory, linear_fit
+from benchmarks.attention import bench_attention_memory, bench_vmap_attention, linear_fit
 from benchmarks.ceiling import matmul_ceiling
 from benchmarks.common import QUICK_SIZES, SIZES, threads
 from benchmarks.compiled import bench_compile
@@ -28,6 +28,9 @@ from benchmarks.recurrent import bench_recurrent_step
 from benchmarks.training import bench_training
 
 log = logging.getLogger(__name__)
+VMAP_SHAPES = [(3, 64, 4, 24, 16), (3, 32, 4, 128, 16)]
+"""(seeds, batch, heads, length, d_head): lm_positions' quick trials (lm_reverse.yaml, 3 seeds an arm), and a
+128-token context (lm_positions_web's L)."""
 SECTIONS = ("ceiling", "training", "optimizer", "compile", "decoding", "attention", "recurrent", "gpu", "profiles",
             "time")
 
@@ -105,6 +108,10 @@ def _run_sections(opts: Options, res: dict) -> None:
                                                   explicit_limit_mib=2048)
         res["attention_fit"] = linear_fit(res["attention"])
         res["attention_fit_explicit"] = linear_fit(res["attention"], "explicit")
+        shapes = [(2, 2, 2, 8, 4)] if q else VMAP_SHAPES
+        with threads(1):  # a stacked group's one thread
+            res["attention_vmap"] = [bench_vmap_attention(seeds=k, batch=b, heads=h, length=t, d_head=d,
+                                                          rounds=timing["rounds"] * 4) for k, b, h, t, d in shapes]
     if "recurrent" in opts.sections:
         dims = dict(batch=4, steps=4, vocab=64, embed=16, hidden=32) if q else dict(
             batch=32, steps=32, vocab=8000, embed=256, hidden=512)

@@ -28,12 +28,14 @@ def test_quick_benchmarks_run_and_report(tmp_path, monkeypatch, capsys):
     assert {(r["beam"], r["system"]) for r in res["decoding"]} == {(1, "attnlab"), (4, "attnlab")}
     assert all(r["out_len"] == 8 for r in res["decoding"]), "EOS is suppressed: every row runs to the limit"
     assert {r["path"] for r in res["attention"] if "peak_mib" in r} == {"sdpa", "explicit"}
+    assert all(r["vmap_ms"] > 0 and r["folded_ms"] > 0 for r in res["attention_vmap"]) and res["attention_vmap"]
     assert {r["impl"] for r in res["optimizer"]} == {"default", "foreach", "fused"}
     assert res["recurrent"]["attnlab_us"] > 0 and res["recurrent"]["bare_us"] > 0
     assert res["profiles"] and all(ops for ops in res["profiles"].values())
     assert any("bf16-mixed" in g["goal"] for g in res["goals"])
     printed = capsys.readouterr().out
     assert "### training" in printed and "### goals" in printed and "attnlab÷this" in printed
+    assert "vmap÷folded" in printed
 
     pytest.importorskip("transformers")  # the Marian part only: the bench extra
     res = run(Options(quick=True, threads=1, sections=("training", "decoding"), systems=("attnlab", "marian"),

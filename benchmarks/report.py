@@ -180,6 +180,11 @@ def render(results: dict) -> str:
         parts.append(f"### recurrent step (B={r['batch']}, H={r['hidden']}, V={r['vocab']})\n\n"
                      f"attnlab step {r['attnlab_us']:.0f} µs, bare LSTMCell decoder {r['bare_us']:.0f} µs, "
                      f"cell only {r['cell_only_us']:.0f} µs: overhead {r['overhead']:.2f}x")
+    if results.get("recurrent_training"):
+        r = results["recurrent_training"]
+        parts.append(f"### recurrent training step (teacher forcing, B={r[0]['batch']}, S={r[0]['src_len']}, "
+                     f"T={r[0]['tgt_len']}, V={r[0]['vocab']}, width {r[0]['width']})\n\n"
+                     + ", ".join(f"{row['attention']} {row['ms']:.0f} ms" for row in r))
     if "gpu" in results:
         gpu = dict(results["gpu"])
         question = gpu.pop("question", None)

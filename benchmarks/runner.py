@@ -24,7 +24,7 @@ from benchmarks.gpu import bench_gpu
 from benchmarks.gpu_question import JOBS, bench_question_on_gpu
 from benchmarks.optimizer import bench_optimizer
 from benchmarks.profiles import profile_decoding, profile_training
-from benchmarks.recurrent import bench_recurrent_step
+from benchmarks.recurrent import bench_recurrent_step, bench_recurrent_training
 from benchmarks.training import bench_training
 
 log = logging.getLogger(__name__)
@@ -116,6 +116,9 @@ def _run_sections(opts: Options, res: dict) -> None:
         dims = dict(batch=4, steps=4, vocab=64, embed=16, hidden=32) if q else dict(
             batch=32, steps=32, vocab=8000, embed=256, hidden=512)
         res["recurrent"] = bench_recurrent_step(**dims, rounds=timing["rounds"], warmup=timing["warmup"])
+        shape = dict(batch=4, src_len=6, tgt_len=6, vocab=64, width=16) if q else dict(
+            batch=96, src_len=40, tgt_len=41, vocab=8000, width=256)  # ~4000 tokens a side: bible_gru_attention
+        res["recurrent_training"] = bench_recurrent_training(**shape, rounds=timing["rounds"], warmup=timing["warmup"])
     if "gpu" in opts.sections:
         gpu = bench_gpu(rounds=timing["rounds"], steps=timing["steps"], warmup=timing["warmup"])
         if "skipped" not in gpu:

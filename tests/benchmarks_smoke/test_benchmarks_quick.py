@@ -31,6 +31,7 @@ def test_quick_benchmarks_run_and_report(tmp_path, monkeypatch, capsys):
     assert all(r["vmap_ms"] > 0 and r["folded_ms"] > 0 for r in res["attention_vmap"]) and res["attention_vmap"]
     assert {r["impl"] for r in res["optimizer"]} == {"default", "foreach", "fused"}
     assert res["recurrent"]["attnlab_us"] > 0 and res["recurrent"]["bare_us"] > 0
+    assert {r["attention"] for r in res["recurrent_training"] if r["ms"] > 0} == {"additive", "none"}
     assert res["profiles"] and all(ops for ops in res["profiles"].values())
     assert any("bf16-mixed" in g["goal"] for g in res["goals"])
     printed = capsys.readouterr().out

@@ -126,6 +126,7 @@ def _section(r: QuestionResult, rep: QuestionResult | None = None) -> list[str]:
         *_replication_line(rep),
         f"- **Full (GPU) preset:** {q.full}",
         f"- **Quick preset:** `{' '.join(r.quick or q.quick)}`",
+        *([f"- **Preset changed after its verdict was seen:** {q.preset_changed}"] if q.preset_changed else []),
         f"- **Full report:** [{r.report}]({r.report})",
     ]
     if r.warning:

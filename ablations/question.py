@@ -89,6 +89,8 @@ class Question:
         baselines: label -> config file (relative to the repository) of each baseline arm: a network the sweep's
             grid cannot cross (another model class), run on the sweep's seeds with the quick flags that apply to
             it; the verdict reads it as the arm ``(label,)`` (``Arms.arm(label)``). See the module docstring.
+        preset_changed: how and why the quick preset changed after its verdict had been seen (the report and the
+            findings README print it, so a reader knows the preset was not chosen blind); empty if it never did.
 
     The registries' order (``ablations.questions.QUESTIONS``, ``ablations.questions_real.REAL_QUESTIONS``) is the
     order in which ``attnlab findings`` runs and reports the questions.
@@ -113,6 +115,7 @@ class Question:
     figures: Callable[[Path], list[Path]] | None = None
     test_domains: tuple[str, ...] = ()
     baselines: Mapping[str, str] = field(default_factory=dict, hash=False)
+    preset_changed: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "baselines", MappingProxyType(dict(self.baselines)))

@@ -327,7 +327,9 @@ def _markdown(question: Question, runs: list[RunRecord], header: list[str], rows
         f"- **Sweep:** `sweeps/{question.sweep}` · **axes:** {axes}{baselines}",
         f"- **Metric:** `{question.metric}` ({question.goal})",
         f"- **Expected:** {question.expected}",
-        *_verdict_lines(verdict), "",
+        *_verdict_lines(verdict),
+        *([f"- **Preset changed after its verdict was seen:** {question.preset_changed}"]
+          if question.preset_changed else []), "",
         *([f"> **Warning:** {warning}", ""] if warning else []),
         "## Results", "",
         "Mean ± std [95% Student-t interval] over finished seeds (n = finished/total); diverged and failed runs "

@@ -104,3 +104,19 @@ def test_the_readme_says_when_the_trials_ran(tmp_path: Path):
     line = next(x for x in (out / "README.md").read_text().splitlines() if x.startswith("- **Trials ran:**"))
     assert "2025-12-01 09:59 UTC to 2025-12-01 10:" in line and f"{span // 60}:{span % 60:02d} from the first" in line
     assert f"({len(runs)} trials of 1 questions" in line
+
+
+def test_a_preset_changed_after_its_verdict_says_so(tmp_path: Path, monkeypatch):
+    """A question whose quick preset changed after its verdict was seen says so in the README and its report."""
+    from dataclasses import replace
+
+    note = "train_size 12000 added for time alone, after the verdict at the whole split"
+    monkeypatch.setitem(QUESTIONS, "scaling", replace(QUESTIONS["scaling"], preset_changed=note))
+    root, out = tmp_path / "runs", tmp_path / "docs"
+    _finished_scaling(root)
+    assert findings_main(["--root", str(root), "--out", str(out), "--only", "scaling", "--report-only"]) == 0
+    line = f"- **Preset changed after its verdict was seen:** {note}"
+    assert line in (out / "README.md").read_text() and line in (out / "scaling" / "report.md").read_text()
+    monkeypatch.setitem(QUESTIONS, "scaling", replace(QUESTIONS["scaling"], preset_changed=""))
+    assert findings_main(["--root", str(root), "--out", str(out), "--only", "scaling", "--report-only"]) == 0
+    assert "Preset changed" not in (out / "README.md").read_text() + (out / "scaling" / "report.md").read_text()

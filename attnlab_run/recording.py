@@ -159,6 +159,9 @@ def _scalars(metrics: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+PROGRESS_KEY = "attnlab_progress"  # in a checkpoint: the fit's wall time and tokens seen when it was saved
+
+
 class RunSummary(L.Callback):
     """Writes summary.json: the fit's status, final and best metrics, parameters, wall time, tokens/s,
     seed and commit, and each evaluation of the run as a record of its own (``Summary.evaluations``).
@@ -181,6 +184,7 @@ class RunSummary(L.Callback):
         self.run_dir, self.seed, self.subcommand = run_dir, seed, subcommand
         self.evaluation, self.options, self.checkpoint = evaluation, dict(options or {}), checkpoint
         self.t0 = time.time()
+        self.prior_wall = 0.0  # a resumed fit's wall time before its checkpoint (``on_load_checkpoint``)
         self.train_time = 0.0
         self.started = False  # a loop began: before that, bad input (e.g. data) leaves no run behind
 
@@ -224,11 +228,23 @@ class RunSummary(L.Callback):
         self.t0, self.started = time.time(), True
         self._update(trainer, pl_module, status=Status.RUNNING)
 
+    def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
+        checkpoint[PROGRESS_KEY] = {"wall_time_s": self.prior_wall + time.time() - self.t0,
+                                    "tokens_seen": int(getattr(pl_module, "tokens_seen", 0))}
+
+    def on_load_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
+        """A resumed fit goes on counting: its wall time and tokens seen up to the checkpoint carry over, so the
+        summary's totals (and tokens/s) are the whole fit's, not the last segment's."""
+        progress = checkpoint.get(PROGRESS_KEY) or {}
+        self.prior_wall = float(progress.get("wall_time_s", 0.0))
+        if hasattr(pl_module, "tokens_seen"):
+            pl_module.tokens_seen = int(progress.get("tokens_seen", 0))
+
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.train_time = time.time() - self.t0
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        wall = time.time() - self.t0
+        wall = self.prior_wall + time.time() - self.t0
         tokens = getattr(pl_module, "tokens_seen", 0)
         diverged = getattr(pl_module, "diverged_at", None)
         status = Status.DIVERGED if diverged is not None else Status.SMOKE if trainer.fast_dev_run else Status.FINISHED

@@ -115,6 +115,10 @@ def test_resume_at_an_epoch_boundary_is_exact(tmp_path):
     with a restart in between end with the same weights as 2 epochs in one go."""
     whole = _fit(tmp_path, "whole")
     parts = _fit(tmp_path, "parts", "--trainer.max_epochs=1")
+    saved = torch.load(parts / "checkpoints" / "last.ckpt", weights_only=True)
+    assert saved["attnlab_progress"]["wall_time_s"] > 0
+    saved["attnlab_progress"]["wall_time_s"] = 1e6  # marks the first segment's wall time in the summary's total
+    torch.save(saved, parts / "checkpoints" / "last.ckpt")
     _fit(tmp_path, "parts", "--ckpt_path=last")
     a = torch.load(whole / "checkpoints" / "last.ckpt", weights_only=True)
     b = torch.load(parts / "checkpoints" / "last.ckpt", weights_only=True)
@@ -122,6 +126,9 @@ def test_resume_at_an_epoch_boundary_is_exact(tmp_path):
     for key, value in a["state_dict"].items():
         assert torch.equal(value, b["state_dict"][key]), key
     assert a["lr_schedulers"][0]["last_epoch"] == b["lr_schedulers"][0]["last_epoch"]
+    whole_s, parts_s = (json.loads((run / "summary.json").read_text()) for run in (whole, parts))
+    assert parts_s["tokens_seen"] == whole_s["tokens_seen"] > 0, "tokens seen before the restart carry over"
+    assert 1e6 < parts_s["wall_time_s"] < 1e6 + 600, "so does the wall time: the summary holds the whole fit's"
 
 
 def test_last_is_found_from_the_run_directory(tmp_path, capsys):

@@ -10,9 +10,9 @@ offline"); :func:`data_versions` names the versions a findings README was made w
 
 The quick presets are sized for 2 CPU cores (two trials at once, one thread each): each question is meant to
 finish within 30 minutes and the whole set within 3 hours. They were sized from the synthetic questions' trial
-times at comparable shapes; each preset's comment gives what its run then measured (sentiment_pooling_mr is over
-the 30 minutes on AMD EPYC; bottleneck_bible's first preset was too, and was shrunk after its verdict had been
-seen: ``Question.preset_changed`` says so in its report). They shrink data, epochs, width and warm-up, never a
+times at comparable shapes; each preset's comment gives what its run then measured (norm_bible, 33:47 on Intel Xeon,
+is over the 30 minutes, and sentiment_pooling_mr on AMD EPYC; bottleneck_bible's first preset was too, and was shrunk after its verdict had been seen:
+``Question.preset_changed`` says so in its report). They shrink data, epochs, width and warm-up, never a
 question's own axis.
 """
 
@@ -28,7 +28,8 @@ CLIPART_SOURCE = ("Tux Paint's clip-art stamps (Debian tuxpaint-stamps-default):
 # The GRU encoder-decoder at width 128 on a seeded 12,000 of the 28k training verse pairs, 3 epochs (324 steps of
 # <= 4000 tokens), warm-up 50 steps. Sized for time on seed 2001 (neither the verdict's seeds nor the replication's):
 # 9:25 a trial with additive attention (Intel Xeon, one thread, beside another fit, first data preparation
-# included); see BIBLE_GRU_PRESET_CHANGE for the preset it replaced.
+# included); see BIBLE_GRU_PRESET_CHANGE for the preset it replaced. The question then measured (e95809e, one
+# trial at a time): 6 trials summed 30:24, 4.5-8 min each, so 15-20 min with 2 at once.
 QUICK_BIBLE_GRU = ("--trainer.max_epochs=3", "--data.train_size=12000", "--data.val_size=200",
                    "--data.vocab_size=4000", "--model.embed_dim=128", "--model.hidden_size=128",
                    "--model.warmup_steps=50", "--trainer.log_every_n_steps=20")
@@ -51,7 +52,8 @@ QUICK_BIBLE_NORM = ("--trainer.max_epochs=3", "--data.train_size=6000", "--data.
 QUICK_BIBLE_POSITIONS = ("--trainer.max_epochs=4", "--data.train_size=10000", "--data.val_size=200",
                          "--data.vocab_size=4000", "--model.warmup_steps=150", "--trainer.log_every_n_steps=10")
 # 8.4k snippets x 4 epochs with the config's BiLSTM. Estimated at ~1 min a trial; measured 2026-12-02 (AMD EPYC,
-# 2 cores, commit 9f29b8f): 15 trials summed 1:07:45 (~4.5 min each), about 34 min with 2 at once.
+# 2 cores, commit 9f29b8f): 15 trials summed 1:07:45 (~4.5 min each), about 34 min with 2 at once; 2026-12-03
+# (Intel Xeon, e95809e, the same preset): 15 trials summed 32:05, 25:31 wall with the 45 out-of-domain tests.
 QUICK_MR = ("--trainer.max_epochs=4", "--trainer.log_every_n_steps=20")
 # RAM on 16k translated canvases x 4 epochs; measured 2026-12-02 (Intel Xeon, commit 8eac641): 12 trials (9 RAM,
 # 3 full-view) summed 11:35, about 6 min with 2 at once.

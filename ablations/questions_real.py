@@ -10,10 +10,10 @@ offline"); :func:`data_versions` names the versions a findings README was made w
 
 The quick presets are sized for 2 CPU cores (two trials at once, one thread each): each question is meant to
 finish within 30 minutes and the whole set within 3 hours. They were sized from the synthetic questions' trial
-times at comparable shapes; each preset's comment gives what its run then measured (norm_bible, 33:47 on Intel Xeon,
-is over the 30 minutes, and sentiment_pooling_mr on AMD EPYC; bottleneck_bible's first preset was too, and was shrunk after its verdict had been seen:
-``Question.preset_changed`` says so in its report). They shrink data, epochs, width and warm-up, never a
-question's own axis.
+times at comparable shapes; each preset's comment gives what its run then measured. norm_bible (33:47 on Intel
+Xeon) is over the 30 minutes, and sentiment_pooling_mr on AMD EPYC; bottleneck_bible's first preset was too, and
+was shrunk after its verdict had been seen (``Question.preset_changed`` says so in its report). They shrink data,
+epochs, width and warm-up, never a question's own axis.
 """
 
 from __future__ import annotations

@@ -185,7 +185,6 @@ class RunSummary(L.Callback):
         self.evaluation, self.options, self.checkpoint = evaluation, dict(options or {}), checkpoint
         self.t0 = time.time()
         self.prior_wall = 0.0  # a resumed fit's wall time before its checkpoint (``on_load_checkpoint``)
-        self.train_time = 0.0
         self.started = False  # a loop began: before that, bad input (e.g. data) leaves no run behind
 
     def _update(self, trainer: L.Trainer, pl_module: L.LightningModule, **fields: Any) -> None:
@@ -239,9 +238,6 @@ class RunSummary(L.Callback):
         self.prior_wall = float(progress.get("wall_time_s", 0.0))
         if hasattr(pl_module, "tokens_seen"):
             pl_module.tokens_seen = int(progress.get("tokens_seen", 0))
-
-    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.train_time = time.time() - self.t0
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         wall = self.prior_wall + time.time() - self.t0

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
 import threading
 from typing import Any
@@ -28,6 +27,7 @@ from lightning.pytorch.cli import LightningCLI
 
 from ablations.catalog import arm_axes
 from ablations.stackgroups import REFUSAL, REFUSED_EXIT, SEPARATOR
+from ablations.trialproc import install_handlers, restore_handlers
 from attnlab_core.errors import user_error_line
 from attnlab_run.cli import AttnlabCLI, build_cli, cli_class_for
 from attnlab_run.conventions import quiet_console
@@ -92,16 +92,16 @@ def _fit(cli: AttnlabCLI, k: int, lockstep: Lockstep, codes: list[int]) -> None:
                 logger._experiment.finish()
 
 
-def _forward_signals(clis: list[AttnlabCLI]) -> None:
-    """Preemption signals reach the main thread only: each seed's callback stops its fit at its next exact point."""
+def _forward_signals(clis: list[AttnlabCLI]) -> dict[int, Any]:
+    """Preemption signals reach the main thread only: each seed's callback stops its fit at its next exact point.
+    Returns the handlers replaced, for :func:`ablations.trialproc.restore_handlers`."""
     callbacks = [cb for cli in clis for cb in cli.trainer.callbacks if isinstance(cb, PreemptionCheckpoint)]
 
     def handle(signum: int, frame: Any) -> None:
         for callback in callbacks:
             callback.request(signum)
 
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
-        signal.signal(sig, handle)
+    return install_handlers(handle)
 
 
 def _one_wandb_run_per_seed() -> None:
@@ -141,12 +141,15 @@ def run(groups: list[list[str]]) -> int:
     codes = [1] * len(clis)
     threads = [threading.Thread(target=_fit, args=(cli, k, lockstep, codes), name=f"seed-{k}")
                for k, cli in enumerate(clis)]
-    _forward_signals(clis)
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        while thread.is_alive():
-            thread.join(0.2)  # short waits: the main thread runs the signal handler
+    previous = _forward_signals(clis)
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(0.2)  # short waits: the main thread runs the signal handler
+    finally:
+        restore_handlers(previous)
     for cli, code in zip(clis, codes, strict=True):
         print(f"{cli.run_dir}: exit {code}", flush=True)
     return next((c for c in codes if c not in (0, DIVERGED_EXIT)), 0)

@@ -147,3 +147,36 @@ def test_sigterm_to_a_stacked_group_preempts_every_seed_and_each_resumes_alone(t
         assert own.status == "finished" and own.global_step == ref.global_step == 3 * epochs
         for key in ("val/loss", "test/exact_match", "test/loss"):
             assert own.metrics[key] == pytest.approx(ref.metrics[key], rel=1e-4, abs=1e-6), key
+
+
+def test_a_stacked_run_puts_back_the_signal_handlers_it_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ablations.stacked.run`` forwards SIGTERM/SIGINT/SIGUSR1 to its seeds while they train, then puts back
+    the handlers it found: a process that goes on after it (a test worker) keeps its own."""
+    import signal
+
+    from ablations import stacked
+
+    def mine(signum: int, frame: object) -> None:
+        """A handler the process had before the stacked run."""
+
+    monkeypatch.setattr(stacked, "build", lambda groups: [])
+    monkeypatch.setattr(stacked, "why_not", lambda clis: None)
+    monkeypatch.setattr(stacked, "Lockstep", lambda models: None)
+    seen: list[object] = []
+    monkeypatch.setattr(stacked, "_fit", lambda *args: None)
+    found = {sig: signal.signal(sig, mine) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)}
+    try:
+        real_forward = stacked._forward_signals
+
+        def forward(clis: list[object]) -> dict[int, object]:
+            previous = real_forward(clis)
+            seen.append(signal.getsignal(signal.SIGINT))
+            return previous
+
+        monkeypatch.setattr(stacked, "_forward_signals", forward)
+        assert stacked.run([["fit"], ["fit"]]) == 0
+        assert seen and seen[0] is not mine  # it did install its own while the seeds trained
+        assert all(signal.getsignal(sig) is mine for sig in found)
+    finally:
+        for sig, handler in found.items():
+            signal.signal(sig, handler)

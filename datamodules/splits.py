@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import InitVar, dataclass
 from typing import Literal, TypeVar
 
+import numpy as np
 import torch
 
 from attnlab_core.errors import UsageError
@@ -72,6 +73,15 @@ class SplitSizes(Mapping[str, int | None]):
     def cap(self, items: Sequence[T], split: Split) -> Sequence[T]:
         """The first ``<split>_size`` items (all of them without a size)."""
         return items[: self[split]]
+
+    def train_subset(self, n_train: int, seed: int) -> list[int] | None:
+        """The indices (ascending) of a seeded ``train_size`` of ``n_train`` training items, drawn without
+        replacement, or None where there is no cap or it keeps them all. The one seeded subset every corpus
+        with a ``train_size`` cap takes (translation pairs, language-model windows)."""
+        cap = self.train
+        if cap is None or cap >= n_train:
+            return None
+        return np.sort(np.random.default_rng(seed).choice(n_train, size=cap, replace=False)).tolist()
 
     def held_out(self, n_train: int) -> int:
         """How many of ``n_train`` training examples become the validation split when a corpus publishes

@@ -39,7 +39,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
 from torch import Tensor
 from torch.utils.data import DataLoader, Subset
 
@@ -339,11 +338,8 @@ class TranslationData(SplitDataModule):
     def _train_store(self) -> Sequence[tuple[list[int], list[int]]]:
         """The memory-mapped training pairs, or a seeded ``train_size`` subset of them."""
         store = TokenStore(self._store_dir())
-        cap = self.sizes["train"]
-        if cap is None or cap >= len(store):
-            return store
-        keep = np.sort(np.random.default_rng(self.hparams.seed).choice(len(store), size=cap, replace=False))
-        return Subset(store, keep.tolist())
+        keep = self.sizes.train_subset(len(store), self.hparams.seed)
+        return store if keep is None else Subset(store, keep)
 
     def _loader(self, split: Split) -> DataLoader:
         hp, data = self.hparams, self.datasets[split]

@@ -159,9 +159,9 @@ class TextLM(OneVocabulary, SplitDataModule):
         stream = self.streams["test" if split == "predict" else split]
         if split == "train":
             starts = torch.tensor([s for s, _ in windows(len(stream), context=self.context, stride=None)])
-            if self.sizes["train"] is not None and self.sizes["train"] < len(starts):
-                keep = torch.randperm(len(starts), generator=torch.Generator().manual_seed(self.seed))
-                starts = starts[keep[: self.sizes["train"]].sort().values]
+            keep = self.sizes.train_subset(len(starts), self.seed)
+            if keep is not None:
+                starts = starts[keep]
             world, rank = distributed_world()
             sampler = torch.utils.data.DistributedSampler(range(len(starts)), num_replicas=world, rank=rank,
                                                           shuffle=True, seed=self.seed)

@@ -109,3 +109,16 @@ def test_held_out_splits_do_not_depend_on_train_size(make) -> None:
 
 def _rows(data) -> list:
     return [[v.tolist() if hasattr(v, "tolist") else v for v in data[i]] for i in range(len(data))]
+
+
+@pytest.mark.parametrize("cap, n", [(4, 10), (10, 10), (12, 10), (None, 10), (1, 1)])
+def test_a_train_subset_is_a_seeded_ascending_draw_without_repeats(cap: int | None, n: int) -> None:
+    sizes = SplitSizes(train=cap, nullable=True)
+    keep = sizes.train_subset(n, seed=3)
+    if cap is None or cap >= n:
+        assert keep is None  # the corpus as it is, no copy
+        return
+    assert len(keep) == cap and keep == sorted(set(keep)) and 0 <= keep[0] and keep[-1] < n
+    assert sizes.train_subset(n, seed=3) == keep
+    assert any(sizes.train_subset(n, seed=s) != keep for s in range(4, 12))
+

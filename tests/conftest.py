@@ -2,6 +2,8 @@
 
 import os
 import re
+import signal
+import warnings
 
 os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("WANDB_SILENT", "true")
@@ -53,3 +55,20 @@ def pytest_collection_modifyitems(config, items):
         return float(mark.args[0]) if mark else 0.0
 
     items.sort(key=minutes, reverse=True)  # stable: unmarked tests keep their collection order
+
+
+_PREEMPTION_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers_put_back():
+    """Each test ends with the process's preemption-signal handlers as it found them. A test (or the code it
+    calls in-process) that leaves its own is named in a warning and its handlers are put back, so no later
+    test on the same worker sees them (CI once failed on that order, session 17)."""
+    found = {sig: signal.getsignal(sig) for sig in _PREEMPTION_SIGNALS}
+    yield
+    left = [sig.name for sig, handler in found.items() if signal.getsignal(sig) is not handler]
+    for sig, handler in found.items():
+        signal.signal(sig, handler)
+    if left:
+        warnings.warn(f"this test left its own handler for {', '.join(left)} (put back)", stacklevel=1)

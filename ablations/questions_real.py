@@ -13,7 +13,8 @@ finish within 30 minutes and the whole set within 3 hours. They were sized from 
 times at comparable shapes; each preset's comment gives what its run then measured. bottleneck_bible's and
 norm_bible's first presets were over the 30 minutes and were shrunk after their verdicts had been seen
 (``Question.preset_changed`` says so in their reports). They shrink data, epochs, width and warm-up, never a
-question's own axis. sentiment_pooling_mr took about 34 minutes once on AMD EPYC (25:31 on Intel Xeon).
+question's own axis. The whole set took 1:10:13 in one invocation on a quiet AMD EPYC (0cf26a8, 2026-12-05),
+every question within 18 minutes there (docs/sweeps.md has each).
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ BIBLE_GRU_PRESET_CHANGE = (
 # 6+6-layer Transformers at width 64 on a seeded 5000 verse pairs x 3 epochs (54 steps an epoch of <= 4000
 # tokens), validated at each epoch's end. Sized for time on seed 2001 (post-norm, warm-up 100; AMD EPYC, two
 # fits at once, one thread each, first data preparation included): 157 s a trial, against 207 s for the preset
-# it replaced (NORM_BIBLE_PRESET_CHANGE).
+# it replaced (NORM_BIBLE_PRESET_CHANGE). The question then measured (0cf26a8, AMD EPYC, quiet): 12 trials of
+# 120-128 s, 12:20 with 2 at once.
 QUICK_BIBLE_NORM = ("--trainer.max_epochs=3", "--data.train_size=5000", "--data.val_size=200",
                     "--data.vocab_size=2000", "--model.d_model=64", "--model.d_ff=256",
                     "--trainer.log_every_n_steps=10")
@@ -60,7 +62,8 @@ QUICK_BIBLE_POSITIONS = ("--trainer.max_epochs=4", "--data.train_size=10000", "-
                          "--data.vocab_size=4000", "--model.warmup_steps=150", "--trainer.log_every_n_steps=10")
 # 8.4k snippets x 4 epochs with the config's BiLSTM. Estimated at ~1 min a trial; measured 2026-12-02 (AMD EPYC,
 # 2 cores, commit 9f29b8f): 15 trials summed 1:07:45 (~4.5 min each), about 34 min with 2 at once; 2026-12-03
-# (Intel Xeon, e95809e, the same preset): 15 trials summed 32:05, 25:31 wall with the 45 out-of-domain tests.
+# (Intel Xeon, e95809e, the same preset): 15 trials summed 32:05, 25:31 wall with the 45 out-of-domain tests;
+# 2026-12-05 (AMD EPYC, quiet, 0cf26a8): 15 trials of 57-60 s, about 11 min with the out-of-domain tests.
 QUICK_MR = ("--trainer.max_epochs=4", "--trainer.log_every_n_steps=20")
 # RAM on 16k translated canvases x 4 epochs; measured 2026-12-02 (Intel Xeon, commit 8eac641): 12 trials (9 RAM,
 # 3 full-view) summed 11:35, about 6 min with 2 at once.

@@ -121,4 +121,3 @@ def test_a_train_subset_is_a_seeded_ascending_draw_without_repeats(cap: int | No
     assert len(keep) == cap and keep == sorted(set(keep)) and 0 <= keep[0] and keep[-1] < n
     assert sizes.train_subset(n, seed=3) == keep
     assert any(sizes.train_subset(n, seed=s) != keep for s in range(4, 12))
-

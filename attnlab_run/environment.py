@@ -17,18 +17,40 @@ import torch
 
 # The keys whose disagreement across the arms of one question the report warns about.
 COMPARED = ("cpu", "gpu", "torch", "lightning", "precision", "deterministic")
+CPU_IDS = (("cpu family", "family"), ("model", "model"), ("stepping", "stepping"))
+"""``/proc/cpuinfo`` keys that tell CPUs of one model name apart, and how ``cpu_model`` labels them."""
 
 
 @functools.cache
 def cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo`` on Linux, else ``platform.processor()``)."""
+    """The CPU's model name (``/proc/cpuinfo`` on Linux, else ``platform.processor()``), with its x86 family,
+    model and stepping where ``/proc/cpuinfo`` gives them (``cpu_from_cpuinfo``)."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        found = cpu_from_cpuinfo(Path("/proc/cpuinfo").read_text())
     except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown"
+        found = None
+    return found or platform.processor() or platform.machine() or "unknown"
+
+
+def cpu_from_cpuinfo(text: str) -> str | None:
+    """``model name (family F model M stepping S)`` of the first processor in ``/proc/cpuinfo`` text, or the name
+    alone where those fields are missing; None without a model name.
+
+    A virtual machine may show only a family name ("AMD EPYC"): two such machines of different generations then
+    read alike, while their trials differ in speed (two "AMD EPYC" machines ran the quick ``norm`` trials about 1.45x
+    apart, BENCHMARKS.md, 2026-12-05); the numbers tell them apart, so reports and the time benchmark do too.
+    """
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            break  # the first processor's block ends
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    name = fields.get("model name")
+    if not name:
+        return None
+    ids = [f"{label} {fields[key]}" for key, label in CPU_IDS if fields.get(key)]
+    return f"{name} ({', '.join(ids)})" if len(ids) == len(CPU_IDS) else name
 
 
 def gpu_model(trainer: L.Trainer | None) -> str | None:

@@ -33,7 +33,7 @@ def cpu_model() -> str:
 
 
 def cpu_from_cpuinfo(text: str) -> str | None:
-    """``model name (family F model M stepping S)`` of the first processor in ``/proc/cpuinfo`` text, or the name
+    """``model name (family F, model M, stepping S)`` of the first processor in ``/proc/cpuinfo`` text, or the name
     alone where those fields are missing; None without a model name.
 
     A virtual machine may show only a family name ("AMD EPYC"): two such machines of different generations then

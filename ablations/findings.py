@@ -24,6 +24,7 @@ before anything is created; its README header also names the data's package vers
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import re
 import sys
@@ -34,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from ablations.findings_readme import QuestionResult, hms, load_results, readme, stamp
+from ablations.power import PLAN, load_or_make_plan, planned_seeds
+from ablations.power import SUBDIR as POWER_SUBDIR
 from ablations.questions import ORDER, QUESTIONS, Question
 from ablations.questions_real import REAL_ORDER, REAL_QUESTIONS
 from ablations.replication import FIRST_SEED, SUBDIR, folders, seed_values
@@ -83,11 +86,12 @@ class Progress:
 
 
 
-def _plan(question: Question, root: Path, seeds: int | None, replicate: bool = False, stack: bool | None = None) -> Any:
+def _plan(question: Question, root: Path, seeds: int | None, replicate: bool = False, stack: bool | None = None,
+          power: dict[str, Any] | None = None) -> Any:
     from ablations.runner import load_sweep, make_plan
 
     sweep = load_sweep(question.sweep_path)
-    values = seed_values(sweep, seeds, replicate=replicate)
+    values = planned_seeds(power, question.name) if power else seed_values(sweep, seeds, replicate=replicate)
     if values is not None:
         sweep["parameters"]["seed_everything"] = {"values": values}
     return make_plan(sweep, root=root, scale="quick", threads=1, stack=stack)
@@ -111,14 +115,16 @@ def run_questions(
     echo: Callable[[str], None] = print,
     replicate: bool = False,
     stack: bool | None = None,
+    power: dict[str, Any] | None = None,
 ) -> Progress:
     """Run every question's quick sweep (skipping finished trials), echoing each trial and the overall ETA;
     ``replicate``: on the disjoint replication seeds (``ablations.replication``); ``stack``: an arm's seeds
-    trained stacked where they can be (None: ``ablations.stackgroups.default_stack``)."""
+    trained stacked where they can be (None: ``ablations.stackgroups.default_stack``); ``power``: each question on
+    the fresh seeds its plan gives it (``ablations.power``)."""
     from ablations.domains import run_domain_tests
     from ablations.runner import run_sweep
 
-    plans = [_plan(q, root, seeds, replicate, stack) for q in questions]
+    plans = [_plan(q, root, seeds, replicate, stack, power) for q in questions]
     progress = Progress(total=sum(_trials(p) for p in plans), jobs=jobs)
     for question, plan in zip(questions, plans, strict=True):
         echo(f"== {question.name} ({_trials(plan)} trials) -> {plan.root / plan.name}")
@@ -216,6 +222,12 @@ def findings_parser() -> argparse.ArgumentParser:
                    help=f"run a second, disjoint seed set ({FIRST_SEED}, {FIRST_SEED + 1}, ...: never used while "
                         f"choosing a preset) under ROOT/{SUBDIR}, report it under OUT/{SUBDIR}, and mark in the "
                         "README whether each verdict replicated")
+    p.add_argument("--power", action="store_true",
+                   help=f"more seeds where a comparison sits at the seeds' resolution: a third, disjoint set whose "
+                        f"size per question is fixed once, from both earlier sets' verdicts, in "
+                        f"OUT/{POWER_SUBDIR}/plan.json before any of it trains (ablations/power.py); runs under "
+                        f"ROOT/{POWER_SUBDIR}, reports under OUT/{POWER_SUBDIR}, fills the README's "
+                        "'more seeds' column")
     return p
 
 
@@ -247,15 +259,21 @@ def findings_main(argv: list[str]) -> int:
     """``attnlab findings``: exit 0 when the README was written, 1 when no question had runs, 2 on bad input."""
     args = findings_parser().parse_args(argv)
     pool, order, wrong = _selection(args)
-    if args.jobs < 1 or (args.seeds is not None and args.seeds < 1) or wrong:
-        print(f"attnlab findings: error: {wrong or '--jobs and --seeds must be at least 1'}", file=sys.stderr)
+    clash = None if not args.power else "--power takes each question's seed count from its plan: drop --seeds" \
+        if args.seeds else "--power and --replicate are two different seed sets: choose one" if args.replicate else None
+    if args.jobs < 1 or (args.seeds is not None and args.seeds < 1) or wrong or clash:
+        print(f"attnlab findings: error: {wrong or clash or '--jobs and --seeds must be at least 1'}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     names = args.only or [n for n in order if n in pool] + [n for n in pool if n not in order]
     questions = [pool[n] for n in names]
     sub = "/real" if args.real else ""
     root, out, t0 = Path(args.root or f"runs/findings{sub}"), Path(args.out or f"docs/findings{sub}"), time.time()
-    runs_at, reports_at = folders(root, out, replicate=args.replicate)
+    runs_at, reports_at = folders(root, out, replicate=args.replicate or args.power,
+                                  subdir=POWER_SUBDIR if args.power else SUBDIR)
+    power = _power_plan(out, order, pool, write=not args.dry_run) if args.power else None
+    if power is not None:
+        questions = [q for q in questions if planned_seeds(power, q.name)]
     if args.real and not args.report_only:
         missing = _missing_data_line(questions)
         if missing and not args.dry_run:
@@ -264,19 +282,38 @@ def findings_main(argv: list[str]) -> int:
         print(f"findings --real: {missing or 'the data of every question is in place'}")
     if not args.report_only:
         run_questions(questions, root=runs_at, jobs=args.jobs, timeout_s=args.timeout, seeds=args.seeds,
-                      dry_run=args.dry_run, replicate=args.replicate, stack=args.stack)
+                      dry_run=args.dry_run, replicate=args.replicate, stack=args.stack, power=power)
     if args.dry_run:
         return 0
     reported = [r for q in questions if (r := report_question(q, root=runs_at, out=reports_at)) is not None]
-    if not reported:
+    if not reported and power is None:
         print(f"attnlab findings: error: no runs under {runs_at}", file=sys.stderr)
         return 1
     results = load_results(out, order, questions=pool)
-    again = {r.name: r for r in load_results(folders(root, out, replicate=True)[1], order, questions=pool)}
+    again, more = _by_name(out / SUBDIR, order, pool), _by_name(out / POWER_SUBDIR, order, pool)
+    plan_path = out / POWER_SUBDIR / PLAN
     missing_q = [q for q in pool.values() if q.name not in {r.name for r in results}]
     command = "attnlab findings " + " ".join(argv) if argv else "attnlab findings"
     path = out / "README.md"
     path.write_text(readme(results, command=command.strip(), wall_s=time.time() - t0, missing=missing_q,
-                           real=args.real, replications=again))
+                           real=args.real, replications=again, more_seeds=more,
+                           plan=json.loads(plan_path.read_text()) if plan_path.is_file() else None))
     print(f"findings: {path} ({len(reported)} question(s) reported now, {len(results)} in the README)")
     return 0
+
+
+def _by_name(out: Path, order: Sequence[str], pool: dict[str, Question]) -> dict[str, QuestionResult]:
+    return {r.name: r for r in load_results(out, order, questions=pool)}
+
+
+def _power_plan(out: Path, order: Sequence[str], pool: dict[str, Question], *, write: bool) -> dict[str, Any]:
+    """The third seed set's plan (``ablations.power``): read from OUT/power/plan.json, or made from the saved
+    verdicts of both earlier sets and written there (not on a dry run); each planned question printed."""
+    main, again = _by_name(out, order, pool), _by_name(out / SUBDIR, order, pool)
+    plan, made = load_or_make_plan(out, main, again, write=write)
+    print(f"findings --power: plan {'made now' if made else 'as declared'} {plan.get('declared')} "
+          f"({out / POWER_SUBDIR / PLAN}{'' if write or not made else ', not written: dry run'})")
+    for name, entry in plan.get("questions", {}).items():
+        print(f"  {name}: {entry['seeds']} seeds" if entry["seeds"] else f"  {name}: none ({entry['why']})")
+    return plan
+

@@ -16,6 +16,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ablations.catalog import question_for
 from ablations.questions import QUESTIONS, Question
@@ -113,7 +114,7 @@ def _replication_line(rep: QuestionResult | None) -> list[str]:
             f"[report](replication/{rep.report}))"]
 
 
-def _section(r: QuestionResult, rep: QuestionResult | None = None) -> list[str]:
+def _section(r: QuestionResult, rep: QuestionResult | None = None, more: list[str] | None = None) -> list[str]:
     q = r.question
     lines = [
         "",
@@ -124,6 +125,7 @@ def _section(r: QuestionResult, rep: QuestionResult | None = None) -> list[str]:
         f"- **Verdict:** {r.verdict}",
         f"- **Runs:** {_provenance(r)}",
         *_replication_line(rep),
+        *(more or []),
         f"- **Full (GPU) preset:** {q.full}",
         f"- **Quick preset:** `{' '.join(r.quick or q.quick)}`",
         *([f"- **Preset changed after its verdict was seen:** {q.preset_changed}"] if q.preset_changed else []),
@@ -147,13 +149,16 @@ def _data_lines() -> list[str]:
 
 
 def readme(results: Sequence[QuestionResult], *, command: str, wall_s: float, missing: Sequence[Question] = (),
-           real: bool = False, replications: Mapping[str, QuestionResult] | None = None) -> str:
+           real: bool = False, replications: Mapping[str, QuestionResult] | None = None,
+           more_seeds: Mapping[str, QuestionResult] | None = None, plan: Mapping[str, Any] | None = None) -> str:
     """The findings README: header, one row per claim, a section per question with its figures. ``real``:
     the README of the questions on real data (its title, and a line naming the data packages' versions).
-    ``replications``: each question's result on the replication seeds (``ablations.replication``), by name."""
+    ``replications``: each question's result on the replication seeds (``ablations.replication``), by name;
+    ``more_seeds`` and ``plan``: the third seed set's results and its plan (``ablations.power``)."""
+    from ablations import power
     from ablations.verdicts import verdict_word
 
-    again = replications or {}
+    again, more = replications or {}, more_seeds or {}
     from attnlab_run.environment import cpu_model
 
     trial_wall = sum(r.trial_wall_s or 0.0 for r in results)
@@ -176,17 +181,25 @@ def readme(results: Sequence[QuestionResult], *, command: str, wall_s: float, mi
         f"- **Replicated:** whether the verdict's answer is the same on a second, disjoint seed set ({FIRST_SEED}, "
         f"{FIRST_SEED + 1}, ...; never looked at while choosing the presets: `attnlab findings --replicate`), "
         "with the replication's answer in brackets.",
+        f"- **More seeds:** where a comparison sat within seed noise, the answer on a third, disjoint seed set "
+        f"({power.FIRST_SEED}, ...) of the size that comparison needs (80% power, at most {power.CAP}), fixed "
+        f"in [power/{power.PLAN}](power/{power.PLAN}) before any of it ran and read alone, never pooled "
+        "(`attnlab findings --power`); \"needs N\": the seeds a comparison would need, beyond that cap.",
         "",
-        "| question | claim | source | verdict | replicated | key numbers |",
-        "|---|---|---|---|---|---|",
+        "| question | claim | source | verdict | replicated | more seeds | key numbers |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in results:
         q, rep = r.question, again.get(r.name)
         lines.append(
             f"| [{q.name}](#{q.name}) | {_cell(q.claim)} | {_cell(q.source)} | **{verdict_word(r.verdict)}** | "
-            f"{replicated(r.verdict, rep.verdict if rep else None)} | {_cell(r.key_numbers)} |"
+            f"{replicated(r.verdict, rep.verdict if rep else None)} | {power.cell(plan, r.name, more.get(r.name))} | "
+            f"{_cell(r.key_numbers)} |"
         )
-    lines += [f"| {q.name} | {_cell(q.claim)} | {_cell(q.source)} | **not run** | not run | — |" for q in missing]
+    lines += [f"| {q.name} | {_cell(q.claim)} | {_cell(q.source)} | **not run** | not run | — | — |"
+              for q in missing]
     for r in results:
-        lines += _section(r, again.get(r.name))
+        m = more.get(r.name)
+        lines += _section(r, again.get(r.name),
+                          power.section_lines(plan, r.name, m, _provenance(m) if m else ""))
     return "\n".join(lines) + "\n"

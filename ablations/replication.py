@@ -28,9 +28,10 @@ def seed_values(sweep: Mapping[str, Any], seeds: int | None, *, replicate: bool)
     return list(range(FIRST_SEED, FIRST_SEED + n))
 
 
-def folders(root: Path, out: Path, *, replicate: bool) -> tuple[Path, Path]:
-    """(runs root, reports folder) of the seed set: the replication set lives one level down in each."""
-    return (root / SUBDIR, out / SUBDIR) if replicate else (root, out)
+def folders(root: Path, out: Path, *, replicate: bool, subdir: str = SUBDIR) -> tuple[Path, Path]:
+    """(runs root, reports folder) of the seed set: another set than the main one (the replication, or
+    ``ablations.power``'s third set: ``subdir``) lives one level down in each."""
+    return (root / subdir, out / subdir) if replicate else (root, out)
 
 
 def replicated(first: str | None, second: str | None) -> str:

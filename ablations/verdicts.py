@@ -13,6 +13,7 @@ reads "supported where shown".
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -23,6 +24,22 @@ from ablations.stats import POWER, Goal, Stat, compare, seeds_for_power
 Arm = tuple[Any, ...]
 ArmStats = Mapping[Arm, Mapping[str, Stat]]
 Answer = Literal["supported", "not supported", "inconclusive", "not shown at this scale"]
+
+
+RESOLVE = "about {n} seeds would resolve the observed difference at {power:.0%} power"
+"""How a check's text says how many seeds its observed difference needs (``Check.needs``; read back by
+``needs_in``)."""
+_NEEDS = re.compile(re.escape(RESOLVE).replace(r"\{n\}", r"(\d+)").replace(r"\{power:\.0%\}", r"\d+%"))
+_CLAIM = re.compile(r"^(.*?): (?:inconclusive|not shown at this scale) \(")
+
+
+def needs_in(verdict: str) -> list[tuple[str, int]]:
+    """(claim, seeds) for each check of a verdict line (``join``) whose text says how many seeds would resolve it."""
+    found = []
+    for part in verdict.partition(": ")[2].split(" | "):  # after the overall answer, one part per check
+        if (n := _NEEDS.search(part)) and (claim := _CLAIM.match(part)):
+            found.append((claim[1], int(n[1])))
+    return found
 
 
 @dataclass(frozen=True)
@@ -45,8 +62,7 @@ class Check:
     needs: int | None = None
 
     def text(self) -> str:
-        resolve = f"about {self.needs} seeds would resolve the observed difference at {POWER:.0%} power"
-        power = f"; {resolve}" if self.needs else ""
+        power = f"; {RESOLVE.format(n=self.needs, power=POWER)}" if self.needs else ""
         why = f" ({self.why}{power})" if self.why else ""
         return f"{self.claim}: {self.answer}{why} — {self.detail}"
 
@@ -151,8 +167,9 @@ def _bound(stats: ArmStats, arm: Arm, *, metric: str, bound: float, claim: str, 
     lo, hi = s.ci95
     if s.n < 2 or not (math.isfinite(lo) and math.isfinite(hi)):
         return Check(claim, "inconclusive", detail, why="n too small")
-    if lo < bound < hi:
-        return Check(claim, "inconclusive", detail, why="the 95% interval straddles the bound")
+    if lo < bound < hi:  # the seeds that would place the mean on one side: a one-sample t test against the bound
+        return Check(claim, "inconclusive", detail, why="the 95% interval straddles the bound",
+                     resolves=(hi - lo) / 2, needs=seeds_for_power((s.mean - bound) / s.std, paired=True))
     within = hi <= bound if upper else lo >= bound
     return Check(claim, "supported" if within else "not supported", detail)
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ablations.ranges import is_count, metric_range
-from ablations.stats import POWER, Goal, Stat, compare, seeds_for_power
+from ablations.stats import MAX_SEEDS, POWER, Goal, Stat, compare, seeds_for_power
 
 Arm = tuple[Any, ...]
 ArmStats = Mapping[Arm, Mapping[str, Stat]]
@@ -29,6 +29,7 @@ Answer = Literal["supported", "not supported", "inconclusive", "not shown at thi
 RESOLVE = "about {n} seeds would resolve the observed difference at {power:.0%} power"
 """How a check's text says how many seeds its observed difference needs (``Check.needs``; read back by
 ``needs_in``)."""
+NO_COUNT = "no count up to {most:,} seeds would resolve the observed difference at {power:.0%} power"
 _NEEDS = re.compile(re.escape(RESOLVE).replace(r"\{n\}", r"(\d+)").replace(r"\{power:\.0%\}", r"\d+%"))
 _CLAIM = re.compile(r"^(.*?): (?:inconclusive|not shown at this scale) \(")
 
@@ -48,7 +49,8 @@ class Check:
 
     ``resolves``: half the width of a comparison's paired 95% interval, the smallest difference these seeds
     can tell from noise. ``needs``: the seeds that would resolve the observed difference (80% power,
-    ``stats.seeds_for_power``) when it was within seed noise; None otherwise. ``control``: a precondition
+    ``stats.seeds_for_power``) when it was within seed noise, 0 when no count up to ``stats.MAX_SEEDS`` would
+    (a difference of about zero); None otherwise. ``control``: a precondition
     (e.g. equal parameter counts), not a finding; a question whose findings are all "not shown at this scale"
     answers that, whatever its controls say.
     """
@@ -62,7 +64,8 @@ class Check:
     needs: int | None = None
 
     def text(self) -> str:
-        power = f"; {RESOLVE.format(n=self.needs, power=POWER)}" if self.needs else ""
+        power = f"; {RESOLVE.format(n=self.needs, power=POWER)}" if self.needs else (
+            f"; {NO_COUNT.format(most=MAX_SEEDS, power=POWER)}" if self.needs == 0 else "")
         why = f" ({self.why}{power})" if self.why else ""
         return f"{self.claim}: {self.answer}{why} — {self.detail}"
 
@@ -123,7 +126,7 @@ def better(
         detail,
         why=outcome if outcome == "n too small" else "difference within seed noise",
         resolves=(cmp.hi - cmp.lo) / 2,
-        needs=None if outcome == "n too small" else seeds_for_power(cmp.effect, paired=cmp.paired),
+        needs=None if outcome == "n too small" else seeds_for_power(cmp.effect, paired=cmp.paired) or 0,
     )
 
 
@@ -169,7 +172,7 @@ def _bound(stats: ArmStats, arm: Arm, *, metric: str, bound: float, claim: str, 
         return Check(claim, "inconclusive", detail, why="n too small")
     if lo < bound < hi:  # the seeds that would place the mean on one side: a one-sample t test against the bound
         return Check(claim, "inconclusive", detail, why="the 95% interval straddles the bound",
-                     resolves=(hi - lo) / 2, needs=seeds_for_power((s.mean - bound) / s.std, paired=True))
+                     resolves=(hi - lo) / 2, needs=seeds_for_power((s.mean - bound) / s.std, paired=True) or 0)
     within = hi <= bound if upper else lo >= bound
     return Check(claim, "supported" if within else "not supported", detail)
 

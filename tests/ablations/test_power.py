@@ -41,6 +41,15 @@ def test_needs_are_read_back_from_the_verdict_line_each_with_its_claim():
     assert [c for c, _ in needs_in(two)] == ["first", "second"]
 
 
+def test_a_difference_of_about_zero_says_no_seed_count_would_resolve_it():
+    same = better({("a",): {"m": stat([0.70, 0.62, 0.75], [1, 2, 3])},
+                   ("b",): {"m": stat([0.70, 0.62, 0.75], [1, 2, 3])}}, ("a",), ("b",), metric="m",
+                  goal="maximize", claim="a beats b")
+    assert same.answer == "inconclusive" and same.needs == 0
+    assert "no count up to 10,000 seeds would resolve the observed difference" in same.text()
+    assert needs_in(join([same])) == [], "nothing to plan for"
+
+
 def test_a_straddled_bound_says_how_many_seeds_would_place_the_mean_on_one_side():
     check = at_most({("a",): {"drop": seeds(0.05, 0.12)}}, ("a",), metric="drop", bound=0.15, claim="flat")
     assert check.answer == "inconclusive" and check.needs is not None and check.needs >= 2

@@ -83,15 +83,17 @@ def _utc(epoch: float) -> str:
     return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _span_line(results: Sequence[QuestionResult]) -> list[str]:
-    """When the trials of every question below ran: first start to last end (one line; none if unrecorded)."""
+def _span_line(results: Sequence[QuestionResult], seeds: str = "") -> list[str]:
+    """When the trials of one seed set (``seeds``: its name, if not the main one) ran: first start to last end
+    (one line; none if unrecorded)."""
     spans = [r.trials_span for r in results if r.trials_span]
     if not spans:
         return []
     lo, hi = min(s[0] for s in spans), max(s[1] for s in spans)
     trials = sum(r.trials for r in results)
-    return [f"- **Trials ran:** {_utc(lo)} to {_utc(hi)}: {hms(hi - lo)} from the first trial's start to the last "
-            f"one's end ({trials} trials of {len(results)} questions, as recorded by the runner)"]
+    return [f"- **Trials ran{f', {seeds}' if seeds else ''}:** {_utc(lo)} to {_utc(hi)}: {hms(hi - lo)} from the "
+            f"first trial's start to the last one's end ({trials} trials of {len(results)} questions, as recorded "
+            "by the runner)"]
 
 
 def _cell(text: str) -> str:
@@ -171,6 +173,8 @@ def readme(results: Sequence[QuestionResult], *, command: str, wall_s: float, mi
         f"- **Wall time:** {hms(wall_s)} for this invocation (finished trials are skipped on a rerun); "
         f"{hms(trial_wall)} summed over the trials' own training wall times, every question below",
         *_span_line(results),
+        *_span_line(list(again.values()), f"replication seeds ({FIRST_SEED}..)"),
+        *_span_line(list(more.values()), f"more seeds ({power.FIRST_SEED}..)"),
         *(_data_lines() if real else []),
         f"- **Scale:** `--scale quick` presets (`ablations/questions{'_real' if real else ''}.py`); seeds per arm as "
         "in each sweep file. "

@@ -97,8 +97,10 @@ def test_the_plan_is_fixed_once_and_a_dry_run_writes_nothing(tmp_path: Path):
 def test_the_readme_gives_the_third_sets_answer_and_what_was_planned(tmp_path: Path):
     main = [_result("scaling", _noisy("sqrt_dk beats dk"))]
     plan = make_plan({"scaling": main[0]}, {})
-    text = readme(main, command="attnlab findings --power", wall_s=1.0, plan=plan,
-                  more_seeds={"scaling": _result("scaling", "supported: sqrt_dk beats dk: supported — m")})
+    more = _result("scaling", "supported: sqrt_dk beats dk: supported — m")
+    more.trials_span, more.trials = [1.8e9, 1.8e9 + 600], 30
+    text = readme(main, command="attnlab findings --power", wall_s=1.0, plan=plan, more_seeds={"scaling": more})
+    assert f"- **Trials ran, more seeds ({FIRST_SEED}..):** " in text and "0:10:00" in text, "each set its own span"
     row = next(line for line in text.splitlines() if line.startswith("| [scaling]"))
     assert f"| n={plan['questions']['scaling']['seeds']}: supported |" in row
     assert "- **More seeds** (" in text and "(power/scaling/report.md)" in text and "power/plan.json" in text

@@ -118,6 +118,10 @@ class SweepPlan:
         return Trial(name=name, params=params, run_dir=run_dir, command=command)
 
 
+TRIAL_PROGRESS_EVERY = "50"
+"""Steps between two redraws of a runner trial's progress bar (unless TQDM_MINITERS is set already)."""
+
+
 def make_plan(
     sweep: dict[str, Any], *, root: str | Path, scale: str, threads: int | None, interpreter: str | None = None,
     warm: bool | None = None, stack: bool | None = None,
@@ -139,6 +143,9 @@ def make_plan(
     env = {k: v for k, v in os.environ.items() if k not in (RUN_DIR_ENV, "WANDB_RUN_ID")}
     if threads:
         env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    # a trial's progress bar goes to its trial.log, not a terminal: Lightning's bar reads TQDM_MINITERS, and
+    # redrawing it at every step cost ~1.3 s of a quick recurrent trial (BENCHMARKS.md, issue #26)
+    env.setdefault("TQDM_MINITERS", TRIAL_PROGRESS_EVERY)
     program = Path(str(sweep.get("program", "")))
     cwd = Path.cwd() if program.is_absolute() or (Path.cwd() / program).exists() else REPO
     return SweepPlan(sweep=sweep, name=name, root=Path(root).resolve(), scale_args=scale_args,

@@ -28,13 +28,13 @@ N_SPECIAL = 4
 
 
 def pad_sequences(seqs: Sequence[Sequence[int]], *, pad: int = PAD) -> Tensor:
-    """Right-pad integer sequences into a (B, L) long tensor."""
-    width = max((len(s) for s in seqs), default=0)
-    out = torch.full((len(seqs), max(width, 1)), pad, dtype=torch.long)
-    for i, s in enumerate(seqs):
-        if len(s):
-            out[i, : len(s)] = torch.as_tensor(s, dtype=torch.long)
-    return out
+    """Right-pad integer sequences (lists, tuples, arrays or tensors) into a (B, L) long tensor, L >= 1.
+
+    Padded as Python lists and made a tensor in one call: a slice assignment per sequence cost about 1 ms a
+    batch of 64, which the quick recurrent trials paid on every one of their ~1,300 steps (issue #26)."""
+    rows = [s.tolist() if hasattr(s, "tolist") else list(s) for s in seqs]
+    width = max(max((len(r) for r in rows), default=0), 1)
+    return torch.tensor([r + [pad] * (width - len(r)) for r in rows], dtype=torch.long).reshape(len(rows), width)
 
 
 def collate_pairs(pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> Seq2SeqBatch:

@@ -154,3 +154,16 @@ def test_the_engine_sees_each_trials_metrics(fake_sweep, tmp_path):
     trial = _plan(fake_sweep, tmp_path / "runs").trial({"x": 1, "seed_everything": 1, "fixed": 7})
     record = _engine_record(trial, "finished", {"val/score": 0.75})
     assert record.summary_metrics == {"val/score": 0.75} and record.config["x"] == {"value": 1}
+
+
+def test_a_trials_progress_bar_redraws_every_50_steps_unless_the_user_chose(fake_sweep, tmp_path, monkeypatch):
+    from lightning.pytorch.callbacks import TQDMProgressBar
+
+    monkeypatch.delenv("TQDM_MINITERS", raising=False)
+    env = _plan(fake_sweep, tmp_path).env
+    assert env["TQDM_MINITERS"] == "50"
+    monkeypatch.setenv("TQDM_MINITERS", env["TQDM_MINITERS"])
+    assert TQDMProgressBar().refresh_rate == 50, "Lightning's bar reads the variable the runner sets"
+    monkeypatch.setenv("TQDM_MINITERS", "7")
+    assert _plan(fake_sweep, tmp_path).env["TQDM_MINITERS"] == "7", "a value the user set is kept"
+

@@ -33,8 +33,8 @@ FIRST_SEED = 2001
 SUBDIR = "power"
 PLAN = "plan.json"
 CAP = 16
-"""The most seeds a question's third set gets: about three times the main set's five, at most some 40
-minutes of two CPU cores for the dearest question (scaling, ~136 s a trial)."""
+"""The most seeds a question's third set gets: about three times the main set's five. At the cap the dearest
+question (scaling: 3 arms, ~136 s a trial) takes about 55 minutes of two CPU cores."""
 BEYOND_SCALE = "not shown at this scale"
 SCALE_WHY = "not shown at this scale on every seed set: the claim is beyond this scale"
 
@@ -87,16 +87,20 @@ def load_or_make_plan(out: Path, main: Mapping[str, QuestionResult], again: Mapp
     return plan, True
 
 
+def _entry(plan: Mapping[str, Any] | None, name: str) -> dict[str, Any] | None:
+    return ((plan or {}).get("questions") or {}).get(name)
+
+
 def planned_seeds(plan: Mapping[str, Any], name: str) -> list[int]:
     """The fresh seeds the plan gives a question (empty: not planned)."""
-    n = int(((plan.get("questions") or {}).get(name) or {}).get("seeds") or 0)
+    n = int((_entry(plan, name) or {}).get("seeds") or 0)
     start = int(plan.get("first_seed", FIRST_SEED))
     return list(range(start, start + n))
 
 
 def cell(plan: Mapping[str, Any] | None, name: str, result: QuestionResult | None) -> str:
     """The README's "more seeds" cell: the third set's answer, what is planned, or what it would need."""
-    entry = ((plan or {}).get("questions") or {}).get(name)
+    entry = _entry(plan, name)
     if entry is None:
         return "—"
     if entry["seeds"]:
@@ -111,19 +115,19 @@ def cell(plan: Mapping[str, Any] | None, name: str, result: QuestionResult | Non
 def section_lines(plan: Mapping[str, Any] | None, name: str, result: QuestionResult | None,
                   provenance: str) -> list[str]:
     """The question section's lines for the third set (none when the question has no plan entry)."""
-    entry = ((plan or {}).get("questions") or {}).get(name)
-    if entry is None:
+    entry = _entry(plan, name)
+    if plan is None or entry is None:
         return []
     lines = []
     if entry["seeds"]:
-        seeds = planned_seeds(plan or {}, name)
+        seeds = planned_seeds(plan, name)
         why = "; ".join(f"{c['claim']}: {c['seeds']} ({c['set']} seeds)" for c in entry["because"])
-        fixed = f"fixed in [power/{PLAN}](power/{PLAN}) on {plan.get('declared')} before any of them ran"  # type: ignore[union-attr]
+        fixed = f"fixed in [power/{PLAN}](power/{PLAN}) on {plan.get('declared')} before any of them ran"
         head = f"- **More seeds** ({len(seeds)} fresh seeds, {seeds[0]}-{seeds[-1]}, {fixed}; needed by {why}): "
         lines.append(head + (f"{result.verdict} ({provenance}; [report](power/{result.report}))" if result
                              else "planned, not run yet"))
     if entry["beyond"]:
-        why = entry["why"] if entry["why"] == SCALE_WHY else f"more than the cap of {(plan or {}).get('cap', CAP)}"
+        why = entry["why"] if entry["why"] == SCALE_WHY else f"more than the cap of {plan.get('cap', CAP)}"
         lines.append(f"- **Seeds a within-noise comparison would need** (80% power for the difference observed; not "
                      f"run: {why}): " + "; ".join(f"{c['claim']}: about {c['seeds']} ({c['set']} seeds)"
                                                   for c in entry["beyond"]))

@@ -187,6 +187,7 @@ class Comparison:
         effect: d_z (paired) or Hedges-free Cohen's d on the pooled std (unpaired); inf when the
             differences have zero spread and a non-zero mean.
         paired: True when the comparison is over common seeds.
+        spread: the standard deviation ``effect`` divides by (of the paired differences, or pooled).
     """
 
     diff: float
@@ -196,6 +197,7 @@ class Comparison:
     p: float
     effect: float
     paired: bool
+    spread: float = math.nan
 
     def outcome(self, *, floor: float = 0.0) -> Outcome:
         """better / worse / within seed noise / n too small, from the interval (floor: smallest gain that counts)."""
@@ -252,7 +254,8 @@ def compare(a: Stat, b: Stat, *, goal: Goal) -> Comparison:
         s = stat(d)
         lo, hi = s.ci95
         return Comparison(
-            diff=s.mean, lo=lo, hi=hi, n=s.n, p=sign_flip_p(d), effect=_effect(s.mean, s.std), paired=True
+            diff=s.mean, lo=lo, hi=hi, n=s.n, p=sign_flip_p(d), effect=_effect(s.mean, s.std), paired=True,
+            spread=s.std,
         )
     diff = sign * (a.mean - b.mean)
     if a.n < 2 or b.n < 2:
@@ -272,4 +275,5 @@ def compare(a: Stat, b: Stat, *, goal: Goal) -> Comparison:
         p=math.nan,
         effect=_effect(diff, pooled),
         paired=False,
+        spread=pooled,
     )

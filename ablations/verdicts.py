@@ -50,9 +50,10 @@ class Check:
     ``resolves``: half the width of a comparison's paired 95% interval, the smallest difference these seeds
     can tell from noise. ``needs``: the seeds that would resolve the observed difference (80% power,
     ``stats.seeds_for_power``) when it was within seed noise, 0 when no count up to ``stats.MAX_SEEDS`` would
-    (a difference of about zero); None otherwise. ``control``: a precondition
-    (e.g. equal parameter counts), not a finding; a question whose findings are all "not shown at this scale"
-    answers that, whatever its controls say.
+    (a difference of about zero); None otherwise. ``spread``: the standard deviation of a paired comparison's
+    differences (nan otherwise), which sizes the seeds a published difference would need (``at_scale``).
+    ``control``: a precondition (e.g. equal parameter counts), not a finding; a question whose findings are
+    all "not shown at this scale" answers that, whatever its controls say.
     """
 
     claim: str
@@ -62,6 +63,7 @@ class Check:
     resolves: float = math.nan
     control: bool = False
     needs: int | None = None
+    spread: float = math.nan
 
     def text(self) -> str:
         power = f"; {RESOLVE.format(n=self.needs, power=POWER)}" if self.needs else (
@@ -127,6 +129,7 @@ def better(
         why=outcome if outcome == "n too small" else "difference within seed noise",
         resolves=(cmp.hi - cmp.lo) / 2,
         needs=None if outcome == "n too small" else seeds_for_power(cmp.effect, paired=cmp.paired) or 0,
+        spread=cmp.spread if cmp.paired else math.nan,
     )
 
 
@@ -196,16 +199,28 @@ def learned(
     )
 
 
-def at_scale(check: Check, why: str) -> Check:
+def at_scale(check: Check, why: str, *, published: float | None = None) -> Check:
     """``check``, or "not shown at this scale" with ``why`` when its difference is within seed noise.
 
     For comparisons whose effect the question expects to be too small to resolve at the quick scale (``why``
     says why, and where it should show). Supported, not supported and "n too small" answers are kept.
+    ``published``: the literature's difference in this metric's units, when the question can state one; the
+    answer then also says how many seeds would resolve it at these seeds' spread (80% power, paired).
     """
     if check.answer != "inconclusive" or check.why != "difference within seed noise":
         return check
     noise = f"within seed noise at this scale (these seeds resolve about ±{check.resolves:.3g})"
-    return Check(check.claim, "not shown at this scale", check.detail, why=f"{noise}; {why}", needs=check.needs)
+    return Check(check.claim, "not shown at this scale", check.detail,
+                 why=f"{noise}; {why}{_published(check, published)}", needs=check.needs, spread=check.spread)
+
+
+def _published(check: Check, published: float | None) -> str:
+    """``; the published difference of X would need about N seeds ...`` (empty without a number or a spread)."""
+    if published is None or not (math.isfinite(check.spread) and check.spread > 0):
+        return ""
+    n = seeds_for_power(published / check.spread, paired=True)
+    count = f"about {n} seeds" if n else f"more than {MAX_SEEDS:,} seeds"
+    return f"; the published difference of {published:g} would need {count} at {POWER:.0%} power at these seeds' spread"
 
 
 def join(checks: Sequence[Check], gate: Check | None = None) -> str:

@@ -394,3 +394,18 @@ def test_a_comparison_within_seed_noise_says_how_many_seeds_would_resolve_it():
                              ("b",): {"m": stat([0.5, 0.52, 0.5], [1, 2, 3])}}, ("a",), ("b",), metric="m",
                             goal="maximize")
     assert clear.answer == "supported" and clear.needs is None and "power" not in clear.text()
+
+
+def test_a_published_difference_says_how_many_seeds_it_would_need_at_these_seeds_spread():
+    from ablations.stats import seeds_for_power
+
+    noisy = better({("a",): {"m": stat([0.73, 0.64, 0.77], [1, 2, 3])},
+                    ("b",): {"m": stat([0.66, 0.64, 0.70], [1, 2, 3])}}, ("a",), ("b",), metric="m", goal="maximize")
+    spread = stat([0.07, 0.0, 0.07]).std  # the paired differences' standard deviation
+    assert abs(noisy.spread - spread) < 1e-9
+    shown = at_scale(noisy, "why", published=0.03)
+    n = seeds_for_power(0.03 / spread, paired=True)
+    assert n is not None and n > noisy.needs, "a smaller published gap needs more seeds than the observed one"
+    assert f"the published difference of 0.03 would need about {n} seeds at 80% power" in shown.text()
+    assert "published" not in at_scale(noisy, "why").text()
+    assert at_scale(noisy, "why", published=1e-6).text().count("more than 10,000 seeds") == 1

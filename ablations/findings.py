@@ -259,8 +259,7 @@ def findings_main(argv: list[str]) -> int:
     """``attnlab findings``: exit 0 when the README was written, 1 when no question had runs, 2 on bad input."""
     args = findings_parser().parse_args(argv)
     pool, order, wrong = _selection(args)
-    clash = None if not args.power else "--power takes each question's seed count from its plan: drop --seeds" \
-        if args.seeds else "--power and --replicate are two different seed sets: choose one" if args.replicate else None
+    clash = _power_clash(args)
     if args.jobs < 1 or (args.seeds is not None and args.seeds < 1) or wrong or clash:
         print(f"attnlab findings: error: {wrong or clash or '--jobs and --seeds must be at least 1'}", file=sys.stderr)
         return 2
@@ -271,15 +270,15 @@ def findings_main(argv: list[str]) -> int:
     root, out, t0 = Path(args.root or f"runs/findings{sub}"), Path(args.out or f"docs/findings{sub}"), time.time()
     runs_at, reports_at = folders(root, out, replicate=args.replicate or args.power,
                                   subdir=POWER_SUBDIR if args.power else SUBDIR)
-    power = _power_plan(out, order, pool, write=not args.dry_run) if args.power else None
-    if power is not None:
-        questions = [q for q in questions if planned_seeds(power, q.name)]
     if args.real and not args.report_only:
         missing = _missing_data_line(questions)
         if missing and not args.dry_run:
             print(f"attnlab findings: error: {missing}", file=sys.stderr)
             return 2
         print(f"findings --real: {missing or 'the data of every question is in place'}")
+    power = _power_plan(out, order, pool, write=not args.dry_run) if args.power else None
+    if power is not None:
+        questions = [q for q in questions if planned_seeds(power, q.name)]
     if not args.report_only:
         run_questions(questions, root=runs_at, jobs=args.jobs, timeout_s=args.timeout, seeds=args.seeds,
                       dry_run=args.dry_run, replicate=args.replicate, stack=args.stack, power=power)
@@ -300,6 +299,15 @@ def findings_main(argv: list[str]) -> int:
                            plan=json.loads(plan_path.read_text()) if plan_path.is_file() else None))
     print(f"findings: {path} ({len(reported)} question(s) reported now, {len(results)} in the README)")
     return 0
+
+
+def _power_clash(args: argparse.Namespace) -> str | None:
+    """The one-line error of --power with an option that would choose the seeds another way, else None."""
+    if args.power and args.seeds:
+        return "--power takes each question's seed count from its plan: drop --seeds"
+    if args.power and args.replicate:
+        return "--power and --replicate are two different seed sets: choose one"
+    return None
 
 
 def _by_name(out: Path, order: Sequence[str], pool: dict[str, Question]) -> dict[str, QuestionResult]:

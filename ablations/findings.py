@@ -5,6 +5,8 @@
     attnlab findings --dry-run               # the trials it would run, and how many are already done
     attnlab findings --replicate             # the same on seeds 1001.. (runs/findings/replication); the README
                                              # then says whether each verdict replicated
+    attnlab findings --power                 # more seeds (2001..) where a comparison sat within seed noise, n per
+                                             # question fixed first in docs/findings/power/plan.json (ablations.power)
     attnlab findings --real                  # the questions on real data (ablations.questions_real) instead:
                                              # runs/findings/real -> docs/findings/real/README.md
 

@@ -26,7 +26,6 @@ before anything is created; its README header also names the data's package vers
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import re
 import sys
@@ -37,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ablations.findings_readme import QuestionResult, hms, load_results, readme, stamp
-from ablations.power import PLAN, load_or_make_plan, planned_seeds
+from ablations.power import PLAN, load_or_make_plan, planned_seeds, read_plan
 from ablations.power import SUBDIR as POWER_SUBDIR
 from ablations.questions import ORDER, QUESTIONS, Question
 from ablations.questions_real import REAL_ORDER, REAL_QUESTIONS
@@ -270,8 +269,7 @@ def findings_main(argv: list[str]) -> int:
     questions = [pool[n] for n in names]
     sub = "/real" if args.real else ""
     root, out, t0 = Path(args.root or f"runs/findings{sub}"), Path(args.out or f"docs/findings{sub}"), time.time()
-    runs_at, reports_at = folders(root, out, replicate=args.replicate or args.power,
-                                  subdir=POWER_SUBDIR if args.power else SUBDIR)
+    runs_at, reports_at = folders(root, out, POWER_SUBDIR if args.power else SUBDIR if args.replicate else None)
     if args.real and not args.report_only:
         missing = _missing_data_line(questions)
         if missing and not args.dry_run:
@@ -292,13 +290,12 @@ def findings_main(argv: list[str]) -> int:
         return 1
     results = load_results(out, order, questions=pool)
     again, more = _by_name(out / SUBDIR, order, pool), _by_name(out / POWER_SUBDIR, order, pool)
-    plan_path = out / POWER_SUBDIR / PLAN
     missing_q = [q for q in pool.values() if q.name not in {r.name for r in results}]
     command = "attnlab findings " + " ".join(argv) if argv else "attnlab findings"
     path = out / "README.md"
     path.write_text(readme(results, command=command.strip(), wall_s=time.time() - t0, missing=missing_q,
                            real=args.real, replications=again, more_seeds=more,
-                           plan=json.loads(plan_path.read_text()) if plan_path.is_file() else None))
+                           plan=read_plan(out)))
     print(f"findings: {path} ({len(reported)} question(s) reported now, {len(results)} in the README)")
     return 0
 

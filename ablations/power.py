@@ -73,15 +73,22 @@ def make_plan(main: Mapping[str, QuestionResult], again: Mapping[str, QuestionRe
     }
 
 
+def read_plan(out: Path) -> dict[str, Any] | None:
+    """The plan saved under ``out/power``, or None."""
+    path = out / SUBDIR / PLAN
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
 def load_or_make_plan(out: Path, main: Mapping[str, QuestionResult], again: Mapping[str, QuestionResult], *,
                       write: bool = True) -> tuple[dict[str, Any], bool]:
     """(the plan under ``out/power``, whether it was made now); made only when absent, and then written there
     unless ``write`` is false (a dry run)."""
-    path = out / SUBDIR / PLAN
-    if path.is_file():
-        return json.loads(path.read_text()), False
+    saved = read_plan(out)
+    if saved is not None:
+        return saved, False
     plan = make_plan(main, again)
     if write:
+        path = out / SUBDIR / PLAN
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(plan, indent=2) + "\n")
     return plan, True

@@ -28,10 +28,10 @@ def seed_values(sweep: Mapping[str, Any], seeds: int | None, *, replicate: bool)
     return list(range(FIRST_SEED, FIRST_SEED + n))
 
 
-def folders(root: Path, out: Path, *, replicate: bool, subdir: str = SUBDIR) -> tuple[Path, Path]:
-    """(runs root, reports folder) of the seed set: another set than the main one (the replication, or
-    ``ablations.power``'s third set: ``subdir``) lives one level down in each."""
-    return (root / subdir, out / subdir) if replicate else (root, out)
+def folders(root: Path, out: Path, subdir: str | None) -> tuple[Path, Path]:
+    """(runs root, reports folder) of a seed set: a set other than the main one (``subdir``: the replication's
+    ``SUBDIR``, or ``ablations.power.SUBDIR``) lives one level down in each; None is the main set."""
+    return (root / subdir, out / subdir) if subdir else (root, out)
 
 
 def replicated(first: str | None, second: str | None) -> str:

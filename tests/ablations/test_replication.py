@@ -8,7 +8,7 @@ from pathlib import Path
 from test_report import ACC, fake_run
 
 from ablations.findings import findings_main
-from ablations.replication import FIRST_SEED, folders, replicated, seed_values
+from ablations.replication import FIRST_SEED, SUBDIR, folders, replicated, seed_values
 
 SWEEP = {"parameters": {"seed_everything": {"values": [1, 2, 3, 4, 5]}}}  # sweeps/scaling.yaml's seeds
 
@@ -23,8 +23,8 @@ def test_the_replication_seeds_never_meet_the_presets_seeds():
 
 
 def test_folders_and_the_replicated_cell(tmp_path: Path):
-    assert folders(tmp_path / "r", tmp_path / "o", replicate=False) == (tmp_path / "r", tmp_path / "o")
-    assert folders(tmp_path / "r", tmp_path / "o", replicate=True) == (tmp_path / "r/replication",
+    assert folders(tmp_path / "r", tmp_path / "o", None) == (tmp_path / "r", tmp_path / "o")
+    assert folders(tmp_path / "r", tmp_path / "o", SUBDIR) == (tmp_path / "r/replication",
                                                                        tmp_path / "o/replication")
     assert replicated("supported: a | b", "supported: c") == "yes (supported)"
     assert replicated("supported: a", "supported where shown: b") == "no (supported where shown)"

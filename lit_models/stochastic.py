@@ -1,4 +1,5 @@
-"""What every LightningModule shares: per-rank randomness and divergence as a recorded outcome.
+"""What every LightningModule shares: per-rank randomness, divergence as a recorded outcome, per-step logs
+made only on the steps that reach a logger.
 
 The base of every attnlab LightningModule: seq2seq (scheduled-sampling coins, hard attention), RAM
 (glimpse locations), captioning, classification and regression.
@@ -6,8 +7,12 @@ The base of every attnlab LightningModule: seq2seq (scheduled-sampling coins, ha
 
 from __future__ import annotations
 
+from typing import Any
+
 import lightning as L
 import torch
+
+from lit_models.steplogs import reaches_logger
 
 
 class StochasticModule(L.LightningModule):
@@ -20,6 +25,8 @@ class StochasticModule(L.LightningModule):
       :class:`attnlab_run.faults.RngState` callback (every family, not only these).
     - A non-finite loss ends the run through :meth:`_diverge`; ``RunSummary`` records it as
       status ``diverged`` with ``diverged_at`` (the step).
+    - ``self.log`` of a per-step training value is skipped on the steps Lightning does not hand to the
+      loggers (``lit_models.steplogs``): the same values reach them, at a third of a millisecond less a call.
     """
 
     def __init__(self) -> None:
@@ -30,6 +37,11 @@ class StochasticModule(L.LightningModule):
         """Offset the global RNG per DDP rank so sampled decisions differ between ranks."""
         if self.trainer.world_size > 1:
             torch.manual_seed(torch.initial_seed() + self.global_rank)
+
+    def log(self, name: str, value: Any, *args: Any, **kwargs: Any) -> None:
+        """``LightningModule.log``, skipped where the value would reach no logger (``steplogs.reaches_logger``)."""
+        if reaches_logger(self, args, kwargs):
+            super().log(name, value, *args, **kwargs)
 
     def _diverge(self) -> None:
         """A non-finite loss ends the run as a recorded outcome (summary status 'diverged')."""

@@ -17,7 +17,7 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ablations.findings import findings_main
 from ablations.questions import QUESTIONS, SWEEPS_DIR
@@ -26,7 +26,11 @@ from ablations.stackgroups import STACK_HELP
 # The sweeps engine's pydantic models use v1 config names; the warning is noise for our users.
 warnings.filterwarnings("ignore", message="Valid config keys have changed in V2")
 
+if TYPE_CHECKING:
+    from ablations.runner import SweepPlan
+
 log = logging.getLogger(__name__)
+
 DEMO_QUESTION = "attention_bottleneck"
 
 
@@ -229,16 +233,23 @@ def demo_parser() -> argparse.ArgumentParser:
     return p
 
 
+def demo_plan(root: str | Path, *, seeds: int) -> SweepPlan:
+    """The demo's sweep: every arm of ``DEMO_QUESTION`` at quick scale on seeds 1..``seeds``, one thread a trial."""
+    from ablations.runner import load_sweep, make_plan
+
+    sweep = load_sweep(QUESTIONS[DEMO_QUESTION].sweep_path)
+    sweep["parameters"]["seed_everything"] = {"values": list(range(1, seeds + 1))}
+    return make_plan(sweep, root=root, scale="quick", threads=1)
+
+
 def demo_main(argv: list[str]) -> int:
     """``attnlab demo``: exit 0 when the report was written."""
-    from ablations.runner import load_sweep, make_plan, run_sweep
+    from ablations.runner import run_sweep
 
     args = demo_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     t0 = time.time()
-    sweep = load_sweep(QUESTIONS[DEMO_QUESTION].sweep_path)
-    sweep["parameters"]["seed_everything"] = {"values": list(range(1, args.seeds + 1))}
-    plan = make_plan(sweep, root=args.root, scale="quick", threads=1)
+    plan = demo_plan(args.root, seeds=args.seeds)
     print(f"demo: {DEMO_QUESTION} at quick scale, {args.seeds} seeds per arm, {args.jobs} at once -> {plan.root}")
     run_sweep(plan, jobs=args.jobs, timeout_s=args.timeout)
     ok = _print_report(plan.root / plan.name)

@@ -120,3 +120,28 @@ def test_bf16_true_training_rows(monkeypatch):
     assert [r["precision"] for r in rows] == ["bf16-true", "fp32"]
     assert all(r["tokens_per_s"] > 0 and torch.isfinite(torch.tensor(r["first_loss"])) for r in rows)
     assert any(g["goal"] == "train tiny: bf16-true >= 2.5x our fp32" for g in training_goals(rows))
+
+
+def test_the_demo_floor_times_each_arm_as_its_trial_builds_it(tmp_path, monkeypatch):
+    """One demo arm's training step through the trial's own CLI build; the floor sums step × steps × seeds / jobs
+    over the arms and is judged against the demo goal."""
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    monkeypatch.syspath_prepend(str(ROOT))
+    import benchmarks.demo_floor as floor
+    from benchmarks.answer_time import answer_goals, answer_table
+
+    plan = floor.demo_plan(tmp_path, seeds=1)
+    grid = floor.plan_grid(plan)
+    assert len(grid) == 5 and {p["model.attention"] for p in grid} == {"none", "additive", "dot", "general", "hard"}
+    command = plan.trial(grid[0]).command
+    step_s, steps = floor.arm_step_s(command[command.index("fit"):], timed=2, warmup=1)
+    assert 0 < step_s < 5 and steps == 20 * 64  # QUICK_RECURRENT: 20 epochs of 4096 examples in batches of 64
+
+    monkeypatch.setattr(floor, "arm_step_s", lambda args, **_: (0.01, 1000))
+    res = floor.demo_floor(tmp_path / "f", seeds=2, jobs=2)
+    assert res["floor_s"] == pytest.approx(5 * 0.01 * 1000 * 2 / 2)
+    assert [a["arm"] for a in res["arms"]][0].startswith("attention=") and "seed" not in res["arms"][0]["arm"]
+    (goal,) = answer_goals({"trials": [], "demo_floor": res})
+    assert goal["value"] == pytest.approx(50.0) and goal["met"]
+    assert "floor: training steps alone" in answer_table({"trials": [], "demo_floor": res,
+                                                           "ceiling_1thread_gflops": 50.0})

@@ -28,41 +28,10 @@ from torch import Tensor  # noqa: E402
 from attnlab_core.atomic import atomic_write  # noqa: E402
 from attnlab_core.batches import IMAGE_MEAN, IMAGE_STD  # noqa: E402
 from attnlab_core.tokens import PAD  # noqa: E402
+from lit_models.heatmap_plot import DPI, AttentionPlot  # noqa: E402
 from lit_models.protocols import HasAttentionMaps, PlotsFigures  # noqa: E402
 
 log = logging.getLogger(__name__)
-
-
-def plot_attention(layers: list[Tensor], *, x_labels: list[str], y_labels: list[str], title: str,
-                   x_title: str = "key", y_title: str = "query") -> plt.Figure:
-    """One row per layer: the head mean, then one panel per head, colour scale fixed to [0, 1].
-
-    Args:
-        layers: per layer, (H, T, S) attention weights of one example (rows = queries).
-        x_labels: S key labels; y_labels: T query labels. x_title, y_title: the axis titles (head-mean column).
-    """
-    heads, t, s = layers[0].shape
-    cols = 1 + (heads if heads > 1 else 0)
-    cell = min(3.0, max(1.6, 0.16 * max(t, s)))
-    fig, axes = plt.subplots(len(layers), cols, figsize=(cell * cols + 1.2, cell * len(layers) + 1.0),
-                             squeeze=False, layout="constrained")  # constrained: titles never overlap
-    image = None
-    for row, weights in enumerate(layers):
-        maps = [weights.mean(0)] + ([weights[h] for h in range(heads)] if heads > 1 else [])
-        for col, m in enumerate(maps):
-            ax = axes[row, col]
-            image = ax.imshow(m.float().cpu().numpy(), vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto")
-            ax.set_title(f"layer {row + 1} · {'mean' if col == 0 else f'head {col}'}", fontsize=7)
-            labelled = col == 0  # tick labels on the head-mean column only: ticks dominate drawing time
-            ax.set_xticks(range(s) if labelled else [], _fit(x_labels, s) if labelled else [], rotation=90,
-                          fontsize=6)
-            ax.set_yticks(range(t) if labelled else [], _fit(y_labels, t) if labelled else [], fontsize=6)
-            if labelled:
-                ax.set_xlabel(x_title, fontsize=7)
-                ax.set_ylabel(y_title, fontsize=7)
-    fig.suptitle(title, fontsize=8)
-    fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.5, label="attention weight")
-    return fig
 
 
 def plot_caption_attention(image: Tensor, weights: Tensor, *, words: list[str], title: str,
@@ -106,11 +75,6 @@ def longest_examples(batch: tuple, n: int) -> tuple:
                          for f in batch))
 
 
-def _fit(labels: list[str], n: int) -> list[str]:
-    """Pad or cut labels to n ticks (padding positions are labelled '<pad>')."""
-    return (labels + ["<pad>"] * n)[:n]
-
-
 class AttentionFigures(L.Callback):
     """Plot every attention map of the module's fixed figure examples: once when ``fit`` ends, at once
     outside ``fit``, and, when a W&B logger keeps every drawing's images, at up to ``max_drawings``
@@ -138,6 +102,7 @@ class AttentionFigures(L.Callback):
         self.every_n_epochs, self.max_drawings = every_n_epochs, max_drawings
         self._pending_epoch: int | None = None  # a skipped drawing still owed at the end of fit
         self._slot = 0  # drawings' evenly spaced slots already passed in this fit
+        self._plots: dict[str, AttentionPlot] = {}  # the last drawing of each heatmap, redrawn in place where it fits
 
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._pending_epoch, self._slot = None, 0
@@ -178,47 +143,67 @@ class AttentionFigures(L.Callback):
             pl_module.train(was_training)
 
     def _draw(self, trainer: L.Trainer, pl_module: L.LightningModule, epoch: int) -> None:
+        figures: dict[str, plt.Figure] = {}
+        specs: dict[str, dict] = {}
         records: dict[str, dict] = {}
         if isinstance(pl_module, PlotsFigures) and pl_module.figure_batch is not None:
             figures = pl_module.figure_plots(epoch)
         elif isinstance(pl_module, HasAttentionMaps) and pl_module.figure_batch is not None:
-            figures, records = _heatmaps(pl_module, epoch)
+            specs, records = _heatmaps(pl_module, epoch)
         else:
             return
         self.fig_dir.mkdir(parents=True, exist_ok=True)
-        paths = {}
+        paths = {name: self.fig_dir / f"{name}.png" for name in [*figures, *specs]}
         for name, fig in figures.items():
-            path = self.fig_dir / f"{name}.png"
-            fig.savefig(path, dpi=80)
+            fig.savefig(paths[name], dpi=DPI)
             plt.close(fig)
-            paths[f"attention/{name.replace('_ex', '/ex')}"] = path
+        for name, spec in specs.items():
+            self._plot(name, spec).save(paths[name])
         for name, record in records.items():  # the weights themselves, for reports that draw them natively
             atomic_write(self.fig_dir / f"{name}.json", json.dumps(record).encode())
         for logger in trainer.loggers:
             if isinstance(logger, WandbLogger):
-                for key, path in paths.items():
-                    logger.log_image(key=key, images=[str(path)], step=trainer.global_step)
+                for name, path in paths.items():
+                    logger.log_image(key=f"attention/{name.replace('_ex', '/ex')}", images=[str(path)],
+                                     step=trainer.global_step)
+
+    def _plot(self, name: str, spec: dict) -> AttentionPlot:
+        """The figure of ``name`` with ``spec`` drawn in it: the last drawing's, redrawn in place where it fits."""
+        plot = self._plots.get(name)
+        labels = {"x_labels": spec["x_labels"], "y_labels": spec["y_labels"]}
+        if plot is not None and plot.fits(spec["layers"], **labels):
+            plot.redraw(spec["layers"], **labels, title=spec["title"])
+            return plot
+        if plot is not None:
+            plot.close()
+        self._plots[name] = AttentionPlot(**spec)
+        return self._plots[name]
+
+    def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        for plot in self._plots.values():
+            plot.close()
+        self._plots = {}
 
 
-def _heatmaps(pl_module: L.LightningModule, epoch: int) -> tuple[dict[str, plt.Figure], dict[str, dict]]:
-    """``{kind}_ex{i}`` -> the heatmap figure of every map kind of the module's ``figure_maps()``, and the record
-    of what it shows: ``kind``, ``epoch``, ``example``, ``layers`` (per layer, the (T, S) head-mean weights as
-    nested lists, 4 decimals), ``x_labels`` (keys) and ``y_labels`` (queries), trimmed to the real tokens, and
-    the axis titles ``x_title`` / ``y_title``."""
+def _heatmaps(pl_module: L.LightningModule, epoch: int) -> tuple[dict[str, dict], dict[str, dict]]:
+    """``{kind}_ex{i}`` -> the :class:`~lit_models.heatmap_plot.AttentionPlot` arguments of every map kind of the
+    module's ``figure_maps()``, and the record of what it shows: ``kind``, ``epoch``, ``example``, ``layers`` (per
+    layer, the (T, S) head-mean weights as nested lists, 4 decimals), ``x_labels`` (keys) and ``y_labels``
+    (queries), trimmed to the real tokens, and the axis titles ``x_title`` / ``y_title``."""
     maps, src_labels, out_labels = pl_module.figure_maps()
-    figures, records = {}, {}
+    specs, records = {}, {}
     for kind, layers in _group_by_kind(maps).items():
         for i in range(layers[0].size(0)):
             trimmed = [_trim(w[i], kind, len(out_labels[i]), len(src_labels[i])) for w in layers]
             x_labels, y_labels = _keys(kind, src_labels[i], out_labels[i]), _queries(kind, src_labels[i],
                                                                                        out_labels[i])
             name, (x_title, y_title) = f"{kind}_ex{i}", axis_titles(kind)
-            figures[name] = plot_attention(trimmed, x_labels=x_labels, y_labels=y_labels, x_title=x_title,
-                                           y_title=y_title, title=f"{kind} attention · example {i} · epoch {epoch}")
+            specs[name] = {"layers": trimmed, "x_labels": x_labels, "y_labels": y_labels, "x_title": x_title,
+                           "y_title": y_title, "title": f"{kind} attention · example {i} · epoch {epoch}"}
             records[name] = {"kind": kind, "epoch": epoch, "example": i, "x_labels": x_labels, "y_labels": y_labels,
                              "x_title": x_title, "y_title": y_title,
                              "layers": [w.float().mean(0).cpu().round(decimals=4).tolist() for w in trimmed]}
-    return figures, records
+    return specs, records
 
 
 def _group_by_kind(maps: dict[str, Tensor]) -> dict[str, list[Tensor]]:

@@ -33,9 +33,8 @@ def test_decoder_rows_name_the_token_fed_and_the_token_predicted():
 
 
 def test_heatmap_records_hold_the_head_mean_weights_and_labels_drawn():
-    import matplotlib.pyplot as plt
-
     from lit_models.figures import _heatmaps
+    from lit_models.heatmap_plot import AttentionPlot
 
     class Maps:  # the one method ``_heatmaps`` reads (``protocols.HasAttentionMaps.figure_maps``)
         def figure_maps(self):
@@ -43,11 +42,12 @@ def test_heatmap_records_hold_the_head_mean_weights_and_labels_drawn():
             w[0, 0, :, 0], w[0, 1, :, 1] = 1.0, 1.0  # head 0 reads position 0, head 1 position 1
             return {"cross/layer1": w}, [["x", "y", "z"]], [["z", "y", "</s>"]]
 
-    figures, records = _heatmaps(Maps(), epoch=3)
+    specs, records = _heatmaps(Maps(), epoch=3)
     record = records["cross_ex0"]
     assert record["layers"] == [[[0.5, 0.5, 0.0]] * 3]  # trimmed to 3 steps x 3 source tokens, mean over heads
     assert record["y_labels"] == ["<s>→z", "z→y", "y→</s>"] and record["x_labels"] == ["x", "y", "z"]
     assert record["y_title"] == "decoder step: fed→predicted" and record["epoch"] == 3
-    ax = figures["cross_ex0"].axes[0]
+    plot = AttentionPlot(**specs["cross_ex0"])
+    ax = plot.figure.axes[0]
     assert [t.get_text() for t in ax.get_yticklabels()] == record["y_labels"] and ax.get_ylabel() == record["y_title"]
-    plt.close("all")
+    plot.close()

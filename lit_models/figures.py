@@ -1,4 +1,5 @@
-"""Attention figures: head-mean and per-head heatmaps with token labels, fixed colour scale [0, 1];
+"""Attention figures: head-mean and per-head heatmaps with token labels, fixed colour scale [0, 1]
+(``heatmap_plot.AttentionPlot``: the heads tiled in one panel a layer, later drawings redrawn in place);
 for captioners, per-word attention overlays on the image (Xu et al. 2015, Fig. 2-3 style).
 
 Drawn on rank 0 only, for a fixed set of validation examples (the module's ``figure_batch``),

@@ -73,3 +73,16 @@ def test_the_callback_redraws_where_it_fits_and_draws_anew_where_not(tmp_path):
     assert longer is not first and callback._plots == {"cross_ex0": longer}
     callback.teardown(None, None, "fit")
     assert callback._plots == {}
+
+
+def test_the_heads_are_tiled_in_order_with_a_blank_column_between_them():
+    from lit_models.heatmap_plot import _panels
+
+    w = weights(4, layers=1, heads=3, t=5, s=6)[0]
+    mean, tiles = _panels(w)
+    assert np.allclose(mean, w.mean(0).numpy()) and tiles.shape == (5, 3 * 7 - 1)
+    for h in range(3):
+        assert np.array_equal(tiles[:, h * 7: h * 7 + 6], w[h].numpy())
+    assert np.isnan(tiles[:, [6, 13]]).all() and not np.isnan(np.delete(tiles, [6, 13], axis=1)).any()
+    (alone,) = _panels(w[:1])
+    assert np.array_equal(alone, w[0].numpy())  # one head: its map is the mean, drawn once

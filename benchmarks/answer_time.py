@@ -144,7 +144,8 @@ def answer_table(res: dict) -> str:
         floor = res["demo_floor"]
         steps = ", ".join(f"{a['arm']} {a['step_ms']:.1f}" for a in floor["arms"])
         lines.append(f"| `attnlab demo` floor: training steps alone ({steps} ms a step; × steps × "
-                     f"{floor['seeds']} seeds / {floor['jobs']} jobs) | | {floor['floor_s']:.0f} s | |")
+                     f"{floor['seeds']} seeds / {floor['jobs']} jobs; {floor.get('threads', 1)} thread as a trial) | | "
+                     f"{floor['floor_s']:.0f} s | |")
     sets = res.get("findings")
     if sets:
         b, a = sets["before"], sets["after"]

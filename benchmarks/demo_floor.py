@@ -58,16 +58,22 @@ def arm_step_s(args: list[str], *, timed: int = TIMED_STEPS, warmup: int = WARMU
 
 
 def demo_floor(root: Path, *, seeds: int = 2, jobs: int = 2) -> dict[str, Any]:
-    """{"arms": [{arm, params, step_ms, steps}], "floor_s", "seeds", "jobs"} for ``attnlab demo``'s defaults."""
+    """{"arms": [{arm, params, step_ms, steps}], "floor_s", "seeds", "jobs", "threads"} for ``attnlab demo``'s
+    defaults, each step timed at the threads a demo trial gets (its ``OMP_NUM_THREADS``, 1)."""
     plan = demo_plan(root, seeds=1)
+    threads, before = int(plan.env.get("OMP_NUM_THREADS", "1")), torch.get_num_threads()
     arms = []
-    for params in plan_grid(plan):
-        trial = plan.trial(params)
-        step_s, steps = arm_step_s(trial.command[trial.command.index("fit"):])
-        arm = trial.name.removesuffix(f",seed={params.get('seed_everything')}")
-        arms.append({"arm": arm, "params": params, "step_ms": step_s * 1e3, "steps": steps})
+    torch.set_num_threads(threads)
+    try:
+        for params in plan_grid(plan):
+            trial = plan.trial(params)
+            step_s, steps = arm_step_s(trial.command[trial.command.index("fit"):])
+            arm = trial.name.removesuffix(f",seed={params.get('seed_everything')}")
+            arms.append({"arm": arm, "params": params, "step_ms": step_s * 1e3, "steps": steps})
+    finally:
+        torch.set_num_threads(before)
     floor = sum(a["step_ms"] / 1e3 * a["steps"] for a in arms) * seeds / jobs
-    return {"arms": arms, "floor_s": floor, "seeds": seeds, "jobs": jobs}
+    return {"arms": arms, "floor_s": floor, "seeds": seeds, "jobs": jobs, "threads": threads}
 
 
 def plan_grid(plan: Any) -> list[dict[str, Any]]:

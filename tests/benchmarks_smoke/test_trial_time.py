@@ -137,9 +137,15 @@ def test_the_demo_floor_times_each_arm_as_its_trial_builds_it(tmp_path, monkeypa
     step_s, steps = floor.arm_step_s(command[command.index("fit"):], timed=2, warmup=1)
     assert 0 < step_s < 5 and steps == 20 * 64  # QUICK_RECURRENT: 20 epochs of 4096 examples in batches of 64
 
-    monkeypatch.setattr(floor, "arm_step_s", lambda args, **_: (0.01, 1000))
+    import torch
+
+    threads_seen: list[int] = []
+    monkeypatch.setattr(floor, "arm_step_s", lambda args, **_: (threads_seen.append(torch.get_num_threads()), 0.01,
+                                                                1000)[1:])
+    before = torch.get_num_threads()
     res = floor.demo_floor(tmp_path / "f", seeds=2, jobs=2)
-    assert res["floor_s"] == pytest.approx(5 * 0.01 * 1000 * 2 / 2)
+    assert threads_seen == [1] * 5 and torch.get_num_threads() == before  # timed as a trial runs, then restored
+    assert res["floor_s"] == pytest.approx(5 * 0.01 * 1000 * 2 / 2) and res["threads"] == 1  # as a demo trial
     assert [a["arm"] for a in res["arms"]][0].startswith("attention=") and "seed" not in res["arms"][0]["arm"]
     (goal,) = answer_goals({"trials": [], "demo_floor": res})
     assert goal["value"] == pytest.approx(50.0) and goal["met"]

@@ -1,4 +1,4 @@
-"""Per-step ``self.log`` calls made only on the steps whose logs reach a logger.
+"""Per-step ``self.log`` calls made only on the steps whose values something reads.
 
 Lightning hands a training step's ``on_step`` values to the loggers every ``log_every_n_steps`` steps
 (and on the step training stops); on the other steps each ``self.log`` call still stores its value,
@@ -6,12 +6,16 @@ which the next call overwrites unread. That store is not free: about 0.3 ms a ca
 BENCHMARKS.md's time section (a trivial module with three logged values a step: 1.6 against 0.65 ms a
 step with none), 1.2 s of a 1,280-step quick recurrent trial that logs three values a step.
 
-:func:`reaches_logger` says whether a call would reach a logger; the base module's ``log`` skips the
-ones that would not. What the loggers and the progress bar receive is unchanged: every flushed step
-logs the values of that same step, as before (``tests/models/test_steplogs.py`` compares the two).
-One difference remains: on a step where a callback stops training *after* the training step
-(Lightning's ``Timer`` for ``--trainer.max_time``), that step is flushed with the training step's values
-of the last logging step, not its own.
+:func:`is_read` says whether a call's value would be read; the base module's ``log`` skips the ones that would
+not. Two readers: the loggers, at Lightning's flush steps, and whatever reads ``trainer.callback_metrics`` (the
+run's ``summary.json``, checkpoint and early-stopping monitors) after a validation, at an epoch's end and at the
+fit's end. So a value is logged on a flush step, on the batch a validation may follow, on an epoch's
+last batch and on the fit's last step; what every reader receives is then what it received when every step
+logged (``tests/models/test_steplogs.py`` compares the two). Left different: a callback that reads a *train*
+metric from ``callback_metrics`` on other steps (a checkpoint every N steps monitoring ``train/loss``) reads the
+last logged step's value, as does the progress bar between flushes; and on a step where a callback stops
+training after the training step (Lightning's ``Timer`` for ``--trainer.max_time``) the flush carries the last
+logged step's values, not its own.
 
 Only ``training_step``'s calls are judged (the families' train/loss, p_gold, reward and the like, logged
 every step). A callback's per-step values are left alone: ``probes.GradientNorms`` logs only its first
@@ -21,6 +25,7 @@ change (or, with ``log_every_n_steps`` above its window, lose).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,14 +34,27 @@ import lightning as L
 STEP_HOOK = "training_step"  # the hook whose calls are judged; Lightning's defaults there: on_step=True, on_epoch=False
 
 
-def reaches_logger(module: L.LightningModule, args: tuple, kwargs: Mapping[str, Any]) -> bool:
-    """False only for a per-step value (no ``on_epoch=True``) logged by ``training_step`` on a step that
-    Lightning will not flush; True in every other case, including any call it cannot judge."""
+def is_read(module: L.LightningModule, args: tuple, kwargs: Mapping[str, Any]) -> bool:
+    """False only for a per-step value (no ``on_epoch=True``) logged by ``training_step`` on a step that Lightning
+    will not flush and after which nothing reads ``callback_metrics`` (:func:`read_after`); True in every other case,
+    including any call it cannot judge."""
     trainer = module._trainer
     if trainer is None or args or kwargs.get("on_epoch") or module._current_fx_name != STEP_HOOK:
         return True
-    connector = getattr(trainer, "_logger_connector", None)
     try:
-        return bool(connector.should_update_logs) or bool(trainer.fast_dev_run)
-    except (AttributeError, NotImplementedError):  # a Lightning without it, or not in a fit: log as before
+        return bool(trainer._logger_connector.should_update_logs) or bool(trainer.fast_dev_run) or read_after(trainer)
+    except (AttributeError, NotImplementedError, TypeError):  # a Lightning without them, or not in a fit: log
         return True
+
+
+def read_after(trainer: L.Trainer) -> bool:
+    """Whether ``callback_metrics`` may be read right after this training batch: a validation may follow it (its
+    index, within the epoch or overall, is a multiple of ``val_check_batch``), it ends the epoch, or it is the fit's
+    last step. An over-approximation of Lightning's own checks: logging on a step nobody reads costs only time."""
+    loop = trainer.fit_loop.epoch_loop
+    if loop.batch_progress.is_last_batch or 0 < trainer.max_steps <= trainer.global_step + 1:
+        return True
+    every = trainer.val_check_batch
+    if every is None or not math.isfinite(every) or every < 1:
+        return False
+    return (loop.batch_idx + 1) % int(every) == 0 or (loop.total_batch_idx + 1) % int(every) == 0

@@ -12,7 +12,7 @@ from typing import Any
 import lightning as L
 import torch
 
-from lit_models.steplogs import reaches_logger
+from lit_models.steplogs import is_read
 
 
 class StochasticModule(L.LightningModule):
@@ -26,7 +26,8 @@ class StochasticModule(L.LightningModule):
     - A non-finite loss ends the run through :meth:`_diverge`; ``RunSummary`` records it as
       status ``diverged`` with ``diverged_at`` (the step).
     - ``self.log`` of a per-step training value is skipped on the steps Lightning does not hand to the
-      loggers (``lit_models.steplogs``): the same values reach them, at a third of a millisecond less a call.
+      loggers and after which nothing reads ``callback_metrics`` (``lit_models.steplogs``): every reader gets the
+      values it got before, at a third of a millisecond less a skipped call.
     """
 
     def __init__(self) -> None:
@@ -39,8 +40,8 @@ class StochasticModule(L.LightningModule):
             torch.manual_seed(torch.initial_seed() + self.global_rank)
 
     def log(self, name: str, value: Any, *args: Any, **kwargs: Any) -> None:
-        """``LightningModule.log``, skipped where the value would reach no logger (``steplogs.reaches_logger``)."""
-        if reaches_logger(self, args, kwargs):
+        """``LightningModule.log``, skipped where the value would reach no logger (``steplogs.is_read``)."""
+        if is_read(self, args, kwargs):
             super().log(name, value, *args, **kwargs)
 
     def _diverge(self) -> None:

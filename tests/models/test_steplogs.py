@@ -38,13 +38,24 @@ class Received(Logger):
 
 
 class Bar(L.Callback):
-    """The progress bar's metrics after every training batch."""
+    """The progress bar's metrics after every training batch, and ``callback_metrics`` where the run's summary,
+    checkpoint and early-stopping monitors read them: after each validation and when the fit ends."""
 
     def __init__(self) -> None:
         self.seen: list[dict[str, float]] = []
+        self.read: list[dict[str, float]] = []
 
     def on_train_batch_end(self, trainer: L.Trainer, *_: Any) -> None:
         self.seen.append({k: float(v) for k, v in trainer.progress_bar_metrics.items()})
+
+    def on_validation_end(self, trainer: L.Trainer, *_: Any) -> None:
+        self.read.append({k: float(v) for k, v in trainer.callback_metrics.items()})
+
+    def on_train_epoch_end(self, trainer: L.Trainer, *_: Any) -> None:
+        self.on_validation_end(trainer)
+
+    def on_fit_end(self, trainer: L.Trainer, *_: Any) -> None:
+        self.on_validation_end(trainer)
 
 
 def fit(every: int) -> tuple[Received, Bar, int]:
@@ -68,14 +79,16 @@ def test_the_loggers_and_the_bar_get_the_same_values_as_when_every_step_logged(m
     judged: list[bool] = []
 
     def counted(*args: Any) -> bool:
-        judged.append(steplogs.reaches_logger(*args))
+        judged.append(steplogs.is_read(*args))
         return judged[-1]
 
-    monkeypatch.setattr("lit_models.stochastic.reaches_logger", counted)
+    monkeypatch.setattr("lit_models.stochastic.is_read", counted)
     skipped, skipped_bar, steps = fit(every)
-    assert judged.count(False) == (0 if every == 1 else 3 * (17 - 17 // every))  # three values a step skipped
-    monkeypatch.setattr(steplogs, "reaches_logger", lambda *_: True)
-    monkeypatch.setattr("lit_models.stochastic.reaches_logger", lambda *_: True)
+    # every=4 over 17 steps (12 batches an epoch, a validation every 6): steps 3, 7, 11, 15 flush, 5 and 11 precede a
+    # validation, 11 ends the epoch, 16 ends the fit; the other 11 skip their three values
+    assert judged.count(False) == (0 if every == 1 else 3 * 11)
+    monkeypatch.setattr(steplogs, "is_read", lambda *_: True)
+    monkeypatch.setattr("lit_models.stochastic.is_read", lambda *_: True)
     logged, logged_bar, _ = fit(every)
     assert steps == 17
     assert skipped.calls == logged.calls
@@ -85,13 +98,15 @@ def test_the_loggers_and_the_bar_get_the_same_values_as_when_every_step_logged(m
                                                                               for _, m in logged.calls)
     flushed = [i for i in range(17) if (i + 1) % every == 0]  # the bar is read when Lightning refreshes it
     assert [skipped_bar.seen[i] for i in flushed] == [logged_bar.seen[i] for i in flushed]
+    assert skipped_bar.read == logged_bar.read and len(logged_bar.read) >= 4  # validations, epoch end, fit end
+    assert all("train/loss" in r for r in logged_bar.read[1:])
 
 
 def test_a_call_it_cannot_judge_is_kept():
     module = RecurrentSeq2Seq(src_vocab_size=12, tgt_vocab_size=12, hidden_size=8, embed_dim=8)
-    assert steplogs.reaches_logger(module, (), {})  # no trainer
+    assert steplogs.is_read(module, (), {})  # no trainer
     module._current_fx_name = "training_step"
-    assert steplogs.reaches_logger(module, (True,), {})  # positional options: not judged
+    assert steplogs.is_read(module, (True,), {})  # positional options: not judged
 
 
 def test_the_lightning_property_it_reads_still_exists():

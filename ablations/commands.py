@@ -4,7 +4,7 @@ for the attention-bottleneck question at quick scale.
     attnlab sweep sweeps/norm.yaml --scale quick --root runs      # every trial, offline
     attnlab sweep sweeps/norm.yaml --dry-run --count 4            # print the trials' commands
     attnlab report runs                                           # runs/<sweep>/report.md + PNGs
-    attnlab demo                                                  # ≈5-11 min on 2 CPU cores
+    attnlab demo                                                  # ≈4-11 min on 2 CPU cores
 """
 
 from __future__ import annotations
@@ -224,7 +224,7 @@ def demo_parser() -> argparse.ArgumentParser:
         prog="attnlab demo",
         description=f"Run the {DEMO_QUESTION!r} question (recurrent seq2seq with attention none / additive / dot / "
                     "general / hard on reverse) at quick scale, all arms, 2 seeds, then write and print the report. "
-                    "About 5 (AMD EPYC) to 11 (Intel Xeon) minutes on 2 CPU cores.")
+                    "About 4 (AMD EPYC) to 11 (Intel Xeon) minutes on 2 CPU cores.")
     p.add_argument("--root", default="runs/demo", help="runs directory (default: runs/demo)")
     p.add_argument("--seeds", type=positive_int, default=2, help="seeds per arm (default 2)")
     p.add_argument("--jobs", type=positive_int, default=2, help="trials at once, one thread each (default 2)")
@@ -271,7 +271,7 @@ COMMANDS = {"sweep": sweep_main, "report": report_main, "demo": demo_main, "find
 SUMMARIES = {
     "sweep": "run a sweep file offline on W&B's sweeps engine, each trial as `wandb agent` would run it",
     "report": "compare a question's arms: table (mean ± std over seeds), curves, attention maps, verdict",
-    "demo": f"the {DEMO_QUESTION} question at quick scale, then its report (about 5-11 min on 2 CPU cores)",
+    "demo": f"the {DEMO_QUESTION} question at quick scale, then its report (about 4-11 min on 2 CPU cores)",
     "findings": "every question at quick scale (resumable), then docs/findings/README.md: one row per claim",
     "dashboard": "save a W&B workspace view of a question: metric by arm, runs grouped by arm, probes, images",
 }

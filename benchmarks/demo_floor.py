@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from ablations.commands import demo_plan
+from ablations.sweepspec import proposable_values
 from lit_models.optim import adamw
 
 WARMUP_STEPS = 5
@@ -79,5 +80,5 @@ def demo_floor(root: Path, *, seeds: int = 2, jobs: int = 2) -> dict[str, Any]:
 def plan_grid(plan: Any) -> list[dict[str, Any]]:
     """The grid sweep's parameter sets (one seed: one per arm)."""
     specs = plan.sweep["parameters"]
-    values = [spec["values"] if "values" in spec else [spec["value"]] for spec in specs.values()]
+    values = [proposable_values(name, spec) for name, spec in specs.items()]
     return [dict(zip(specs, combo, strict=True)) for combo in itertools.product(*values)]

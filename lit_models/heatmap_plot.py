@@ -78,7 +78,6 @@ class AttentionPlot:
         self._label(x_labels, y_labels)
         self.suptitle = self.figure.suptitle(title, fontsize=8)
         self.figure.colorbar(self.images[-1][0], ax=axes.ravel().tolist(), shrink=0.5, label="attention weight")
-        self.laid_out = False
 
     def _label(self, x_labels: list[str], y_labels: list[str]) -> None:
         _, _, t, s = self.shape
@@ -104,9 +103,7 @@ class AttentionPlot:
     def save(self, path: Path) -> None:
         """Write the PNG; the first save lays the figure out, later ones keep that layout."""
         self.figure.savefig(path, dpi=DPI)
-        if not self.laid_out:
-            self.figure.set_layout_engine("none")
-            self.laid_out = True
+        self.figure.set_layout_engine("none")  # the positions the first save computed stay
 
     def close(self) -> None:
         plt.close(self.figure)

@@ -1,5 +1,5 @@
 """What every LightningModule shares: per-rank randomness, divergence as a recorded outcome, per-step logs
-made only on the steps that reach a logger.
+made only on the steps whose values something reads.
 
 The base of every attnlab LightningModule: seq2seq (scheduled-sampling coins, hard attention), RAM
 (glimpse locations), captioning, classification and regression.
@@ -40,7 +40,7 @@ class StochasticModule(L.LightningModule):
             torch.manual_seed(torch.initial_seed() + self.global_rank)
 
     def log(self, name: str, value: Any, *args: Any, **kwargs: Any) -> None:
-        """``LightningModule.log``, skipped where the value would reach no logger (``steplogs.is_read``)."""
+        """``LightningModule.log``, skipped where nothing would read the value (``steplogs.is_read``)."""
         if is_read(self, args, kwargs):
             super().log(name, value, *args, **kwargs)
 

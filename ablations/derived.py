@@ -2,7 +2,7 @@
 
 * ``train/...`` keys: the mean over the steps they were logged (early gradient norms), not the last.
 * ``curve/early/train/grad_...``: the mean of a gradient probe over the first ``EARLY`` fraction of training
-  (at least its first logged value): the gradients near initialisation, before learning reshapes them
+  (of summary.json's ``global_step``; at least its first logged value): the gradients near initialisation, before learning reshapes them
   (Vaswani et al. 2017, §3.2.1: unscaled logits saturate the softmax *at the start*).
 * ``<split>/len_drop/<family>`` (family: acc_by_len, token_acc_by_len, bleu_by_len — BLEU by source
   length): accuracy at the shortest length bucket minus accuracy at the
@@ -88,14 +88,18 @@ def steps_to(run: RunRecord, key: str, *, target: float, goal: str) -> tuple[flo
 
 
 def early_gradients(run: RunRecord, keys: set[str]) -> dict[str, float]:
-    """``curve/early/<key>`` for every ``train/grad_`` key: its mean over the first ``EARLY`` of the run's steps."""
+    """``curve/early/<key>`` for every ``train/grad_`` key: its mean over the first ``EARLY`` of the run's steps
+    (summary.json's ``global_step``; the probe's own last logged step when the run has none). The probe logs only
+    the first steps of a run (``probes.GradientNorms``), so its last step is not the run's: measured against it,
+    the window shrank to the probe's first value."""
     out: dict[str, float] = {}
     for key in keys:
         if not key.startswith("train/grad_"):
             continue
         curve = run.curve(key)
         if curve:
-            last = max(step for step, _ in curve)
+            steps = run.info.get("global_step")
+            last = steps if isinstance(steps, (int, float)) and steps > 0 else max(step for step, _ in curve)
             early = [v for step, v in curve if step <= EARLY * last] or [curve[0][1]]
             out[f"curve/early/{key}"] = sum(early) / len(early)
     return out

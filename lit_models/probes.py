@@ -40,6 +40,7 @@ from attnlab_core.tokens import PAD
 from lit_models.blocks.attention import MultiHeadAttention
 from lit_models.evaluation import EvaluationModule
 from lit_models.protocols import AttentionMapsNet, NamesTask, SmoothedLoss, SourceTargetBatch, StepwiseNet
+from lit_models.steplogs import forget
 
 log = logging.getLogger(__name__)
 
@@ -162,21 +163,32 @@ class GradientNorms(L.Callback):
     Logged as ``train/grad_norm/<group>`` and ``train/grad_norm/total``. Under DDP the gradients
     are already averaged across ranks here, so rank 0's value is the global one.
 
+    Once its steps have passed, its stored values are dropped (``steplogs.forget``): Lightning would otherwise
+    re-send the last one at every flush to the epoch's end, a flat line in W&B and in metrics.csv that read as
+    later gradients.
+
     Args:
         steps: number of initial optimizer steps to log.
     """
 
+    KEYS: ClassVar[tuple[str, str]] = ("train/grad_norm/", "train/grad_qk/")
+
     def __init__(self, *, steps: int = 50) -> None:
         self.steps = steps
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any,
+                             batch_idx: int) -> None:
+        if trainer.global_step >= self.steps:
+            forget(trainer, self.KEYS)
 
     def on_after_backward(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.global_step >= self.steps or not trainer.is_global_zero:
             return
         norms = layer_grad_norms(pl_module)
         for group, value in norms.items():
-            pl_module.log(f"train/grad_norm/{group}", value, on_step=True, on_epoch=False, rank_zero_only=True)
+            pl_module.log(f"{self.KEYS[0]}{group}", value, on_step=True, on_epoch=False, rank_zero_only=True)
         for group, value in qk_grad_norms(pl_module).items():
-            pl_module.log(f"train/grad_qk/{group}", value, on_step=True, on_epoch=False, rank_zero_only=True)
+            pl_module.log(f"{self.KEYS[1]}{group}", value, on_step=True, on_epoch=False, rank_zero_only=True)
 
 
 def parameter_group(name: str) -> str:

@@ -18,9 +18,12 @@ training after the training step (Lightning's ``Timer`` for ``--trainer.max_time
 logged step's values, not its own.
 
 Only ``training_step``'s calls are judged (the families' train/loss, p_gold, reward and the like, logged
-every step). A callback's per-step values are left alone: ``probes.GradientNorms`` logs only its first
-steps, and Lightning re-sends a stored value at every later flush of the epoch, which skipping would
-change (or, with ``log_every_n_steps`` above its window, lose).
+every step). A callback's per-step values are left alone.
+
+Lightning keeps a per-step value until the epoch ends and hands it to the loggers at every flush in between,
+under the flush's step, whether or not it was logged again. A value logged on some steps only (the gradient
+probe's first 50) then reaches W&B and metrics.csv as a flat line of its last value to the epoch's end.
+:func:`forget` drops such stored values once their last step has passed (``probes.GradientNorms``).
 """
 
 from __future__ import annotations
@@ -58,3 +61,17 @@ def read_after(trainer: L.Trainer) -> bool:
     if every is None or not math.isfinite(every) or every < 1:
         return False
     return (loop.batch_idx + 1) % int(every) == 0 or (loop.total_batch_idx + 1) % int(every) == 0
+
+
+def forget(trainer: L.Trainer, prefixes: tuple[str, ...]) -> int:
+    """Drop the stored per-step values whose names start with one of ``prefixes``, so that Lightning's later
+    flushes in this epoch do not re-send them; a later ``log`` of the same name stores it afresh. Returns how many
+    it dropped (0 where the trainer keeps no stored values, as outside a fit loop)."""
+    results = getattr(trainer, "_results", None)
+    dropped = 0
+    for item in (results or {}).values():
+        meta = getattr(item, "meta", None)
+        if meta is not None and str(meta.name).startswith(prefixes) and not item.has_reset:
+            item.reset()  # Lightning's own end-of-epoch reset: the value leaves the flushes until logged again
+            dropped += 1
+    return dropped

@@ -283,6 +283,25 @@ def test_early_gradients_read_the_first_tenth_of_training():
     assert derive(one)["curve/early/train/grad_norm/total"] == 2.5, "a single logged value is its own early mean"
 
 
+def test_early_gradients_measure_the_tenth_against_the_runs_steps_not_the_probes():
+    """The probe logs the first 50 of a run's 564 steps (flushed every 10): the first tenth (56 steps) holds all
+    five of its values, not only the first, which a window measured against the probe's own last step kept."""
+    from ablations.derived import derive
+    from ablations.results import RunRecord
+
+    values = dict(zip(range(9, 50, 10), [6.0, 1, 1, 1, 1], strict=True))
+    history = [{"step": float(s), "train/grad_qk/total": v} for s, v in values.items()]
+    run = RunRecord(experiment="e", name="r", status="finished", params={}, metrics={}, history=history,
+                    info={"global_step": 564})
+    assert derive(run)["curve/early/train/grad_qk/total"] == pytest.approx(2.0)
+    long_run = RunRecord(experiment="e", name="r", status="finished", params={}, metrics={}, history=history,
+                         info={"global_step": 5000})
+    assert derive(long_run)["curve/early/train/grad_qk/total"] == pytest.approx(2.0), "the window covers the probe"
+    short = RunRecord(experiment="e", name="r", status="finished", params={}, metrics={}, history=history,
+                      info={"global_step": 100})
+    assert derive(short)["curve/early/train/grad_qk/total"] == pytest.approx(6.0), "only step 9 is in the first 10"
+
+
 def test_shape_bounds_are_inconclusive_when_the_interval_straddles():
     from ablations.verdicts import at_least, at_most
 

@@ -113,3 +113,26 @@ def test_the_lightning_property_it_reads_still_exists():
     from lightning.pytorch.trainer.connectors.logger_connector.logger_connector import _LoggerConnector
 
     assert isinstance(_LoggerConnector.__dict__["should_update_logs"], property)
+
+
+def test_the_gradient_probe_reaches_the_loggers_only_inside_its_window():
+    """Lightning re-sends a stored per-step value at every flush to the epoch's end; the probe drops its values once
+    its steps have passed (``steplogs.forget``), so no flush after its window carries them under a later step."""
+    L.seed_everything(3)
+    data = SyntheticSeq2Seq(task="reverse", vocab_size=12, min_len=3, max_len=6, train_size=96, val_size=16,
+                            test_size=16, batch_size=8, max_tokens=None)
+    model = RecurrentSeq2Seq(src_vocab_size=12, tgt_vocab_size=12, cell="gru", attention="additive", embed_dim=8,
+                             hidden_size=8, bidirectional=False, dropout=0.0)
+    logger = Received()
+    trainer = L.Trainer(max_steps=12, log_every_n_steps=2, limit_val_batches=0, accelerator="cpu", devices=1,
+                        logger=logger, callbacks=[GradientNorms(steps=3)], enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(model, datamodule=data)
+    flushed = [step for step, metrics in logger.calls if "train/loss" in metrics]
+    probed = [step for step, metrics in logger.calls if "train/grad_norm/total" in metrics]
+    assert flushed == [1, 3, 5, 7, 9, 11]  # one epoch of 12 batches, flushed every 2 steps
+    assert probed == [1]  # steps 0-2 probed; the flush at step 3 would carry step 2's value, labelled 3
+
+
+def test_forget_outside_a_fit_loop_drops_nothing():
+    assert steplogs.forget(L.Trainer(logger=False, enable_progress_bar=False), ("train/",)) == 0

@@ -83,17 +83,39 @@ def _utc(epoch: float) -> str:
     return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
+SITTING_GAP_S = 900  # questions whose trials start within this of the previous ones' end ran in one sitting
+
+
 def _span_line(results: Sequence[QuestionResult], seeds: str = "") -> list[str]:
     """When the trials of one seed set (``seeds``: its name, if not the main one) ran: first start to last end
-    (one line; none if unrecorded)."""
-    spans = [r.trials_span for r in results if r.trials_span]
-    if not spans:
+    (one line; none if unrecorded). Questions rerun later (``--only``) make several sittings, each given alone:
+    one span over both would count the days between them as running time."""
+    timed = sorted((r for r in results if r.trials_span), key=lambda r: r.trials_span[0])
+    if not timed:
         return []
-    lo, hi = min(s[0] for s in spans), max(s[1] for s in spans)
-    trials = sum(r.trials for r in results)
-    return [f"- **Trials ran{f', {seeds}' if seeds else ''}:** {_utc(lo)} to {_utc(hi)}: {hms(hi - lo)} from the "
-            f"first trial's start to the last one's end ({trials} trials of {len(results)} questions, as recorded "
-            "by the runner)"]
+    sittings: list[list[QuestionResult]] = [[timed[0]]]
+    for r in timed[1:]:
+        if r.trials_span[0] <= max(q.trials_span[1] for q in sittings[-1]) + SITTING_GAP_S:
+            sittings[-1].append(r)
+        else:
+            sittings.append([r])
+    parts = [_sitting(group) for group in sittings]
+    head = f"- **Trials ran{f', {seeds}' if seeds else ''}:** "
+    if len(parts) == 1:
+        return [f"{head}{parts[0]} from the first trial's start to the last one's end ({_counted(timed)}, as "
+                "recorded by the runner)"]
+    each = "; ".join(f"{p} ({_counted(g)})" for p, g in zip(parts, sittings, strict=True))
+    return [f"{head}in {len(parts)} sittings (questions rerun later), first trial's start to last one's end in each, "
+            f"as recorded by the runner: {each}"]
+
+
+def _sitting(group: Sequence[QuestionResult]) -> str:
+    lo, hi = min(r.trials_span[0] for r in group), max(r.trials_span[1] for r in group)
+    return f"{_utc(lo)} to {_utc(hi)}: {hms(hi - lo)}"
+
+
+def _counted(group: Sequence[QuestionResult]) -> str:
+    return f"{sum(r.trials for r in group)} trials of {len(group)} questions"
 
 
 def _cell(text: str) -> str:

@@ -120,3 +120,23 @@ def test_a_preset_changed_after_its_verdict_says_so(tmp_path: Path, monkeypatch)
     monkeypatch.setitem(QUESTIONS, "scaling", replace(QUESTIONS["scaling"], preset_changed=""))
     assert findings_main(["--root", str(root), "--out", str(out), "--only", "scaling", "--report-only"]) == 0
     assert "Preset changed" not in (out / "README.md").read_text() + (out / "scaling" / "report.md").read_text()
+
+
+def test_a_question_rerun_days_later_is_its_own_sitting_not_days_of_running():
+    """One span over a set refreshed with --only would count the days between the sittings as running time."""
+    from ablations.findings_readme import QuestionResult, _span_line
+
+    def result(name: str, start: float, minutes: float, trials: int) -> QuestionResult:
+        return QuestionResult(name=name, verdict="", key_numbers="", report="", figures=[],
+                              trials_span=[start, start + 60 * minutes], trials=trials)
+
+    t0 = 1_764_583_200.0  # 2025-12-01 10:00 UTC
+    together = [result("a", t0, 30, 10), result("b", t0 + 60 * 31, 20, 5)]  # back to back: one sitting
+    (line,) = _span_line(together)
+    assert "2025-12-01 10:00 UTC to 2025-12-01 10:51 UTC: 0:51:00 from the first" in line
+    assert "(15 trials of 2 questions" in line and "sittings" not in line
+    later = [*together, result("c", t0 + 4 * 86_400, 17, 15)]  # rerun four days later
+    (line,) = _span_line(later)
+    assert "in 2 sittings" in line and "0:51:00 (15 trials of 2 questions)" in line
+    assert "2025-12-05 10:00 UTC to 2025-12-05 10:17 UTC: 0:17:00 (15 trials of 1 questions)" in line
+    assert "96:" not in line, "no span across the days between"

@@ -2,8 +2,8 @@
 
 * ``train/...`` keys: the mean over the steps they were logged (early gradient norms), not the last.
 * ``curve/early/train/grad_...``: the mean of a gradient probe over the first ``EARLY`` fraction of training
-  (of summary.json's ``global_step``; at least its first logged value): the gradients near initialisation, before learning reshapes them
-  (Vaswani et al. 2017, §3.2.1: unscaled logits saturate the softmax *at the start*).
+  (of summary.json's ``global_step``; at least its first logged value): the gradients near initialisation,
+  before learning reshapes them (Vaswani et al. 2017, §3.2.1: unscaled logits saturate the softmax *at the start*).
 * ``<split>/len_drop/<family>`` (family: acc_by_len, token_acc_by_len, bleu_by_len — BLEU by source
   length): accuracy at the shortest length bucket minus accuracy at the
   longest bucket that lies inside the training lengths (Bahdanau et al. 2015, Fig. 2 read as a

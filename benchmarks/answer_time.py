@@ -22,6 +22,7 @@ findings set, which takes hours and is read from what the runner recorded:
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -70,14 +71,17 @@ def demo_wall(root: Path, *, warm: bool) -> float:
 
 
 def findings_sets(out: Path = REPO / "docs" / "findings") -> dict | None:
-    """The recorded wall of the questions both seed sets ran: {"before"/"after": {span_s, trials, cpus}}."""
+    """The recorded wall of the questions both seed sets ran: {"before"/"after": {span_s, trials, cpus}}. A question
+    whose first set was rerun after the replication set began (``attnlab findings --only``, with later code) is
+    left out: its "before" would not be before."""
     from ablations.findings_readme import load_results
     from ablations.questions import ORDER
     from ablations.replication import SUBDIR
 
     first = {r.name: r for r in load_results(out, ORDER) if r.trials_span}
     again = {r.name: r for r in load_results(out / SUBDIR, ORDER) if r.trials_span}
-    both = [n for n in first if n in again]
+    began = min((r.trials_span[0] for r in again.values()), default=math.inf)
+    both = [n for n in first if n in again and first[n].trials_span[0] < began]
     if not both:
         return None
 

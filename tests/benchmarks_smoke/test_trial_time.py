@@ -96,8 +96,10 @@ def test_findings_sets_compare_only_the_questions_both_ran(tmp_path, monkeypatch
             "trials_span": span, "trials": 3, "cpus": [cpu]}))
 
     result(tmp_path, "scaling", [0.0, 600.0], "AMD EPYC")
-    result(tmp_path, "norm", [0.0, 900.0], "AMD EPYC")
-    result(tmp_path / "replication", "scaling", [0.0, 150.0], "AMD EPYC")
+    result(tmp_path, "norm", [600.0, 1500.0], "AMD EPYC")
+    result(tmp_path, "heads", [5000.0, 5100.0], "AMD EPYC")  # rerun after the replication set began
+    result(tmp_path / "replication", "scaling", [2000.0, 2150.0], "AMD EPYC")
+    result(tmp_path / "replication", "heads", [2150.0, 2200.0], "AMD EPYC")
     sets = findings_sets(tmp_path)
     assert sets["questions"] == ["scaling"] and sets["before"]["span_s"] == 600.0 and sets["after"]["span_s"] == 150.0
     (goal,) = answer_goals({"trials": [], "findings": sets})

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -93,12 +94,13 @@ def _span_line(results: Sequence[QuestionResult], seeds: str = "") -> list[str]:
     timed = sorted((r for r in results if r.trials_span), key=lambda r: r.trials_span[0])
     if not timed:
         return []
-    sittings: list[list[QuestionResult]] = [[timed[0]]]
-    for r in timed[1:]:
-        if r.trials_span[0] <= max(q.trials_span[1] for q in sittings[-1]) + SITTING_GAP_S:
-            sittings[-1].append(r)
-        else:
-            sittings.append([r])
+    sittings: list[list[QuestionResult]] = []
+    end = -math.inf  # the latest end so far: sorted by start, it is the current sitting's
+    for r in timed:
+        if r.trials_span[0] > end + SITTING_GAP_S:
+            sittings.append([])
+        sittings[-1].append(r)
+        end = max(end, r.trials_span[1])
     parts = [_sitting(group) for group in sittings]
     head = f"- **Trials ran{f', {seeds}' if seeds else ''}:** "
     if len(parts) == 1:

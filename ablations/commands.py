@@ -19,9 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from ablations.catalog.questions import QUESTIONS, SWEEPS_DIR
+from ablations.engine.stackgroups import STACK_HELP
 from ablations.findings import findings_main
-from ablations.questions import QUESTIONS, SWEEPS_DIR
-from ablations.stackgroups import STACK_HELP
 
 # The sweeps engine's pydantic models use v1 config names; the warning is noise for our users.
 warnings.filterwarnings("ignore", message="Valid config keys have changed in V2")
@@ -137,8 +137,8 @@ def _threads(args: argparse.Namespace) -> int | None:
 
 def sweep_main(argv: list[str]) -> int:
     """``attnlab sweep``: exit 0 when no trial failed, 1 when one did, 2 for a bad sweep file."""
+    from ablations.engine.sweepspec import check_parameters
     from ablations.runner import SweepError, load_sweep, make_plan, run_sweep
-    from ablations.sweepspec import check_parameters
 
     args = sweep_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -168,8 +168,8 @@ def sweep_main(argv: list[str]) -> int:
 
 def _print_report(exp_dir: Path) -> bool:
     """Write and print the report of one experiment directory; False when it holds no runs."""
-    from ablations.report import write_report
-    from ablations.results import load_experiment
+    from ablations.reports.report import write_report
+    from ablations.reports.results import load_experiment
 
     runs = load_experiment(exp_dir) if exp_dir.is_dir() else []
     if not runs:
@@ -195,8 +195,8 @@ def report_parser() -> argparse.ArgumentParser:
 
 def report_main(argv: list[str]) -> int:
     """``attnlab report``: exit 0 when at least one report was written, 2 when no runs were found."""
-    from ablations.report import write_report
-    from ablations.results import experiment_dirs, load_experiment, load_wandb_sweep
+    from ablations.reports.report import write_report
+    from ablations.reports.results import experiment_dirs, load_experiment, load_wandb_sweep
 
     args = report_parser().parse_args(argv)
     root = Path(args.runs_dir)
@@ -259,7 +259,7 @@ def demo_main(argv: list[str]) -> int:
 
 def dashboard_main(argv: list[str]) -> int:
     """``attnlab dashboard``: save a W&B workspace view of one question (wandb-workspaces extra)."""
-    from ablations.dashboard import dashboard_main as run
+    from ablations.reports.dashboard import dashboard_main as run
 
     return with_wandb_failures(lambda: run(argv), command="dashboard")
 

@@ -6,8 +6,9 @@
     attnlab findings --replicate             # the same on seeds 1001.. (runs/findings/replication); the README
                                              # then says whether each verdict replicated
     attnlab findings --power                 # more seeds (2001..) where a comparison sat within seed noise, n per
-                                             # question fixed first in docs/findings/power/plan.json (ablations.power)
-    attnlab findings --real                  # the questions on real data (ablations.questions_real) instead:
+                                             # question fixed first in docs/findings/power/plan.json
+                                             # (ablations.reports.power)
+    attnlab findings --real                  # the questions on real data (ablations.catalog.questions_real) instead:
                                              # runs/findings/real -> docs/findings/real/README.md
 
 Resumable: trials whose summary says finished or diverged are skipped (the runner's rule), so an
@@ -16,7 +17,7 @@ over all questions and an ETA from the mean wall time of the trials run so far. 
 header (command, CPU, wall time), one row per claim (claim, source, verdict, key numbers) and a
 section per question with its figures; each question's full report is ``<out>/<question>/report.md``.
 The README is rebuilt from every question's saved ``<out>/<question>/result.json``
-(``ablations.findings_readme``), so ``--only`` refreshes those questions and keeps the rest.
+(``ablations.reports.findings_readme``), so ``--only`` refreshes those questions and keeps the rest.
 
 ``--real`` first checks that every selected question's data is in place (each data source's own check,
 ``ablations.real_data.missing_data``) and otherwise fails in one line naming what to install, exit 2,
@@ -35,13 +36,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ablations.findings_readme import QuestionResult, hms, load_results, readme, stamp
-from ablations.power import PLAN, load_or_make_plan, planned_seeds, read_plan
-from ablations.power import SUBDIR as POWER_SUBDIR
-from ablations.questions import ORDER, QUESTIONS, Question
-from ablations.questions_real import REAL_ORDER, REAL_QUESTIONS
-from ablations.replication import FIRST_SEED, SUBDIR, folders, seed_values
-from ablations.stackgroups import STACK_HELP
+from ablations.catalog.questions import ORDER, QUESTIONS, Question
+from ablations.catalog.questions_real import REAL_ORDER, REAL_QUESTIONS
+from ablations.engine.stackgroups import STACK_HELP
+from ablations.reports.findings_readme import hms, load_results, readme
+from ablations.reports.power import PLAN, load_or_make_plan, planned_seeds, read_plan
+from ablations.reports.power import SUBDIR as POWER_SUBDIR
+from ablations.reports.record import QuestionResult, stamp
+from ablations.verdicts.replication import FIRST_SEED, SUBDIR, folders, seed_values
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +101,8 @@ def _plan(question: Question, root: Path, seeds: int | None, replicate: bool = F
 
 
 def _trials(plan: Any) -> int:
-    """The plan's trials: its grid, then its question's baseline arms on the grid's seeds (``ablations.baselines``)."""
+    """The plan's trials: its grid, then its question's baseline arms on the grid's seeds
+    (``ablations.catalog.baselines``)."""
     from ablations.runner import grid_size
 
     return (grid_size(plan.sweep) or 0) + len(plan.baseline_trials())
@@ -119,10 +122,11 @@ def run_questions(
     power: dict[str, Any] | None = None,
 ) -> Progress:
     """Run every question's quick sweep (skipping finished trials), echoing each trial and the overall ETA;
-    ``replicate``: on the disjoint replication seeds (``ablations.replication``); ``stack``: an arm's seeds
-    trained stacked where they can be (None: ``ablations.stackgroups.default_stack``); ``power``: each question on
-    the fresh seeds its plan gives it (``ablations.power``)."""
-    from ablations.domains import run_domain_tests
+    ``replicate``: on the disjoint replication seeds (``ablations.verdicts.replication``); ``stack``: an arm's seeds
+    trained stacked where they can be (None: ``ablations.engine.stackgroups.default_stack``); ``power``: each
+    question on
+    the fresh seeds its plan gives it (``ablations.reports.power``)."""
+    from ablations.reports.domains import run_domain_tests
     from ablations.runner import run_sweep
 
     plans = [_plan(q, root, seeds, replicate, stack, power) for q in questions]
@@ -147,8 +151,8 @@ def run_questions(
 
 def report_question(question: Question, *, root: Path, out: Path) -> QuestionResult | None:
     """Write ``out/<question>/report.md`` + figures + result.json from ``root/<question>``; None without runs."""
-    from ablations.report import write_report
-    from ablations.results import group_arms, load_experiment, stat
+    from ablations.reports.report import write_report
+    from ablations.reports.results import group_arms, load_experiment, stat
 
     exp = root / question.name
     runs = load_experiment(exp) if exp.is_dir() else []
@@ -226,7 +230,8 @@ def findings_parser() -> argparse.ArgumentParser:
     p.add_argument("--power", action="store_true",
                    help=f"more seeds where a comparison sits at the seeds' resolution: a third, disjoint set whose "
                         f"size per question is fixed once, from both earlier sets' verdicts, in "
-                        f"OUT/{POWER_SUBDIR}/plan.json before any of it trains (ablations/power.py); runs under "
+                        f"OUT/{POWER_SUBDIR}/plan.json before any of it trains (ablations/reports/power.py); runs "
+                        f"under "
                         f"ROOT/{POWER_SUBDIR}, reports under OUT/{POWER_SUBDIR}, fills the README's "
                         "'more seeds' column")
     return p
@@ -314,7 +319,7 @@ def _by_name(out: Path, order: Sequence[str], pool: dict[str, Question]) -> dict
 
 
 def _power_plan(out: Path, order: Sequence[str], pool: dict[str, Question], *, write: bool) -> dict[str, Any]:
-    """The third seed set's plan (``ablations.power``): read from OUT/power/plan.json, or made from the saved
+    """The third seed set's plan (``ablations.reports.power``): read from OUT/power/plan.json, or made from the saved
     verdicts of both earlier sets and written there (not on a dry run); each planned question printed."""
     main, again = _by_name(out, order, pool), _by_name(out / SUBDIR, order, pool)
     plan, made = load_or_make_plan(out, main, again, write=write)

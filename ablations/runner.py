@@ -8,7 +8,7 @@ arguments. Everything else a trial needs (its experiment, a test after the fit) 
 own command, so a trial here is exactly a ``wandb agent`` trial. Deviations from the agent:
 ``${interpreter}`` is the Python running this runner (the agent uses the literal ``python`` from
 PATH), so trials run in the same environment; and a trial running that interpreter is forked from a
-server that has already imported torch, Lightning and the project (``ablations/warm.py``: same argv,
+server that has already imported torch, Lightning and the project (``ablations/engine/warm.py``: same argv,
 environment, cwd, log and process group; the default on Linux: ``--no-warm`` or ``ATTNLAB_WARM_TRIALS=0`` turn it off).
 
 Each trial lands in ``<root>/<sweep name>/<trial name>/`` (the run-directory contract) plus
@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ablations.baselines import Baselines, baseline_commands, baseline_specs
-from ablations.catalog import question_for
-from ablations.questions import QUICK_DATA, REPO
-from ablations.stackgroups import (
+from ablations.catalog.baselines import Baselines, baseline_commands, baseline_specs
+from ablations.catalog.lookup import question_for
+from ablations.catalog.questions import QUICK_DATA, REPO
+from ablations.engine.stackgroups import (
     NOTHING_TO_STACK_WITH,
     REFUSED_EXIT,
     default_stack,
@@ -41,7 +41,7 @@ from ablations.stackgroups import (
     sweep_refusal,
     units,
 )
-from ablations.sweepspec import (  # noqa: F401 - the sweep-file API, re-exported for callers of the runner
+from ablations.engine.sweepspec import (  # noqa: F401 - the sweep-file API, re-exported for callers of the runner
     SEED_KEY,
     SweepError,
     load_sweep,
@@ -53,7 +53,7 @@ from ablations.sweepspec import (  # noqa: F401 - the sweep-file API, re-exporte
     trial_name,
     varied_keys,
 )
-from ablations.trialproc import (  # noqa: F401 - wait_any re-exported
+from ablations.engine.trialproc import (  # noqa: F401 - wait_any re-exported
     dies_with,
     install_handlers,
     restore_handlers,
@@ -61,8 +61,8 @@ from ablations.trialproc import (  # noqa: F401 - wait_any re-exported
     stop_process,
     wait_any,
 )
-from ablations.trialrun import Running, finish_trial, start_group, start_trial, write_trial_json  # noqa: F401
-from ablations.trialstate import (  # noqa: F401 - re-exported
+from ablations.engine.trialrun import Running, finish_trial, start_group, start_trial, write_trial_json  # noqa: F401
+from ablations.engine.trialstate import (  # noqa: F401 - re-exported
     Outcome,
     Trial,
     eta_seconds,
@@ -72,7 +72,7 @@ from ablations.trialstate import (  # noqa: F401 - re-exported
     resumable,
     trial_status,
 )
-from ablations.warm import warm_wanted
+from ablations.engine.warm import warm_wanted
 from attnlab_run.rundir import DONE, RunPaths, Status, read_summary
 
 log = logging.getLogger(__name__)
@@ -92,9 +92,9 @@ class SweepPlan:
     interpreter: str
     cwd: Path
     env: dict[str, str]
-    warm: bool = False  # trials forked from a preloaded server (ablations/warm.py) where their command allows
-    baselines: Baselines = field(default_factory=dict)  # the question's baseline arms (ablations.baselines)
-    stack: bool = True  # the fresh seeds of an arm trained as one process where they can (ablations.stackgroups)
+    warm: bool = False  # trials forked from a preloaded server (ablations/engine/warm.py) where their command allows
+    baselines: Baselines = field(default_factory=dict)  # the question's baseline arms (ablations.catalog.baselines)
+    stack: bool = True  # the fresh seeds of an arm trained as one process where they can (ablations.engine.stackgroups)
 
     @property
     def metric(self) -> str | None:
@@ -105,7 +105,7 @@ class SweepPlan:
         return self._trial(trial_name(params, varied_keys(self.sweep)), params, command)
 
     def baseline_trials(self) -> list[Trial]:
-        """Each baseline arm on each of the sweep's seeds (``ablations.baselines``)."""
+        """Each baseline arm on each of the sweep's seeds (``ablations.catalog.baselines``)."""
         return [self._trial(*spec) for spec in baseline_commands(self.sweep, self.baselines,
                                                                   interpreter=self.interpreter)]
 
@@ -127,10 +127,11 @@ def make_plan(
     warm: bool | None = None, stack: bool | None = None,
 ) -> SweepPlan:
     """Validate ``sweep`` and fix its name, scale overrides, environment and working directory.
-    ``warm``: start trials warm (default: on Linux unless ``ATTNLAB_WARM_TRIALS=0``, :func:`ablations.warm.warm_wanted`,
+    ``warm``: start trials warm (default: on Linux unless ``ATTNLAB_WARM_TRIALS=0``,
+    :func:`ablations.engine.warm.warm_wanted`,
     and only when the trials' environment pins one BLAS thread, since the server refuses to fork otherwise);
     ``stack``: train the seeds of an arm stacked where they can be (None: only where a GPU is visible,
-    ``ablations.stackgroups.default_stack``)."""
+    ``ablations.engine.stackgroups.default_stack``)."""
     violations = schema_violations(sweep)
     if violations:
         raise SweepError("sweep config violates the W&B schema: " + "; ".join(violations))

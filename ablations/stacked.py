@@ -25,9 +25,9 @@ from typing import Any
 
 from lightning.pytorch.cli import LightningCLI
 
-from ablations.catalog import arm_axes
-from ablations.stackgroups import REFUSAL, REFUSED_EXIT, SEPARATOR
-from ablations.trialproc import install_handlers, restore_handlers
+from ablations.catalog.lookup import arm_axes
+from ablations.engine.stackgroups import REFUSAL, REFUSED_EXIT, SEPARATOR
+from ablations.engine.trialproc import install_handlers, restore_handlers
 from attnlab_core.errors import user_error_line
 from attnlab_run.cli import AttnlabCLI, build_cli, cli_class_for
 from attnlab_run.conventions import quiet_console
@@ -94,7 +94,7 @@ def _fit(cli: AttnlabCLI, k: int, lockstep: Lockstep, codes: list[int]) -> None:
 
 def _forward_signals(clis: list[AttnlabCLI]) -> dict[int, Any]:
     """Preemption signals reach the main thread only: each seed's callback stops its fit at its next exact point.
-    Returns the handlers replaced, for :func:`ablations.trialproc.restore_handlers`."""
+    Returns the handlers replaced, for :func:`ablations.engine.trialproc.restore_handlers`."""
     callbacks = [cb for cli in clis for cb in cli.trainer.callbacks if isinstance(cb, PreemptionCheckpoint)]
 
     def handle(signum: int, frame: Any) -> None:

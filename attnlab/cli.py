@@ -56,7 +56,7 @@ def usage() -> str:
 
 def question_axes(experiment: str) -> tuple[str, ...]:
     """The CLI paths that define an arm of ``experiment`` when it is an ablation question."""
-    from ablations.catalog import arm_axes
+    from ablations.catalog.lookup import arm_axes
 
     return arm_axes(experiment)
 

@@ -2,7 +2,7 @@
 
 "Before" is how a trial started until 2026-12-03 and how ``wandb agent`` still starts one: a fresh interpreter
 (cold). "After" is the runner's default now: forked from a server that has already imported torch, Lightning
-and the project (warm, ``ablations.warm``). Each row is measured in this run on this machine, except the whole
+and the project (warm, ``ablations.engine.warm``). Each row is measured in this run on this machine, except the whole
 findings set, which takes hours and is read from what the runner recorded:
 
 - per-trial fixed overhead: wall minus training steps, validation and test, of each trial of
@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from ablations.arms import REPO
+from ablations.catalog.arms import REPO
 from benchmarks.demo_floor import demo_floor
 from benchmarks.trial_time import QUESTION_TRIALS, QUICK_EXTRA, TrialSpec, run_trial
 
@@ -74,9 +74,9 @@ def findings_sets(out: Path = REPO / "docs" / "findings") -> dict | None:
     """The recorded wall of the questions both seed sets ran: {"before"/"after": {span_s, trials, cpus}}. A question
     whose first set was rerun after the replication set began (``attnlab findings --only``, with later code) is
     left out: its "before" would not be before."""
-    from ablations.findings_readme import load_results
-    from ablations.questions import ORDER
-    from ablations.replication import SUBDIR
+    from ablations.catalog.questions import ORDER
+    from ablations.reports.findings_readme import load_results
+    from ablations.verdicts.replication import SUBDIR
 
     first = {r.name: r for r in load_results(out, ORDER) if r.trials_span}
     again = {r.name: r for r in load_results(out / SUBDIR, ORDER) if r.trials_span}

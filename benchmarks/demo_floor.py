@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from ablations.commands import demo_plan
-from ablations.sweepspec import proposable_values
+from ablations.engine.sweepspec import proposable_values
 from lit_models.optim import adamw
 
 WARMUP_STEPS = 5

@@ -31,7 +31,7 @@ from typing import Any
 from lightning.pytorch.profilers import Profiler
 from torch.utils.flop_counter import FlopCounterMode
 
-from ablations.arms import REPO
+from ablations.catalog.arms import REPO
 
 T0_ENV = "ATTNLAB_BENCH_T0"  # the parent's time.time() just before it started the trial
 OUT_ENV = "ATTNLAB_BENCH_TIMELINE"  # where HookTimeline writes its JSON
@@ -153,10 +153,11 @@ QUICK_EXTRA = ("--trainer.max_epochs=1", "--data.train_size=256", "--data.val_si
 
 def run_trial(spec: TrialSpec, root: Path, *, threads: int = QUICK_THREADS, warm: bool = False) -> dict:
     """Run ``spec`` as ``attnlab sweep --scale quick`` would, timed; the breakdown as a dict. ``warm``: forked
-    from the runner's preloaded server (``ablations.warm``, started before the clock), else a fresh interpreter."""
-    from ablations.questions import QUESTIONS, SWEEPS_DIR
+    from the runner's preloaded server (``ablations.engine.warm``, started before the clock), else a fresh
+    interpreter."""
+    from ablations.catalog.questions import QUESTIONS, SWEEPS_DIR
+    from ablations.engine.sweepspec import load_sweep
     from ablations.runner import make_plan
-    from ablations.sweepspec import load_sweep
 
     plan = make_plan(load_sweep(SWEEPS_DIR / QUESTIONS[spec.question].sweep), root=root / ("warm" if warm else "cold"),
                      scale="quick", threads=threads, warm=warm)
@@ -177,7 +178,7 @@ def run_trial(spec: TrialSpec, root: Path, *, threads: int = QUICK_THREADS, warm
 
 def _start_and_wait(command: list[str], plan: Any, env: dict, log: Path, *, warm: bool) -> tuple[int, float, float]:
     """(exit code, start time, wall seconds) of one trial, cold (``subprocess``) or forked from the warm server."""
-    from ablations.warm import server_for, warm_argv
+    from ablations.engine.warm import server_for, warm_argv
 
     if not warm:
         with log.open("w") as log_file:

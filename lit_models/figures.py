@@ -4,7 +4,7 @@ for captioners, per-word attention overlays on the image (Xu et al. 2015, Fig. 2
 
 Drawn on rank 0 only, for a fixed set of validation examples (the module's ``figure_batch``),
 saved under ``<run_dir>/figures/`` (latest epoch) and logged to W&B as images. Heatmaps also leave their
-weights and labels as ``figures/<name>.json`` (``_heatmaps``), from which ``ablations.report`` draws the
+weights and labels as ``figures/<name>.json`` (``_heatmaps``), from which ``ablations.reports.report`` draws the
 arms side by side natively. Decoder rows are labelled ``fed→predicted`` (``decoder_row_labels``). A module that
 draws its own figures implements ``figure_plots(epoch) -> {name: Figure}`` (``protocols.PlotsFigures``:
 the captioner, RAM); otherwise its ``figure_maps()`` (``protocols.HasAttentionMaps``) are drawn as heatmaps.

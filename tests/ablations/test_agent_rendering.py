@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from wandb import wandb_agent
 
-from ablations.questions import QUESTIONS, REPO, SWEEPS_DIR
+from ablations.catalog.questions import QUESTIONS, REPO, SWEEPS_DIR
 from ablations.runner import load_sweep, render_args, render_command
 
 
@@ -122,7 +122,7 @@ def _run_agent_trial(question: str, run_id: str, root: Path, monkeypatch, tmp_pa
 
 
 def test_agent_trials_of_two_questions_end_to_end(monkeypatch, tmp_path):
-    from ablations.results import experiment_dirs, load_experiment
+    from ablations.reports.results import experiment_dirs, load_experiment
     from attnlab_run.rundir import Status, read_summary
     from tests.cli.wandb_records import offline_run
 

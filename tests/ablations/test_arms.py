@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from ablations.arms import REST, Arms, UnsweptArm, sweep_metric
-from ablations.catalog import question_for
-from ablations.questions import QUESTIONS, REPO, Question
-from ablations.questions_real import REAL_QUESTIONS
-from ablations.stats import Stat, stat
-from ablations.verdicts import name
+from ablations.catalog.arms import REST, Arms, UnsweptArm, sweep_metric
+from ablations.catalog.lookup import question_for
+from ablations.catalog.questions import QUESTIONS, REPO, Question
+from ablations.catalog.questions_real import REAL_QUESTIONS
+from ablations.verdicts.rules import name
+from ablations.verdicts.stats import Stat, stat
 
 ALL = {**QUESTIONS, **REAL_QUESTIONS}
 

@@ -10,18 +10,19 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ablations import claims_real, findings
-from ablations.arms import Arms
-from ablations.baselines import baseline_specs
-from ablations.question import BASELINE_KEY, model_class
-from ablations.questions import QUESTIONS, REPO
-from ablations.questions_real import QUICK_RAM, REAL_QUESTIONS
-from ablations.replication import FIRST_SEED
-from ablations.results import group_arms, load_experiment
+from ablations import findings
+from ablations.catalog import claims_real
+from ablations.catalog.arms import Arms
+from ablations.catalog.baselines import baseline_specs
+from ablations.catalog.question import BASELINE_KEY, model_class
+from ablations.catalog.questions import QUESTIONS, REPO
+from ablations.catalog.questions_real import QUICK_RAM, REAL_QUESTIONS
+from ablations.engine.sweepspec import SweepError, applicable_args, command_config, with_config
+from ablations.reports.results import group_arms, load_experiment
 from ablations.runner import load_sweep, make_plan, run_sweep
-from ablations.stats import stat
-from ablations.sweepspec import SweepError, applicable_args, command_config, with_config
-from ablations.verdicts import verdict_word
+from ablations.verdicts.replication import FIRST_SEED
+from ablations.verdicts.rules import verdict_word
+from ablations.verdicts.stats import stat
 
 ALL = {**QUESTIONS, **REAL_QUESTIONS}
 RAM = REAL_QUESTIONS["ram_mnist"]
@@ -181,7 +182,7 @@ def test_wandb_report_reads_the_baseline_runs_of_the_questions_group(monkeypatch
     """A W&B grid cannot cross configs: the baseline's runs are the question's group's, not the sweep's."""
     import wandb
 
-    from ablations.results import load_wandb_sweep
+    from ablations.reports.results import load_wandb_sweep
 
     ram, fc = model_class(REPO / "ablations/configs/ram_mnist.yaml"), model_class(REPO / FC_CONFIG)
 
@@ -220,7 +221,7 @@ def test_wandb_report_reads_the_baseline_runs_of_the_questions_group(monkeypatch
 
 def test_dashboard_groups_a_baselines_runs_by_model_class():
     pytest.importorskip("wandb_workspaces")
-    from ablations.dashboard import build_workspace
+    from ablations.reports.dashboard import build_workspace
 
     def keys(question):
         return [str(g) for g in build_workspace(question, entity="e", project="p").runset_settings.groupby]

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from ablations.commands import demo_main, report_main, sweep_main
-from ablations.derived import derive
+from ablations.reports.derived import derive
 
 
 def test_sweep_help_explains_the_options(capsys):
@@ -66,7 +66,7 @@ def test_demo_shows_the_bottleneck(tmp_path, capsys):
     attention exact match falls to near 0 there (measured 0.00). Its wall time is a benchmark
     (``python -m benchmarks run --sections time``), not an assertion: it depends on the CPU kind (425 s on an
     AVX-512 EPYC, 850 s on an AVX2-only one). CI leaves this test out (``-m "slow and not demo"``)."""
-    from ablations.results import load_experiment
+    from ablations.reports.results import load_experiment
 
     assert demo_main(["--root", str(tmp_path)]) == 0
     out = capsys.readouterr().out

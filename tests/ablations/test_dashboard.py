@@ -5,7 +5,7 @@ the sweep agent would start; its ``.wandb`` transaction log is read back as the 
 (run attributes, flat config keys, history, summary and image keys); each question's workspace is built
 with wandb-workspaces, serialised with its own ``_to_model()``, and every panel metric, regex, x-axis,
 column, media key, filter and grouping key is looked up in that run. The questions on real data
-(``ablations.questions_real``) get the same check on a tiny trial of their own families on the real
+(``ablations.catalog.questions_real``) get the same check on a tiny trial of their own families on the real
 corpora (``-m slow``; skipped, naming the install step, where the data is absent).
 """
 
@@ -20,15 +20,15 @@ from typing import Any
 
 import pytest
 
-from ablations.catalog import question_for
-from ablations.questions import QUESTIONS, REPO
-from ablations.questions_real import REAL_QUESTIONS
+from ablations.catalog.lookup import question_for
+from ablations.catalog.questions import QUESTIONS, REPO
+from ablations.catalog.questions_real import REAL_QUESTIONS
 from ablations.real_data import data_problem
 from ablations.runner import load_sweep, render_command
 
 pytest.importorskip("wandb_workspaces")
 
-from ablations.dashboard import (  # noqa: E402 - after the importorskip
+from ablations.reports.dashboard import (  # noqa: E402 - after the importorskip
     MEDIA_KEYS,
     STEP,
     RunKeys,

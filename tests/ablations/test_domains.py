@@ -1,4 +1,4 @@
-"""Out-of-domain tests of a question (``ablations.domains``): the commands, resumability, which evaluation
+"""Out-of-domain tests of a question (``ablations.reports.domains``): the commands, resumability, which evaluation
 the report reads, and the table."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from ablations.domains import domain_table, domain_test_command, pending, run_domain_tests
-from ablations.questions_real import REAL_QUESTIONS
-from ablations.results import choose_evaluations, group_arms, load_experiment
+from ablations.catalog.questions_real import REAL_QUESTIONS
+from ablations.reports.domains import domain_table, domain_test_command, pending, run_domain_tests
+from ablations.reports.results import choose_evaluations, group_arms, load_experiment
 
 FIT = ["/usr/bin/env", "python", "attnlab/cli.py", "fit", "--config", "ablations/configs/mr_lstm_attention.yaml",
        "--run.test_after_fit=true", "--model.pooling=mean", "--seed_everything=1", "--run.name=pooling=mean,seed=1"]

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from test_report import ACC, fake_run
 
+from ablations.catalog.questions import QUESTIONS
 from ablations.findings import Progress, findings_main
-from ablations.questions import QUESTIONS
 from ablations.runner import Outcome, Trial
 
 SEEDS = (1, 2, 3, 4, 5)  # sweeps/scaling.yaml
@@ -124,7 +124,8 @@ def test_a_preset_changed_after_its_verdict_says_so(tmp_path: Path, monkeypatch)
 
 def test_a_question_rerun_days_later_is_its_own_sitting_not_days_of_running():
     """One span over a set refreshed with --only would count the days between the sittings as running time."""
-    from ablations.findings_readme import QuestionResult, _span_line
+    from ablations.reports.findings_readme import _span_line
+    from ablations.reports.record import QuestionResult
 
     def result(name: str, start: float, minutes: float, trials: int) -> QuestionResult:
         return QuestionResult(name=name, verdict="", key_numbers="", report="", figures=[],

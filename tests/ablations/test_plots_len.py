@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from ablations.plots_len import ACC_FAMILIES, BLEU_FAMILIES, arm_series, plot_by_length
+from ablations.reports.plots_len import ACC_FAMILIES, BLEU_FAMILIES, arm_series, plot_by_length
 
 
 def run(arm: str, seed: int, status: str = "finished") -> SimpleNamespace:

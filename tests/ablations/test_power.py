@@ -1,5 +1,5 @@
 """``attnlab findings --power``: a third, disjoint seed set whose size per question is fixed once from the
-earlier sets' verdicts (``ablations.power``); nothing trains here."""
+earlier sets' verdicts (``ablations.reports.power``); nothing trains here."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ from test_report import fake_run
 from test_stats import seeds
 
 from ablations.findings import findings_main
-from ablations.findings_readme import QuestionResult, readme
-from ablations.power import CAP, FIRST_SEED, cell, load_or_make_plan, make_plan, planned_seeds
-from ablations.replication import FIRST_SEED as REPLICATION_SEED
-from ablations.stats import stat
-from ablations.verdicts import at_most, better, join, needs_in
+from ablations.reports.findings_readme import readme
+from ablations.reports.power import CAP, FIRST_SEED, cell, load_or_make_plan, make_plan, planned_seeds
+from ablations.reports.record import QuestionResult
+from ablations.verdicts.replication import FIRST_SEED as REPLICATION_SEED
+from ablations.verdicts.rules import at_most, better, join, needs_in
+from ablations.verdicts.stats import stat
 
 
 def _noisy(claim: str) -> str:
@@ -78,7 +79,7 @@ def test_the_plan_takes_the_largest_need_up_to_the_cap_and_skips_claims_beyond_t
 
 
 def test_a_need_beyond_the_cap_is_said_not_run(monkeypatch):
-    monkeypatch.setattr("ablations.power.needs_in", lambda verdict: [("tiny gap", CAP + 1), ("small gap", 6)])
+    monkeypatch.setattr("ablations.reports.power.needs_in", lambda verdict: [("tiny gap", CAP + 1), ("small gap", 6)])
     plan = make_plan({"q": _result("q", "inconclusive (x): ...")}, {})
     entry = plan["questions"]["q"]
     assert entry["seeds"] == 6 and entry["beyond"] == [{"claim": "tiny gap", "seeds": CAP + 1, "set": "main"}]

@@ -10,14 +10,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ablations import claims_real, questions_real, real_data
-from ablations.catalog import question_for
+from ablations import real_data
+from ablations.catalog import claims_real, questions_real
+from ablations.catalog.lookup import question_for
+from ablations.catalog.questions import QUESTIONS
+from ablations.catalog.questions_real import REAL_QUESTIONS
 from ablations.findings import findings_main
-from ablations.findings_readme import QuestionResult, readme
-from ablations.questions import QUESTIONS
-from ablations.questions_real import REAL_QUESTIONS
-from ablations.stats import stat
-from ablations.verdicts import verdict_word
+from ablations.reports import provenance
+from ablations.reports.findings_readme import readme
+from ablations.reports.record import QuestionResult
+from ablations.verdicts.rules import verdict_word
+from ablations.verdicts.stats import stat
 
 SEEDS = (1, 2, 3)
 BUCKETS = ("len_001_005", "len_006_010", "len_011_015", "len_016_020", "len_021_025")
@@ -268,22 +271,22 @@ def test_findings_real_without_data_fails_in_one_line_and_creates_nothing(tmp_pa
 
 def test_data_versions_survive_absent_packages(tmp_path: Path, monkeypatch):
     monkeypatch.setattr(real_data.shutil, "which", lambda _: None)
-    assert real_data.debian_version("sword-text-kjv") == "sword-text-kjv: dpkg-query not available"
-    assert real_data.python_version("no-such-package-attnlab") == "no-such-package-attnlab: not installed"
-    assert real_data.sword_modules(tmp_path) == []
+    assert provenance.debian_version("sword-text-kjv") == "sword-text-kjv: dpkg-query not available"
+    assert provenance.python_version("no-such-package-attnlab") == "no-such-package-attnlab: not installed"
+    assert provenance.sword_modules(tmp_path) == []
     mods = tmp_path / "lib" / "mods.d"
     mods.mkdir(parents=True)
     (mods / "kjv.conf").write_text("[engKJV2006eb]\nDataPath=./x\nVersion=14.3\n")
-    assert real_data.sword_modules(tmp_path / "lib") == ["engKJV2006eb 14.3"]
+    assert provenance.sword_modules(tmp_path / "lib") == ["engKJV2006eb 14.3"]
     (tmp_path / "downloads").mkdir()
     (tmp_path / "downloads" / "vaderSentiment-3.3.2.tar.gz").write_bytes(b"")
-    lines = real_data.data_versions(data_dir=tmp_path)
+    lines = provenance.data_versions(data_dir=tmp_path)
     assert lines[0].startswith("Debian packages: sword-text-kjv: dpkg-query not available")
     assert "vaderSentiment-3.3.2.tar.gz" in lines[2] and lines[3].startswith("Python packages: pysword")
 
 
 def test_real_readme_header_names_the_data(monkeypatch):
-    monkeypatch.setattr(real_data, "data_versions", lambda data_dir: ["Debian packages: sword-text-kjv 14.3-1"])
+    monkeypatch.setattr(provenance, "data_versions", lambda data_dir: ["Debian packages: sword-text-kjv 14.3-1"])
     result = QuestionResult(name="ram_mnist", verdict="supported: x", key_numbers="`val/acc`: 6 0.9",
                             report="ram_mnist/report.md", figures=[])
     text = readme([result], command="attnlab findings --real", wall_s=1.0, missing=[REAL_QUESTIONS["norm_bible"]],

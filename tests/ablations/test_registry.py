@@ -1,7 +1,8 @@
 """A new question is its sweep file plus one ``Question`` entry: every consumer finds it with no list of its own.
 
-For every registered question, synthetic (``ablations.questions.QUESTIONS``) and on real data
-(``ablations.questions_real.REAL_QUESTIONS``): ``attnlab findings`` runs and reports it, in the registry's order,
+For every registered question, synthetic (``ablations.catalog.questions.QUESTIONS``) and on real data
+(``ablations.catalog.questions_real.REAL_QUESTIONS``): ``attnlab findings`` runs and reports it, in the registry's
+order,
 and ``--only`` accepts it; ``attnlab dashboard`` offers it, with the figures its entry names; docs/sweeps.md lists
 it; its verdict reads where the finding should show from its entry (``Question.shows_at``); the figures it
 computes are drawn (``Question.figures``).
@@ -13,11 +14,12 @@ from dataclasses import replace
 
 import pytest
 
-from ablations import dashboard, findings
-from ablations.catalog import DOCS, question_for, render_docs
-from ablations.questions import QUESTIONS, REPO
-from ablations.questions_real import REAL_QUESTIONS
-from ablations.stats import Stat, stat
+from ablations import findings
+from ablations.catalog.lookup import DOCS, question_for, render_docs
+from ablations.catalog.questions import QUESTIONS, REPO
+from ablations.catalog.questions_real import REAL_QUESTIONS
+from ablations.reports import dashboard
+from ablations.verdicts.stats import Stat, stat
 
 ALL = {**QUESTIONS, **REAL_QUESTIONS}
 
@@ -41,12 +43,13 @@ def test_every_consumer_finds_the_question(name: str):
     assert name in _choices(dashboard.dashboard_parser(), "question"), "attnlab dashboard"
     assert dashboard.MEDIA_KEYS.get(name, ()) == question.media, "the dashboard's figures are the entry's"
     sweeps_md = (REPO / "docs" / "sweeps.md").read_text(encoding="utf-8")
-    assert f"| `{name}` |" in sweeps_md, f"docs/sweeps.md lists no {name}: run python -m ablations.catalog"
+    assert f"| `{name}` |" in sweeps_md, f"docs/sweeps.md lists no {name}: run python -m ablations.catalog.lookup"
 
 
 def test_the_docs_question_tables_are_generated_from_the_entries():
     text = (REPO / DOCS).read_text(encoding="utf-8")
-    assert render_docs(text) == text, "docs/sweeps.md's question tables are stale: run python -m ablations.catalog"
+    assert render_docs(text) == text, ("docs/sweeps.md's question tables are stale: run "
+                                       "python -m ablations.catalog.lookup")
     name = next(iter(QUESTIONS))
     stale = text.replace(QUESTIONS[name].claim, "an old claim", 1)
     assert render_docs(stale) == text, "the tables are rebuilt, whatever was between the markers"

@@ -8,7 +8,7 @@ from pathlib import Path
 from test_report import ACC, fake_run
 
 from ablations.findings import findings_main
-from ablations.replication import FIRST_SEED, SUBDIR, folders, replicated, seed_values
+from ablations.verdicts.replication import FIRST_SEED, SUBDIR, folders, replicated, seed_values
 
 SWEEP = {"parameters": {"seed_everything": {"values": [1, 2, 3, 4, 5]}}}  # sweeps/scaling.yaml's seeds
 

@@ -16,11 +16,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import yaml  # noqa: E402
 
+from ablations.catalog.questions import QUESTIONS, beats_all  # noqa: E402
 from ablations.commands import report_main  # noqa: E402
-from ablations.questions import QUESTIONS, beats_all  # noqa: E402
-from ablations.report import curve_keys, write_report  # noqa: E402
-from ablations.results import experiment_dirs, load_experiment, stat  # noqa: E402
-from ablations.stats import Stat  # noqa: E402
+from ablations.reports.report import curve_keys, write_report  # noqa: E402
+from ablations.reports.results import experiment_dirs, load_experiment, stat  # noqa: E402
+from ablations.verdicts.stats import Stat  # noqa: E402
 
 ACC = {"sqrt_dk": 0.9, "none": 0.5, "dk": 0.6}
 # What Vaswani et al. predict: no scaling collapses the entropy and starves W_q/W_k of gradient; 1/d_k flattens.
@@ -166,7 +166,7 @@ def test_wandb_sweep_records_map_to_the_same_keys(monkeypatch):
     """The W&B API path with a stand-in Api object (the real one needs a server and credentials)."""
     import wandb
 
-    from ablations.results import load_wandb_sweep
+    from ablations.reports.results import load_wandb_sweep
 
     class Run:
         def __init__(self, name: str, state: str, scale: str, acc: float) -> None:
@@ -199,8 +199,8 @@ def test_curves_show_every_curve_a_verdict_averages(runs_dir: Path):
 
 
 def test_attention_panels_draw_saved_weights_and_leave_out_arms_without_attention(tmp_path: Path):
-    from ablations.plots import _attention_picks, plot_attention
-    from ablations.results import group_arms
+    from ablations.reports.plots import _attention_picks, plot_attention
+    from ablations.reports.results import group_arms
 
     exp = tmp_path / "scaling"
     for scale in ("sqrt_dk", "none", "dk"):
@@ -217,7 +217,7 @@ def test_attention_panels_draw_saved_weights_and_leave_out_arms_without_attentio
 
 
 def test_report_says_which_alignment_reading_the_claim_reads():
-    from ablations.report import ALIGN_NOTE, _markdown
+    from ablations.reports.report import ALIGN_NOTE, _markdown
 
     question = QUESTIONS["attention_bottleneck"]
     assert {"val/align_mass", "val/align_mass/predicted", "val/align_mass/fed"} <= set(question.probes)

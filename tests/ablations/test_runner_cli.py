@@ -8,9 +8,9 @@ from pathlib import Path
 
 import yaml
 
-from ablations.questions import REPO
-from ablations.report import write_report
-from ablations.results import load_experiment
+from ablations.catalog.questions import REPO
+from ablations.reports.report import write_report
+from ablations.reports.results import load_experiment
 from ablations.runner import make_plan, run_sweep
 
 TINY = {

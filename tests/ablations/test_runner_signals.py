@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ablations.questions import REPO
+from ablations.catalog.questions import REPO
 from ablations.runner import make_plan, run_sweep
 from tests.tiny_fit import tiny_fit
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from ablations import saturation
-from ablations.saturation import D_KS, Point
+from ablations.verdicts import saturation
+from ablations.verdicts.saturation import D_KS, Point
 
 
 def test_unscaled_saturates_as_dk_grows_and_sqrt_dk_holds():

@@ -115,7 +115,7 @@ def test_sigterm_to_a_stacked_group_preempts_every_seed_and_each_resumes_alone(t
     import sys
     import time
 
-    from ablations.arms import REPO
+    from ablations.catalog.arms import REPO
 
     epochs = 12  # 3 steps an epoch: 36 steps
     spec = sweep(tmp_path, "encoder-decoder", epochs=epochs)

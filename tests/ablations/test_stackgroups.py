@@ -1,4 +1,4 @@
-"""Which trials the runner stacks (``ablations.stackgroups``): fresh seeds of one arm, run by ``attnlab fit``."""
+"""Which trials the runner stacks (``ablations.engine.stackgroups``): fresh seeds of one arm, run by ``attnlab fit``."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ablations.stackgroups import SEPARATOR, fit_args, refusal_reason, stacked_command, sweep_refusal, units
-from ablations.trialstate import Trial
+from ablations.engine.stackgroups import SEPARATOR, fit_args, refusal_reason, stacked_command, sweep_refusal, units
+from ablations.engine.trialstate import Trial
 
 SEEDS = {"seed_everything": {"values": [1, 2, 3]}}
 

@@ -8,10 +8,10 @@ import math
 
 import pytest
 
-from ablations import claims, claims_recurrent
-from ablations.ranges import is_count, metric_range
-from ablations.stats import Stat, compare, sign_flip_p, stat, t975, t_quantile
-from ablations.verdicts import at_scale, better, join, similar, verdict_word
+from ablations.catalog import claims, claims_recurrent
+from ablations.verdicts.ranges import is_count, metric_range
+from ablations.verdicts.rules import at_scale, better, join, similar, verdict_word
+from ablations.verdicts.stats import Stat, compare, sign_flip_p, stat, t975, t_quantile
 
 
 def seeds(*values: float) -> Stat:
@@ -247,8 +247,8 @@ def test_heads_too_narrow_within_noise_is_supported_where_shown():
 
 
 def test_derived_length_numbers_and_steps_to_target():
-    from ablations.derived import derive, length_numbers
-    from ablations.results import RunRecord
+    from ablations.reports.derived import derive, length_numbers
+    from ablations.reports.results import RunRecord
 
     metrics = {"val/acc_by_len/len_001_005": 0.9, "val/acc_by_len/len_006_010": 0.5, "val/acc_by_len/len_011_015": 0.1,
                "test/token_acc_by_len/len_011_015": 0.8, "test/token_acc_by_len/len_016_020": 0.4,
@@ -270,8 +270,8 @@ def test_derived_length_numbers_and_steps_to_target():
 
 def test_early_gradients_read_the_first_tenth_of_training():
     """Saturation at initialisation is a claim about the first steps: late values must not dilute it."""
-    from ablations.derived import derive
-    from ablations.results import RunRecord
+    from ablations.reports.derived import derive
+    from ablations.reports.results import RunRecord
 
     history = [{"step": float(s), "train/grad_qk/total": 0.1 if s <= 10 else 5.0} for s in range(0, 101, 5)]
     run = RunRecord(experiment="e", name="r", status="finished", params={}, metrics={}, history=history)
@@ -286,8 +286,8 @@ def test_early_gradients_read_the_first_tenth_of_training():
 def test_early_gradients_measure_the_tenth_against_the_runs_steps_not_the_probes():
     """The probe logs the first 50 of a run's 564 steps (flushed every 10): the first tenth (56 steps) holds all
     five of its values, not only the first, which a window measured against the probe's own last step kept."""
-    from ablations.derived import derive
-    from ablations.results import RunRecord
+    from ablations.reports.derived import derive
+    from ablations.reports.results import RunRecord
 
     values = dict(zip(range(9, 50, 10), [6.0, 1, 1, 1, 1], strict=True))
     history = [{"step": float(s), "train/grad_qk/total": v} for s, v in values.items()]
@@ -303,7 +303,7 @@ def test_early_gradients_measure_the_tenth_against_the_runs_steps_not_the_probes
 
 
 def test_shape_bounds_are_inconclusive_when_the_interval_straddles():
-    from ablations.verdicts import at_least, at_most
+    from ablations.verdicts.rules import at_least, at_most
 
     stats = {("a",): {"drop": seeds(0.05, 0.12)}}  # mean 0.085; with 2 seeds the interval is wide
     check = at_most(stats, ("a",), metric="drop", bound=0.15, claim="flat")
@@ -328,7 +328,7 @@ def test_metric_ranges():
 
 
 def test_verdict_details_clip_intervals_to_the_metric_range():
-    from ablations.verdicts import at_least
+    from ablations.verdicts.rules import at_least
 
     stats = {("none",): {"val/exact_match": seeds(0.93, 0.96, 0.99)}}
     check = at_least(stats, ("none",), metric="val/exact_match", bound=0.5, claim="high")
@@ -382,13 +382,13 @@ def test_cells_on_short_sequences_is_not_shown_at_this_scale():
     (0.5, False, 64),  # two independent groups, d 0.5: 64 per group
 ])
 def test_seeds_for_power_matches_the_published_sample_sizes(effect, paired, seeds):
-    from ablations.stats import seeds_for_power
+    from ablations.verdicts.stats import seeds_for_power
 
     assert seeds_for_power(effect, paired=paired) == seeds
 
 
 def test_larger_effects_need_fewer_seeds_and_never_fewer_than_two():
-    from ablations.stats import seeds_for_power
+    from ablations.verdicts.stats import seeds_for_power
 
     counts = [seeds_for_power(d, paired=True) for d in (0.3, 0.5, 0.8, 1.2, 2.0, 5.0, 50.0)]
     assert counts == sorted(counts, reverse=True) and counts[-1] == 2
@@ -396,7 +396,7 @@ def test_larger_effects_need_fewer_seeds_and_never_fewer_than_two():
 
 @pytest.mark.parametrize("effect", [0.0, math.inf, math.nan, 0.01])  # 0.01 needs ~78,000 pairs: beyond MAX_SEEDS
 def test_seeds_for_power_says_none_where_no_count_would_do(effect):
-    from ablations.stats import seeds_for_power
+    from ablations.verdicts.stats import seeds_for_power
 
     assert seeds_for_power(effect, paired=True) is None
 
@@ -416,7 +416,7 @@ def test_a_comparison_within_seed_noise_says_how_many_seeds_would_resolve_it():
 
 
 def test_a_published_difference_says_how_many_seeds_it_would_need_at_these_seeds_spread():
-    from ablations.stats import seeds_for_power
+    from ablations.verdicts.stats import seeds_for_power
 
     noisy = better({("a",): {"m": stat([0.73, 0.64, 0.77], [1, 2, 3])},
                     ("b",): {"m": stat([0.66, 0.64, 0.70], [1, 2, 3])}}, ("a",), ("b",), metric="m", goal="maximize")

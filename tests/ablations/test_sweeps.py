@@ -1,7 +1,7 @@
 """Every sweep file is W&B-schema-valid, follows the LightningCLI conventions, belongs to a
 question, and every value the engine can propose parses through the real CLI.
 
-The questions on real data (``ablations.questions_real``) run configs that their data sources bring; a sweep
+The questions on real data (``ablations.catalog.questions_real``) run configs that their data sources bring; a sweep
 whose config is not in this checkout is skipped, with the reason, where a test needs the config."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
-from ablations.catalog import question_for
-from ablations.questions import QUESTIONS, REPO, SWEEPS_DIR
-from ablations.questions_real import REAL_QUESTIONS
+from ablations.catalog.lookup import question_for
+from ablations.catalog.questions import QUESTIONS, REPO, SWEEPS_DIR
+from ablations.catalog.questions_real import REAL_QUESTIONS
 from ablations.runner import (
     load_sweep,
     proposable_values,
@@ -95,7 +95,7 @@ def test_question_matches_sweep(path):
 
 
 def test_norm_verdict_reads_the_swept_warm_up():
-    from ablations.questions import NORM_WARMUP
+    from ablations.catalog.questions import NORM_WARMUP
 
     values = load_sweep(SWEEPS_DIR / "norm.yaml")["parameters"]["model.warmup_steps"]["values"]
     assert sorted(values) == [0, NORM_WARMUP]
@@ -104,7 +104,7 @@ def test_norm_verdict_reads_the_swept_warm_up():
 def test_real_verdicts_read_the_swept_arms():
     """The real questions' verdict constants are the arms their sweeps define (the arms themselves are read from
     the sweeps: tests/ablations/test_arms.py)."""
-    from ablations.questions_real import NORM_BIBLE_WARMUP
+    from ablations.catalog.questions_real import NORM_BIBLE_WARMUP
 
     norm = load_sweep(SWEEPS_DIR / "norm_bible.yaml")["parameters"]
     assert sorted(norm["model.warmup_steps"]["values"]) == [0, NORM_BIBLE_WARMUP]
@@ -114,7 +114,7 @@ def test_real_verdicts_read_the_swept_arms():
 
 def test_lm_positions_web_reads_the_configs_contexts():
     """Perplexity at L, 2L and 4L: the question's keys are the contexts lm_web.yaml trains and tests with."""
-    from ablations.questions_real import LM_CONTEXT
+    from ablations.catalog.questions_real import LM_CONTEXT
 
     question = REAL_QUESTIONS["lm_positions_web"]
     sweep = load_sweep(question.sweep_path)

@@ -1,4 +1,4 @@
-"""Warm trials (ablations/warm.py): a trial forked from the preloaded server writes the same run
+"""Warm trials (ablations/engine/warm.py): a trial forked from the preloaded server writes the same run
 directory with the same metrics as a cold subprocess, and its exit code and output reach the runner
 the same way; only commands running the sweep's own interpreter go warm."""
 
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ablations.engine.warm import WarmProcess, WarmServer, server_for, warm_argv
 from ablations.runner import make_plan, run_sweep
-from ablations.warm import WarmProcess, WarmServer, server_for, warm_argv
 from tests.ablations.test_runner_cli import TINY, _sweep
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="warm trials fork (Linux)")

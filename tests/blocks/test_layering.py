@@ -32,7 +32,8 @@ def _imports(path: Path) -> set[str]:
         if isinstance(node, ast.Import):
             names.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
+            names.add(node.module)  # `from pkg import mod` imports the module pkg.mod: the graph resolves it
+            names.update(f"{node.module}.{a.name}" for a in node.names)
     return {n for n in names if n.split(".")[0] in PROJECT}
 
 
@@ -196,3 +197,35 @@ def test_no_source_module_sees_its_datamodule():
                "datamodules.bible", "datamodules.mnist5k", "datamodules.text_sources"}
     assert sources <= set(trees) - owners, sorted(sources - (set(trees) - owners))  # scanned, and not DataModules
     assert _source_violations(trees) == []
+
+
+WINGS: dict[str, set[str]] = {
+    "engine": set(),
+    "verdicts": set(),
+    "catalog": {"engine", "verdicts"},
+    "reports": {"engine", "verdicts", "catalog"},
+}
+"""The wings of ``ablations`` and the wings each may import: the sweep engine and the verdict statistics stand
+alone; the question catalogue reads sweep files and verdict rules; the findings and reports read all three. The
+modules at the root (the command table, the runner, the stacked-seed trial, the findings command, the real-data
+check) sit on top and may import any wing."""
+
+
+def _wing(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "ablations" and parts[1] in WINGS else None
+
+
+def test_ablations_wings_import_only_the_wings_below():
+    """engine, verdicts <- catalog <- reports <- the root modules; a wing never imports the root or a wing above."""
+    bad = sorted(f"{name} -> {target}" for name, targets in _import_graph().items() if (wing := _wing(name))
+                 for target in targets if target.startswith("ablations") and _wing(target) != wing
+                 and _wing(target) not in WINGS[wing])
+    assert not bad, bad
+
+
+def test_ablations_root_holds_at_most_six_modules_and_only_wings():
+    """The root of ``ablations`` is the command layer; everything else lives in a wing."""
+    root = sorted(p.name for p in (ROOT / "ablations").glob("*.py"))
+    assert len(root) <= 6, root
+    assert {p.name for p in (ROOT / "ablations").iterdir() if p.is_dir() and (p / "__init__.py").exists()} == set(WINGS)

@@ -13,8 +13,8 @@ import lightning as L
 import pytest
 
 import attnlab_run.cli as cli
-from ablations.report import write_report
-from ablations.results import choose_evaluations, load_run, with_evaluations
+from ablations.reports.report import write_report
+from ablations.reports.results import choose_evaluations, load_run, with_evaluations
 from attnlab_run.cli import main
 from attnlab_run.rundir import Status, evaluation_id, read_summary
 from attnlab_run.wandb_run import metric_goal
@@ -298,7 +298,7 @@ def test_log_model_uploads_the_best_checkpoint_through_lightning_when_online(tmp
 
 
 def test_an_online_record_reads_the_last_value_beside_a_kept_best():
-    from ablations.results import _last_values
+    from ablations.reports.results import _last_values
 
     summary = {"val/acc": {"max": 0.9, "last": 0.5}, "val/loss": {"min": 0.1}, "test/acc": 0.7}
     assert _last_values(summary) == {"val/acc": 0.5, "val/loss": {"min": 0.1}, "test/acc": 0.7}

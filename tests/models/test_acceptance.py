@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ablations.results import load_run
+from ablations.reports.results import load_run
 from attnlab_run.cli import main
 
 CONFIGS = Path(__file__).parents[2] / "ablations" / "configs"

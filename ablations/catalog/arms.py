@@ -1,7 +1,7 @@
 """The arms a verdict reads, taken from the sweep file: one source of truth for which arms a question has.
 
 A question's sweep file lists the values of each of its axes; its arms are their product, in the file's
-order (:func:`swept_arms`, read with ``ablations.sweepspec.load_sweep``). A verdict gets them as an
+order (:func:`swept_arms`, read with ``ablations.engine.sweepspec.load_sweep``). A verdict gets them as an
 :class:`Arms` and names the arms it judges through :meth:`Arms.arm`, which refuses an arm the sweep does not
 sweep. An arm the verdict does not judge must be declared ranked-only on the ``Question`` (``ranked_only``):
 then it is ranked, either by the verdict (:attr:`Arms.ranking` or :attr:`Arms.ranked`) or, when the verdict
@@ -21,8 +21,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from ablations.sweepspec import load_sweep, proposable_values
-from ablations.verdicts import Arm
+from ablations.engine.sweepspec import load_sweep, proposable_values
+from ablations.verdicts.rules import Arm
 
 REPO = Path(__file__).resolve().parents[1]
 

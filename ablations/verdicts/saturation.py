@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from ablations.verdicts import Check
+from ablations.verdicts.rules import Check
 from lit_models.registries import ATTN_SCALES
 
 D_KS = (16, 32, 64, 128, 256)

@@ -1,13 +1,13 @@
 """Each question's claim as the paper states it, tested on the probe that measures it: the Transformer
-questions and sentiment pooling here, the recurrent and captioning ones in ``ablations.claims_recurrent``.
+questions and sentiment pooling here, the recurrent and captioning ones in ``ablations.catalog.claims_recurrent``.
 
 Every verdict first asks whether the arms that should learn the task learned it at all; if not it
 answers "not shown at this scale" with the scale at which the finding should show (``arms.shows_at``: the
 question's ``Question.shows_at``), never "not supported". Then it joins paired-by-seed checks
-(``ablations.verdicts``). Metric names with ``curve/``, ``attn/`` and ``/len_drop/`` are per-run numbers from
-``ablations.derived``.
+(``ablations.verdicts.rules``). Metric names with ``curve/``, ``attn/`` and ``/len_drop/`` are per-run numbers from
+``ablations.reports.derived``.
 
-Every verdict takes its question's arms (``ablations.arms.Arms``, read from the sweep file) and names each arm
+Every verdict takes its question's arms (``ablations.catalog.arms.Arms``, read from the sweep file) and names each arm
 it judges through ``arms.arm``; called without them (on hand-made statistics) it reads the arms in ``stats``.
 """
 
@@ -15,10 +15,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ablations.arms import Arms
-from ablations.ranges import metric_range
-from ablations.stats import Goal, Stat, stat
-from ablations.verdicts import (
+from ablations.catalog.arms import Arms
+from ablations.verdicts.ranges import metric_range
+from ablations.verdicts.rules import (
     ArmStats,
     Check,
     at_least,
@@ -30,12 +29,13 @@ from ablations.verdicts import (
     name,
     similar,
 )
+from ablations.verdicts.stats import Goal, Stat, stat
 
 EXACT = "val/exact_match"
 NEGLIGIBLE = 0.05  # exact-match differences whose whole 95% interval is inside ±0.05 count as no effect
 LEN_DROP = "val/len_drop/acc_by_len"
 # "Learns faster": the mean exact match over equally spaced validations, i.e. the area under the learning curve
-# (steps to a target averaged over every target; ablations.derived). One threshold at half-epoch resolution
+# (steps to a target averaged over every target; ablations.reports.derived). One threshold at half-epoch resolution
 # could not separate sqrt_dk from dk (328 ± 47 vs 344 ± 27 steps) or student from teacher (438 ± 109 vs 375).
 AREA = "curve/mean/val/exact_match"
 
@@ -79,14 +79,15 @@ def scaling(stats: ArmStats, arms: Arms | None = None) -> str:
 
 
 def _saturation_check() -> Check:
-    from ablations import saturation  # torch: imported when a verdict is read, never by `attnlab --help`
+    from ablations.verdicts import saturation  # torch: imported when a verdict is read, never by `attnlab --help`
 
     return saturation.check()
 
 
 def saturation_figures(folder: Path) -> list[Path]:
-    """The scaling question's computed figure: the softmax at initialisation over d_k (``ablations.saturation``)."""
-    from ablations import saturation  # torch: imported when the figure is drawn
+    """The scaling question's computed figure: the softmax at initialisation over d_k
+    (``ablations.verdicts.saturation``)."""
+    from ablations.verdicts import saturation  # torch: imported when the figure is drawn
 
     return [saturation.plot(folder / "saturation.png")]
 

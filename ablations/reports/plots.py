@@ -1,5 +1,5 @@
 """Report figures that show every seed: the question's headline metric per arm, one point per seed,
-with the arm's mean and 95% Student-t interval (``ablations.stats``, clipped to the metric's range), so a
+with the arm's mean and 95% Student-t interval (``ablations.verdicts.stats``, clipped to the metric's range), so a
 reader sees the spread that the verdict's intervals summarise; the arms' attention maps side by side, drawn
 from the weights a run saved; and the small helpers every report figure shares (colours, length limits,
 the run's attention figure, saving)."""
@@ -17,8 +17,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from ablations.ranges import metric_range  # noqa: E402
-from ablations.stats import stat  # noqa: E402
+from ablations.verdicts.ranges import metric_range  # noqa: E402
+from ablations.verdicts.stats import stat  # noqa: E402
 
 Arm = tuple[Any, ...]
 

@@ -3,7 +3,7 @@
 
 Each baseline runs on each of the sweep's seeds, after the grid's trials, as the sweep's own command with the
 baseline's config in place of the sweep's ``--config`` and the question's quick flags that apply to that config
-(``ablations.sweepspec.applicable_args``). Its trial is named ``baseline=<label>,seed=<n>`` and records the label
+(``ablations.engine.sweepspec.applicable_args``). Its trial is named ``baseline=<label>,seed=<n>`` and records the label
 as the parameter ``BASELINE_KEY`` (``trial.json``), never passed to the command; ``Question.baseline_of`` reads it.
 """
 
@@ -12,8 +12,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ablations.question import BASELINE_KEY, REPO, Question
-from ablations.sweepspec import SEED_KEY, applicable_args, proposable_values, render_command, trial_name, with_config
+from ablations.catalog.question import BASELINE_KEY, REPO, Question
+from ablations.engine.sweepspec import (
+    SEED_KEY,
+    applicable_args,
+    proposable_values,
+    render_command,
+    trial_name,
+    with_config,
+)
 
 Baselines = dict[str, tuple[str, list[str]]]
 """label -> (config file, the scale arguments that apply to it)."""

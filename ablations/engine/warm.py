@@ -1,7 +1,7 @@
 """Warm trials: a fork server that has imported torch, Lightning and the project starts each trial
 of the offline runner, so a trial no longer pays the 4-25 s of imports before its first step.
 
-The server is a fresh interpreter (``python -c 'from ablations.warm import main; main()'``) started
+The server is a fresh interpreter (``python -c 'from ablations.engine.warm import main; main()'``) started
 with the sweep's interpreter, environment and working directory, in its own session and before it
 runs anything else, so no state of the runner (its threads, signal handlers, W&B service) reaches a
 trial. It imports :data:`PRELOAD` and runs no torch operation (fork after OpenMP's thread pool
@@ -45,7 +45,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ablations.trialproc import FORWARDED_SIGNALS, dies_with
+from ablations.engine.trialproc import FORWARDED_SIGNALS, dies_with
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ WARM_ENV = "ATTNLAB_WARM_TRIALS"  # 0/false/no: every trial cold (as `attnlab sw
 PRELOAD = ("torch", "lightning.pytorch", "wandb", "attnlab_run.cli", "attnlab.cli")
 PRELOAD_PACKAGES = ("lit_models", "datamodules", "attnlab_run")  # every module: the trial's class_paths resolve at once
 PER_CALL_ENV = ("PYTEST_CURRENT_TEST",)  # differs per call, read by no import: shares one server
-SERVER_CODE = "from ablations.warm import main; main()"
+SERVER_CODE = "from ablations.engine.warm import main; main()"
 
 
 def warm_wanted() -> bool:
@@ -321,7 +321,7 @@ class WarmServer:
     def start(self) -> bool:
         """Wait until the server has preloaded; False (with a warning) if it cannot serve."""
         if self.ready is None:
-            answer = self._reply() or "unsafe it exited (cannot import ablations.warm?)"
+            answer = self._reply() or "unsafe it exited (cannot import ablations.engine.warm?)"
             self.ready = answer == "ready"
             if not self.ready:
                 log.warning("warm trials: %s; starting trials cold", answer.removeprefix("unsafe "))

@@ -2,7 +2,7 @@
 
 A Student-t interval of a mean is symmetric, so near the edge of a bounded metric (exact match 0.96 ± 0.03
 over three seeds) it reaches past the edge ([0.88, 1.05]); values outside the range are impossible, so the
-report and the verdicts print the interval clipped to it (``ablations.stats.Stat.text``) and say so.
+report and the verdicts print the interval clipped to it (``ablations.verdicts.stats.Stat.text``) and say so.
 
 * [0, 1]: shares and scores (exact match, accuracies, F1, BLEU as sacrebleu / torchmetrics return it divided
   by 100, alignment mass, localisation), every per-length bucket and its ``beyond`` mean, the area under a
@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import re
 
-from ablations.stats import UNBOUNDED, Bounds
+from ablations.verdicts.stats import UNBOUNDED, Bounds
 
 UNIT: Bounds = (0.0, 1.0)
 SIGNED_UNIT: Bounds = (-1.0, 1.0)

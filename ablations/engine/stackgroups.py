@@ -22,11 +22,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ablations.sweepspec import SEED_KEY, proposable_values
-from ablations.trialstate import resumable
+from ablations.engine.sweepspec import SEED_KEY, proposable_values
+from ablations.engine.trialstate import resumable
 
 if TYPE_CHECKING:
-    from ablations.trialstate import Trial
+    from ablations.engine.trialstate import Trial
 
 SEPARATOR = "---"
 """Between two seeds' arguments on the stacked command line."""

@@ -21,8 +21,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from ablations.plots import colors, length_limits, save_figure  # noqa: E402
-from ablations.stats import stat  # noqa: E402
+from ablations.reports.plots import colors, length_limits, save_figure  # noqa: E402
+from ablations.verdicts.stats import stat  # noqa: E402
 
 Arm = tuple[Any, ...]
 LEN_KEY = re.compile(r"^(?P<split>\w+)/(?P<family>(?:token_)?acc_by_len|bleu_by_len)/len_(?P<lo>\d+)_(?P<hi>\d+)$")

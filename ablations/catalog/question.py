@@ -1,5 +1,6 @@
 """What one ablation question is (:class:`Question`) and the verdict helpers the registries build theirs from;
-the registered questions themselves are in ``ablations.questions`` (synthetic) and ``ablations.questions_real``.
+the registered questions themselves are in ``ablations.catalog.questions`` (synthetic) and
+``ablations.catalog.questions_real``.
 
 A question may name baseline arms (``Question.baselines``): a label and a config of their own, e.g. a same-budget
 network of another model class, which a W&B grid cannot cross with the sweep's axes. The offline runner
@@ -20,11 +21,11 @@ from typing import Any, Literal
 
 import yaml
 
-from ablations import claims
-from ablations.arms import FULL_PRESET, REPO, SWEEPS_DIR, Arms, RankedOnly, sweep_metric, swept_arms
-from ablations.stats import Stat
-from ablations.sweepspec import command_config, load_sweep
-from ablations.verdicts import Arm, better, join
+from ablations.catalog import claims
+from ablations.catalog.arms import FULL_PRESET, REPO, SWEEPS_DIR, Arms, RankedOnly, sweep_metric, swept_arms
+from ablations.engine.sweepspec import command_config, load_sweep
+from ablations.verdicts.rules import Arm, better, join
+from ablations.verdicts.stats import Stat
 
 Goal = Literal["maximize", "minimize"]
 
@@ -68,7 +69,7 @@ class Question:
         expected: the finding we expect, with its source, in one or two sentences.
         verdict: reads the per-arm statistics and the question's ``Arms`` and returns one line starting with
             "supported", "supported where shown", "not supported", "inconclusive" or "not shown at this scale"
-            (``ablations.verdicts.join``); it names every arm it judges through ``Arms.arm``.
+            (``ablations.verdicts.rules.join``); it names every arm it judges through ``Arms.arm``.
         metric, goal: the key that answers the question (an exact logged key) and whether higher
             (maximize) or lower (minimize) is better. Left out (every registered question): the sweep file's
             ``metric.name`` and ``metric.goal``, so they are declared once; given only for an ad-hoc experiment.
@@ -92,7 +93,8 @@ class Question:
         preset_changed: how and why the quick preset changed after its verdict had been seen (the report and the
             findings README print it, so a reader knows the preset was not chosen blind); empty if it never did.
 
-    The registries' order (``ablations.questions.QUESTIONS``, ``ablations.questions_real.REAL_QUESTIONS``) is the
+    The registries' order (``ablations.catalog.questions.QUESTIONS``,
+    ``ablations.catalog.questions_real.REAL_QUESTIONS``) is the
     order in which ``attnlab findings`` runs and reports the questions.
     """
 

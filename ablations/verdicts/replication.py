@@ -30,13 +30,13 @@ def seed_values(sweep: Mapping[str, Any], seeds: int | None, *, replicate: bool)
 
 def folders(root: Path, out: Path, subdir: str | None) -> tuple[Path, Path]:
     """(runs root, reports folder) of a seed set: a set other than the main one (``subdir``: the replication's
-    ``SUBDIR``, or ``ablations.power.SUBDIR``) lives one level down in each; None is the main set."""
+    ``SUBDIR``, or ``ablations.reports.power.SUBDIR``) lives one level down in each; None is the main set."""
     return (root / subdir, out / subdir) if subdir else (root, out)
 
 
 def replicated(first: str | None, second: str | None) -> str:
     """The README's cell: whether the leading answers of the two verdicts agree ("not run" without one)."""
-    from ablations.verdicts import verdict_word
+    from ablations.verdicts.rules import verdict_word
 
     if first is None or second is None:
         return "not run"

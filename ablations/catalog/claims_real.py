@@ -1,18 +1,18 @@
-"""The real-data questions' claims (``ablations.questions_real``), tested on the probes that measure them.
+"""The real-data questions' claims (``ablations.catalog.questions_real``), tested on the probes that measure them.
 
-The rules are those of ``ablations.claims``: a learned gate first, "not shown at this scale" (with the reason
+The rules are those of ``ablations.catalog.claims``: a learned gate first, "not shown at this scale" (with the reason
 and the measured numbers) rather than "not supported" when the arms that should learn did not, paired-by-seed
-checks joined by ``ablations.verdicts.join``. BLEU is SacreBLEU on the 0..1 scale the models log (BLEU 5 = 0.05).
+checks joined by ``ablations.verdicts.rules.join``. BLEU is SacreBLEU on the 0..1 scale the models log (BLEU 5 = 0.05).
 """
 
 from __future__ import annotations
 
 import re
 
-from ablations.arms import Arms
-from ablations.claims import _ranking, _worse_or_diverged, lm_positions, sentiment
-from ablations.stats import Stat, stat
-from ablations.verdicts import ArmStats, Check, at_least, at_scale, better, get, join, learned, name, similar
+from ablations.catalog.arms import Arms
+from ablations.catalog.claims import _ranking, _worse_or_diverged, lm_positions, sentiment
+from ablations.verdicts.rules import ArmStats, Check, at_least, at_scale, better, get, join, learned, name, similar
+from ablations.verdicts.stats import Stat, stat
 
 BLEU_BUCKET = re.compile(r"^test/bleu_by_len/len_(?P<lo>\d+)_(?P<hi>\d+)$")
 COUNT_PREFIX = "test/count_by_len/"
@@ -120,7 +120,7 @@ def norm_bible(stats: ArmStats, arms: Arms | None = None, *, warm: int) -> str:
 
 
 IN_RANGE = "in_range/bleu_by_len"  # per seed: mean BLEU of the buckets that lie inside the training lengths
-BEYOND_BLEU = "test/beyond/bleu_by_len"  # ablations.derived: mean BLEU of the buckets past data.max_len
+BEYOND_BLEU = "test/beyond/bleu_by_len"  # ablations.reports.derived: mean BLEU of the buckets past data.max_len
 
 
 def in_range(stats: ArmStats, arm: tuple) -> Stat | None:
@@ -162,7 +162,7 @@ def positions_bible(stats: ArmStats, arms: Arms | None = None) -> str:
 
 def sentiment_mr(stats: ArmStats, arms: Arms | None = None) -> str:
     """Yang et al. 2016; Lin et al. 2017 on real movie-review snippets: attention pooling beats mean and max
-    (``ablations.claims.sentiment``); the in-domain test accuracy of every swept pooling is ranked after it."""
+    (``ablations.catalog.claims.sentiment``); the in-domain test accuracy of every swept pooling is ranked after it."""
     arms = arms or Arms.of(stats)
     verdict = sentiment(stats, arms)
     return verdict + _ranking(stats, arms.ranking, metric="test/acc", label="held-out movie-review snippets (test/acc)")
@@ -209,7 +209,7 @@ LM_LEARNED = 10.0  # character perplexity at L; English's unigram character perp
 def lm_positions_web(stats: ArmStats, arms: Arms | None = None, *, context: int) -> str:
     """Press et al. 2022 (§4, Fig. 1): trained with context L, perplexity at 2L and 4L stays near its value at
     L with ALiBi (and NoPE, Kazemnejad et al. 2023) and explodes with sinusoidal or learned positions
-    (``ablations.claims.lm_positions`` read on perplexity at 4L, minimized; gate: perplexity at L)."""
+    (``ablations.catalog.claims.lm_positions`` read on perplexity at 4L, minimized; gate: perplexity at L)."""
     at = {k: f"test/ppl_by_ctx/ctx_{k * context:05d}" for k in (1, 2, 4)}
     arms = arms or Arms.of(stats)
     verdict = lm_positions(stats, arms, beyond=at[4], goal="minimize", gate_metric=at[1], gate_threshold=LM_LEARNED,

@@ -23,9 +23,9 @@ from typing import Any, Union
 
 import yaml
 
-from ablations.questions import Arm, ArmStats
-from ablations.stats import Stat
-from ablations.stats import stat as seed_stat
+from ablations.catalog.questions import Arm, ArmStats
+from ablations.verdicts.stats import Stat
+from ablations.verdicts.stats import stat as seed_stat
 from attnlab_run.rundir import Status
 
 log = logging.getLogger(__name__)
@@ -159,7 +159,7 @@ def choose_evaluations(evaluations: Mapping[str, Mapping[str, Any]], params: Map
     ``choice`` an id: that evaluation alone. A mapping of options: of each kind, the latest evaluation
     that had those options. None: of each kind, the run's only evaluation, or else the latest whose
     ``decode.*`` settings and ``data.test_domain`` are the run's own (the question's; its sweep sets them),
-    so an out-of-domain test (``ablations.domains``) never stands for the run's test; none if none has.
+    so an out-of-domain test (``ablations.reports.domains``) never stands for the run's test; none if none has.
     """
     if isinstance(choice, str):
         return {str(evaluations[choice].get("subcommand")): choice} if choice in evaluations else {}
@@ -247,7 +247,7 @@ def arm_stats(arms: Mapping[Arm, list[RunRecord]],
               values: Callable[[RunRecord], Mapping[str, float]] | None = None) -> ArmStats:
     """arm -> metric -> Stat over the arm's finished runs, keyed by seed (diverged and failed runs excluded).
 
-    ``values`` gives a run's numbers (default: its final metrics; ``ablations.derived.derive`` adds
+    ``values`` gives a run's numbers (default: its final metrics; ``ablations.reports.derived.derive`` adds
     curves and length slopes). ``status/diverged`` is the share of the arm's finished-or-diverged
     runs that diverged (1 per diverged seed, 0 per finished one), so a verdict can read divergence.
     """
@@ -307,7 +307,7 @@ def _wandb_baselines(api: Any, project: str, name: str, metric: str | None, seen
     """The fit runs of the question's baseline arms (``Question.baselines``): a W&B grid cannot cross configs, so
     they are not the sweep's runs but runs started into its group (``--run.experiment=<question>``, as the
     question's sweep file says); a run of the group counts when ``Question.baseline_of`` names its arm."""
-    from ablations.catalog import question_for
+    from ablations.catalog.lookup import question_for
 
     question = question_for(name)
     if question is None or not question.baselines:

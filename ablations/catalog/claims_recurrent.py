@@ -1,12 +1,13 @@
-"""The recurrent and captioning questions' claims, tested on the probes that measure them (see ``ablations.claims``
+"""The recurrent and captioning questions' claims, tested on the probes that measure them (see
+``ablations.catalog.claims``
 for the rules every verdict follows: a learned gate first, "not shown at this scale" rather than "not supported").
 """
 
 from __future__ import annotations
 
-from ablations.arms import Arms
-from ablations.claims import EXACT, LEN_DROP, NEGLIGIBLE, best_arm
-from ablations.verdicts import ArmStats, Check, at_least, at_most, at_scale, better, get, join, learned, name
+from ablations.catalog.arms import Arms
+from ablations.catalog.claims import EXACT, LEN_DROP, NEGLIGIBLE, best_arm
+from ablations.verdicts.rules import ArmStats, Check, at_least, at_most, at_scale, better, get, join, learned, name
 
 
 def bottleneck(stats: ArmStats, arms: Arms | None = None) -> str:

@@ -21,16 +21,16 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from ablations.arms import UnsweptArm, swept_values  # noqa: E402
-from ablations.catalog import question_for  # noqa: E402
-from ablations.derived import derive  # noqa: E402
-from ablations.domains import domains_section  # noqa: E402
-from ablations.plots import colors, plot_attention, plot_seeds, save_figure  # noqa: E402
-from ablations.plots_len import ACC_FAMILIES, BLEU_FAMILIES, plot_by_length  # noqa: E402
-from ablations.questions import Arm, ArmStats, Question, Stat  # noqa: E402
-from ablations.ranges import is_count, metric_range  # noqa: E402
-from ablations.results import RunRecord, arm_stats, group_arms, stat, varying_params  # noqa: E402
-from ablations.sweepspec import SweepError  # noqa: E402
+from ablations.catalog.arms import UnsweptArm, swept_values  # noqa: E402
+from ablations.catalog.lookup import question_for  # noqa: E402
+from ablations.catalog.questions import Arm, ArmStats, Question, Stat  # noqa: E402
+from ablations.engine.sweepspec import SweepError  # noqa: E402
+from ablations.reports.derived import derive  # noqa: E402
+from ablations.reports.domains import domains_section  # noqa: E402
+from ablations.reports.plots import colors, plot_attention, plot_seeds, save_figure  # noqa: E402
+from ablations.reports.plots_len import ACC_FAMILIES, BLEU_FAMILIES, plot_by_length  # noqa: E402
+from ablations.reports.results import RunRecord, arm_stats, group_arms, stat, varying_params  # noqa: E402
+from ablations.verdicts.ranges import is_count, metric_range  # noqa: E402
 from attnlab_run.environment import differences  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,8 @@ def run_value(run: RunRecord, key: str) -> float:
 
 
 def question_values(question: Question):  # noqa: ANN201 (a RunRecord -> metrics callable)
-    """The per-run numbers a question's verdict reads: metrics plus ``ablations.derived`` (steps to its target)."""
+    """The per-run numbers a question's verdict reads: metrics plus ``ablations.reports.derived`` (steps to its
+    target)."""
     return lambda run: derive(run, metric=question.metric, target=question.target, goal=question.goal)
 
 

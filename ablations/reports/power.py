@@ -1,7 +1,7 @@
 """More seeds where a comparison sits at the seeds' resolution (``attnlab findings --power``; issue #26).
 
 A comparison that comes out within seed noise says how many seeds would resolve the difference it observed
-(``ablations.verdicts.Check.needs``: 80% power, ``ablations.stats.seeds_for_power``). Adding seeds to the
+(``ablations.verdicts.rules.Check.needs``: 80% power, ``ablations.verdicts.stats.seeds_for_power``). Adding seeds to the
 same set until an interval clears its bound is optional stopping: the interval's 95% no longer holds. So the
 extra seeds are a third set, disjoint from the others (``FIRST_SEED``, ``FIRST_SEED + 1``, ...), whose size
 is fixed before any of it trains and read on its own, never pooled:
@@ -22,12 +22,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ablations.verdicts import needs_in, verdict_word
-
-if TYPE_CHECKING:
-    from ablations.findings_readme import QuestionResult
+from ablations.reports.record import QuestionResult, stamp
+from ablations.verdicts.rules import needs_in, verdict_word
 
 FIRST_SEED = 2001
 SUBDIR = "power"
@@ -58,7 +56,6 @@ def _needs(sets: Sequence[tuple[str, QuestionResult]], keep: Any) -> list[dict[s
 
 def make_plan(main: Mapping[str, QuestionResult], again: Mapping[str, QuestionResult]) -> dict[str, Any]:
     """The plan for every question with a saved result on either set (``main`` and ``again``, by name)."""
-    from ablations.findings_readme import stamp
     from attnlab_run.recording import git_commit
 
     names = [*main, *(n for n in again if n not in main)]

@@ -4,7 +4,7 @@ Each question's report step saves ``<out>/<question>/result.json`` (verdict, key
 the provenance of its runs: commits, CPUs, trials, summed wall time). The README is rebuilt from every
 saved result, so ``attnlab findings --only norm`` refreshes norm's row and section and keeps the others
 as their own runs left them; each section says which commit and CPU its numbers come from. The questions on
-real data (``ablations.questions_real``) get their own README (``attnlab findings --real``), whose header also
+real data (``ablations.catalog.questions_real``) get their own README (``attnlab findings --real``), whose header also
 names the versions of the data packages.
 """
 
@@ -15,52 +15,12 @@ import json
 import math
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ablations.catalog import question_for
-from ablations.questions import QUESTIONS, Question
-from ablations.replication import FIRST_SEED, replicated
-
-RESULT = "result.json"
-
-
-@dataclass
-class QuestionResult:
-    """One question's report as the README shows it; paths are relative to the findings folder."""
-
-    name: str
-    verdict: str
-    key_numbers: str
-    report: str
-    figures: list[str]
-    warning: str | None = None
-    trial_wall_s: float | None = None
-    trials_span: list[float] | None = None  # [first trial's start, last trial's end], epoch seconds
-    trials: int = 0
-    commits: list[str] = field(default_factory=list)
-    cpus: list[str] = field(default_factory=list)
-    written: str = ""
-    quick: list[str] = field(default_factory=list)  # the quick preset the runs were made with
-
-    @property
-    def question(self) -> Question:
-        question = question_for(self.name)
-        if question is None:
-            raise KeyError(self.name)
-        return question
-
-    def save(self, out: Path) -> Path:
-        path = out / self.name / RESULT
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(asdict(self), indent=2) + "\n")
-        return path
-
-
-def stamp() -> str:
-    """Now, UTC, to the minute (when a question's result was written)."""
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+from ablations.catalog.questions import QUESTIONS, Question
+from ablations.reports.record import RESULT, QuestionResult
+from ablations.verdicts.replication import FIRST_SEED, replicated
 
 
 def load_results(out: Path, order: Sequence[str], *, questions: Mapping[str, Question] = QUESTIONS,
@@ -167,8 +127,8 @@ def _section(r: QuestionResult, rep: QuestionResult | None = None, more: list[st
 
 
 def _data_lines() -> list[str]:
-    """The real data's provenance (``ablations.real_data.data_versions``), one bullet."""
-    from ablations.real_data import data_versions
+    """The real data's provenance (``ablations.reports.provenance.data_versions``), one bullet."""
+    from ablations.reports.provenance import data_versions
 
     return ["- **Data:** " + "; ".join(data_versions(data_dir=Path("data"))) + " (as found when this README was "
             "written; `data/` relative to where the command ran)"]
@@ -179,10 +139,10 @@ def readme(results: Sequence[QuestionResult], *, command: str, wall_s: float, mi
            more_seeds: Mapping[str, QuestionResult] | None = None, plan: Mapping[str, Any] | None = None) -> str:
     """The findings README: header, one row per claim, a section per question with its figures. ``real``:
     the README of the questions on real data (its title, and a line naming the data packages' versions).
-    ``replications``: each question's result on the replication seeds (``ablations.replication``), by name;
-    ``more_seeds`` and ``plan``: the third seed set's results and its plan (``ablations.power``)."""
-    from ablations import power
-    from ablations.verdicts import verdict_word
+    ``replications``: each question's result on the replication seeds (``ablations.verdicts.replication``), by name;
+    ``more_seeds`` and ``plan``: the third seed set's results and its plan (``ablations.reports.power``)."""
+    from ablations.reports import power
+    from ablations.verdicts.rules import verdict_word
 
     again, more = replications or {}, more_seeds or {}
     from attnlab_run.environment import cpu_model
@@ -202,7 +162,7 @@ def readme(results: Sequence[QuestionResult], *, command: str, wall_s: float, mi
         *(_data_lines() if real else []),
         f"- **Scale:** `--scale quick` presets (`ablations/questions{'_real' if real else ''}.py`); seeds per arm as "
         "in each sweep file. "
-        'Verdicts read paired-by-seed 95% intervals (`ablations/stats.py`); "not shown at this scale" means '
+        'Verdicts read paired-by-seed 95% intervals (`ablations/verdicts/stats.py`); "not shown at this scale" means '
         "the arms that should learn the task did not, with the scale at which the finding should show; "
         '"supported where shown" means every check was supported except comparisons the question names as '
         "beyond this scale, which came out within seed noise (each says why and where it should show).",

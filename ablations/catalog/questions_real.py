@@ -1,10 +1,10 @@
 """The ablation questions asked on real data (issue #27): Bible verses (Reina-Valera 1909 es -> King James en,
 held-out books), movie-review snippets, MNIST digits, the World English Bible as text and Tux Paint's clip art.
 
-Each is a ``Question`` like those of ``ablations.questions``, kept in :data:`REAL_QUESTIONS` so that
+Each is a ``Question`` like those of ``ablations.catalog.questions``, kept in :data:`REAL_QUESTIONS` so that
 ``attnlab findings`` (synthetic, offline, no packages beyond the project's) never runs them;
 ``attnlab findings --real`` does, after :func:`missing_data` found every data package in place, and
-``ablations.catalog.question_for`` finds them too, so ``attnlab sweep <name>`` and the report treat them
+``ablations.catalog.lookup.question_for`` finds them too, so ``attnlab sweep <name>`` and the report treat them
 like any other question. Their data comes from registry packages, read offline (DESIGN.md, "Real data
 offline"); :func:`data_versions` names the versions a findings README was made with.
 
@@ -19,9 +19,9 @@ every question within 18 minutes there (docs/sweeps.md has each).
 
 from __future__ import annotations
 
-from ablations import claims_real
-from ablations.arms import REST
-from ablations.questions import CROSS_MAP, POOLING_MEDIA, TRANSFORMER_MAPS, Question
+from ablations.catalog import claims_real
+from ablations.catalog.arms import REST
+from ablations.catalog.questions import CROSS_MAP, POOLING_MEDIA, TRANSFORMER_MAPS, Question
 
 CLIPART_SOURCE = ("Tux Paint's clip-art stamps (Debian tuxpaint-stamps-default): 785 PNG stamps with one English "
                   "caption each, 639 / 82 / 64 split by stamp group (datamodules/clipart.py)")

@@ -1,6 +1,6 @@
 """Verdict building blocks: a claim is a list of checks, each answered from per-seed intervals.
 
-A check compares two arms (paired by seed, ``ablations.stats.compare``) or holds an arm against a
+A check compares two arms (paired by seed, ``ablations.verdicts.stats.compare``) or holds an arm against a
 threshold; it answers "supported", "not supported" or "inconclusive (<why>)". A question's
 verdict joins its checks: supported when every check is, not supported when one clearly goes the
 other way, otherwise inconclusive, and "not shown at this scale" when the arms that should
@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ablations.ranges import is_count, metric_range
-from ablations.stats import MAX_SEEDS, POWER, Goal, Stat, compare, seeds_for_power
+from ablations.verdicts.ranges import is_count, metric_range
+from ablations.verdicts.stats import MAX_SEEDS, POWER, Goal, Stat, compare, seeds_for_power
 
 Arm = tuple[Any, ...]
 ArmStats = Mapping[Arm, Mapping[str, Stat]]

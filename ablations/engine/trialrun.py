@@ -1,5 +1,5 @@
 """A trial's process in the offline runner: started (alone, or stacked with the other fresh seeds of its
-arm: ``ablations.stackgroups``), recorded in ``trial.json`` and, once it ends, turned into Outcomes."""
+arm: ``ablations.engine.stackgroups``), recorded in ``trial.json`` and, once it ends, turned into Outcomes."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from ablations.stackgroups import stacked_command
-from ablations.trialproc import dies_with
-from ablations.trialstate import Outcome, Trial, read_json, resumable, trial_status
-from ablations.warm import WarmProcess, server_for, warm_argv
+from ablations.engine.stackgroups import stacked_command
+from ablations.engine.trialproc import dies_with
+from ablations.engine.trialstate import Outcome, Trial, read_json, resumable, trial_status
+from ablations.engine.warm import WarmProcess, server_for, warm_argv
 from attnlab_run.rundir import DONE, RunPaths, Status, read_summary
 
 log = logging.getLogger(__name__)

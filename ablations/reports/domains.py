@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ablations.results import RunRecord, choose_evaluations, read_mapping, stat
+from ablations.reports.results import RunRecord, choose_evaluations, read_mapping, stat
 
 DOMAIN_OPTION = "data.test_domain"
 DROPPED = ("--run.test_after_fit",)  # fit-only options of a trial's command

@@ -34,15 +34,15 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlparse
 
-from ablations.catalog import question_for
-from ablations.questions import QUESTIONS, Question
-from ablations.questions_real import REAL_QUESTIONS
+from ablations.catalog.lookup import question_for
+from ablations.catalog.questions import QUESTIONS, Question
+from ablations.catalog.questions_real import REAL_QUESTIONS
 
 STEP = "trainer/global_step"
 """The x-axis: Lightning's ``WandbLogger`` logs it with every row and makes it the step metric of ``*``."""
 
 REPORT_ONLY = re.compile(r"^(curve/|attn/entropy_|run/)|/(len_drop|len_slope|beyond)/")
-"""Keys ``ablations.derived`` computes from a run directory for ``attnlab report``; no W&B run carries them."""
+"""Keys ``ablations.reports.derived`` computes from a run directory for ``attnlab report``; no W&B run carries them."""
 
 MEDIA_KEYS: dict[str, tuple[str, ...]] = {
     q.name: q.media for q in (*QUESTIONS.values(), *REAL_QUESTIONS.values()) if q.media
@@ -57,7 +57,7 @@ def media_keys(question: Question) -> list[str]:
     keys = question.media
     if not any("{arm}" in k for k in keys):
         return list(keys)
-    from ablations.sweepspec import load_sweep
+    from ablations.engine.sweepspec import load_sweep
 
     (axis,) = question.axes
     spec = load_sweep(question.sweep_path)["parameters"][axis]

@@ -3,16 +3,16 @@ literature leads us to expect, and a verdict over the arms.
 
 The question's name is the sweep's ``name`` and the runs' experiment name, so
 ``<root>/<name>/<trial>/`` holds one question's runs and the report finds them by name. The sweep file is the
-one declaration of the question's arms (its axes' values, ``ablations.arms``) and of the metric that answers
+one declaration of the question's arms (its axes' values, ``ablations.catalog.arms``) and of the metric that answers
 it (its ``metric``); a new question is its sweep file plus one ``Question`` here (or in
-``ablations.questions_real``) with its verdict. What a ``Question`` is: ``ablations.question``.
+``ablations.catalog.questions_real``) with its verdict. What a ``Question`` is: ``ablations.catalog.question``.
 """
 
 from __future__ import annotations
 
-from ablations import claims, claims_recurrent
-from ablations.arms import FULL_PRESET, REPO, REST, SWEEPS_DIR, Arms, RankedOnly, sweep_metric, swept_arms  # noqa: F401
-from ablations.question import (  # noqa: F401 - the Question API, re-exported for the registries' callers
+from ablations.catalog import claims, claims_recurrent
+from ablations.catalog.arms import FULL_PRESET, REPO, REST, SWEEPS_DIR, Arms, RankedOnly, sweep_metric, swept_arms  # noqa: F401
+from ablations.catalog.question import (  # noqa: F401 - the Question API, re-exported for the registries' callers
     BASELINE_KEY,
     QUICK_DATA,
     QUICK_TRANSFORMER,
@@ -23,8 +23,8 @@ from ablations.question import (  # noqa: F401 - the Question API, re-exported f
     all_beat,
     beats_all,
 )
-from ablations.stats import Stat  # noqa: F401
-from ablations.verdicts import Arm, better, join  # noqa: F401
+from ablations.verdicts.rules import Arm, better, join  # noqa: F401
+from ablations.verdicts.stats import Stat  # noqa: F401
 
 # Positions must first learn reversal before extrapolation can be compared, and "learned ≈ sinusoidal" needs
 # converged arms: at 3 epochs (~560 steps) learned 0.63 ± 0.17 vs sinusoidal 0.83 ± 0.14 val exact match left the

@@ -4,7 +4,7 @@ paired by seed with an effect size, and the three-way outcome a verdict is built
 * ``Stat``: mean, sample std, n and the per-seed values of one metric of one arm; ``ci95`` is the
   Student-t interval of the mean (t_{0.975, n-1}; no interval for n < 2). The t quantile is exact for
   every df (``t_quantile``, from the regularized incomplete beta function), not a table with a normal
-  tail. ``text`` clips a printed interval to the metric's range (``ablations.ranges``); the comparisons
+  tail. ``text`` clips a printed interval to the metric's range (``ablations.verdicts.ranges``); the comparisons
   and verdicts compute with the unclipped one.
 * ``compare``: arm a against arm b on the seeds both finished. The per-seed differences give the
   mean difference, its t interval, an exact sign-flip permutation p-value (one-sided, 2^n sign

@@ -108,7 +108,7 @@ THROUGH_THE_CLI = [("--data.train_size=512", "data.train_size: 32 → 512"),
                    ("--trainer.gradient_clip_val=0.5", "trainer.gradient_clip_val: 1.0 → 0.5"),
                    ("--decode.strategy=beam", 'decode.strategy: "greedy" → "beam"'),
                    ("--seed_everything=7", "seed_everything: 1 → 7"),
-                   ("--run.monitor=val/exact_match", 'run.monitor: "val/loss" → "val/exact_match"')]
+                   ("--run.mode=min", 'run.mode: "max" → "min"')]
 
 
 @pytest.mark.parametrize(("option", "named"), THROUGH_THE_CLI)
@@ -146,7 +146,7 @@ def test_the_issue_reproduction_refuses_train_size_and_extends_to_step_20(ten_st
     assert read_summary(run).global_step == 20 and read_summary(run).status is Status.FINISHED
     assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 20
 
-    main(["fit", *common, "--run.name=B", "--trainer.max_steps=24", "--data.train_size=64",
+    main(["fit", *common, "--run.name=B", "--trainer.max_steps=24", "--trainer.max_epochs=100", "--data.train_size=64",
           f"--run.branch_from={run}"])
     branch = read_summary(ten_steps / "transformer_reverse" / "B")
     assert branch.status is Status.FINISHED and branch.global_step == 24, "the branch continued from step 20"

@@ -274,7 +274,8 @@ def evaluations(summary: Summary) -> dict[str, Evaluation]:
 
 
 def record_evaluation(run_dir: Path, evaluation_key: str, evaluation: Evaluation) -> None:
-    """Add (or replace) one evaluation in summary.json; the fit's own fields are left as they are."""
+    """Add (or replace) the fit's own test (``--run.test_after_fit``) in summary.json, written by the fit itself;
+    any other evaluation keeps its record in its own folder (:mod:`attnlab_run.evaluations`)."""
     summary = read_summary(run_dir)
     summary.evaluations = {**summary.evaluations, evaluation_key: evaluation.to_dict()}
     write_summary(run_dir, summary)

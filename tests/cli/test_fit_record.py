@@ -156,3 +156,29 @@ def test_a_failed_evaluation_is_recorded_in_its_own_record(fitted, tmp_path):
     assert (run / "test" / key / "evaluation.json").is_file()
     assert by_status["finished"][1]["metrics"]["test/loss"] > 0
     assert load_run(run).evaluations == {"test": by_status["finished"][0]}, "a failed evaluation is never read"
+
+
+def test_a_test_without_ckpt_path_scores_the_fits_checkpoint_under_the_fits_arm(tmp_path, monkeypatch, capsys):
+    """#44: ``test`` of a fitted run without ``--ckpt_path`` evaluates its best checkpoint (not an untrained
+    model), and its W&B run is tagged with the fit's arm (rope), not the --config file's (sinusoidal)."""
+    from attnlab_run.cli import run_cli
+    from tests.cli.wandb_records import offline_runs
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_PROJECT", "attnlab-test")
+    axes = lambda experiment: ("model.positions",)  # noqa: E731 - as a question names its arm
+    run_cli(["fit", *_common(tmp_path), "--model.positions=rope"], arm_axes=axes)
+    os.environ.pop("ATTNLAB_RUN_DIR", None)
+    run = tmp_path / "transformer_reverse" / "P"
+    before = fit_hashes(run)
+    capsys.readouterr()
+    run_cli(["test", *_common(tmp_path)], arm_axes=axes)
+    assert "its checkpoints/best.ckpt" in capsys.readouterr().err
+    (record,) = evaluation_records(run).values()
+    assert record["checkpoint"] == "checkpoints/best.ckpt" and record["status"] == "finished"
+    (evaluation,) = [r for r in offline_runs(run) if r["job_type"] == "eval"]
+    (fit,) = [r for r in offline_runs(run) if r["job_type"] == "fit"]
+    assert evaluation["tags"] == fit["tags"] == ["positions=rope", "seed=1"]
+    after = fit_hashes(run)
+    assert {k: after.get(k) for k in before} == before, "the fit's files (its W&B folder too) are unchanged"
+    assert all(k.startswith("wandb/") for k in set(after) - set(before)), "only the eval's own W&B folder is new"

@@ -70,7 +70,7 @@ def evaluation_notes(records: dict[str, dict[str, Any]]) -> list[str]:
     for key, record in records.items():
         status = record.get("status")
         if status != "finished":
-            error = str(record.get("error") or "")
+            error = " ".join(str(record.get("error") or "").split()).replace("|", "/")  # one line, a table cell
             why = f" ({error[:80]}{'…' if len(error) > 80 else ''})" if error else ""
             shown = "stopped (no end recorded)" if status == "running" else status
             notes.append(f"{record.get('subcommand')} {key} {shown}{why}")

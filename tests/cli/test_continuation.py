@@ -156,3 +156,22 @@ def test_the_issue_reproduction_refuses_train_size_and_extends_to_step_20(ten_st
     saved = (ten_steps / "transformer_reverse" / "B" / "config.yaml").read_text()
     assert f"branch_from: {run}" in saved and "train_size: 64" in saved
     assert json.loads((run / "summary.json").read_text())["status"] == "finished"
+
+
+def test_the_automatic_resume_of_a_preempted_run_is_compared_too(ten_steps, tmp_path, capsys):
+    """A preempted run's directory resumes on its own (no --ckpt_path): the same comparison refuses a change."""
+    import shutil
+
+    root = tmp_path / "root"
+    shutil.copytree(ten_steps, root)
+    run = root / "transformer_reverse" / "P"
+    summary = json.loads((run / "summary.json").read_text())
+    (run / "summary.json").write_text(json.dumps({**summary, "status": "preempted"}))
+    before = _fit_files(run)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        main(["fit", "--config", CONFIG, f"--run.root={root}", "--run.name=P", *TINY, "--trainer.max_steps=20",
+              "--data.val_size=16"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and "data.val_size: 8 → 16" in err[0], err
+    assert _fit_files(run) == before

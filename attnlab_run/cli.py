@@ -33,7 +33,7 @@ from attnlab_run.conventions import (
     run_root,
     user_loggers,
 )
-from attnlab_run.evaluations import fit_arm
+from attnlab_run.evaluations import fit_arm, fit_checkpoint
 from attnlab_run.faults import LastCheckpoint, RngState
 from attnlab_run.guards import (
     DIVERGED_EXIT,
@@ -191,7 +191,8 @@ class AttnlabCLI(LightningCLI):
         if self.subcommand == "fit" and not cfg.get("ckpt_path"):
             set_aside_stale_log(self.run_dir)
         self._continue_or_branch(cfg)
-        self._evaluated_checkpoint(cfg)
+        if self.subcommand != "fit" and not cfg.get("ckpt_path"):
+            cfg.ckpt_path = fit_checkpoint(self.run_dir, self.subcommand)  # never an untrained model under a fit
         if cfg.get("ckpt_path") in ("best", "last") and stable_run_name(self.run_opts) is None:
             raise UsageError(f"--ckpt_path={cfg.ckpt_path} needs --run.name (the run to continue or evaluate)")
         if self.subcommand != "fit" and cfg.get("ckpt_path") in ("best", "last"):
@@ -223,20 +224,6 @@ class AttnlabCLI(LightningCLI):
             dumped = self._parser(self.subcommand).dump(cfg, skip_none=False, format="yaml")
             refuse_changed_resume(self.run_dir, flatten(dumped))
             self.continued = True
-
-    def _evaluated_checkpoint(self, cfg: Any) -> None:
-        """``test`` / ``validate`` / ``predict`` of a run that holds a fit, without ``--ckpt_path``: the fit's
-        best checkpoint (else its last), not an untrained model filed under the fit."""
-        paths = RunPaths(self.run_dir)
-        if self.subcommand == "fit" or cfg.get("ckpt_path") or not paths.summary.is_file():
-            return
-        which = next((w for w in ("best", "last") if paths.checkpoint(w).is_file()), None)
-        if which is None:
-            raise UsageError(f"{self.run_dir} holds a fit but no checkpoint to {self.subcommand}; "
-                             "give --ckpt_path (a .ckpt file)")
-        cfg.ckpt_path = which
-        print(f"attnlab: {self.subcommand} of {self.run_dir}: its checkpoints/{which}.ckpt "
-              "(give --ckpt_path to choose another)", file=sys.stderr)
 
     def instantiate_trainer(self, **kwargs: Any) -> L.Trainer:
         cfg = self.config_init[self.subcommand]

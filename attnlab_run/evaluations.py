@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
+from attnlab_core.errors import UsageError
 from attnlab_run.rundir import Evaluation, RunPaths, read_summary
 
 EVALUATION_FOLDERS = ("test", "validate", "predict")
@@ -87,3 +89,18 @@ def fit_arm(run_dir: Path, axes: tuple[str, ...]) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return {axis.rsplit(".", 1)[-1]: saved[axis] for axis in axes if saved.get(axis) is not None}
+
+
+def fit_checkpoint(run_dir: Path, subcommand: str) -> str | None:
+    """What ``test`` / ``validate`` / ``predict`` without ``--ckpt_path`` evaluates: of a run that holds a fit,
+    its best checkpoint (else its last), said in one line on stderr; a fit without one is refused. None for a
+    directory without a fit (a new name: the model as configured, filed under no fit)."""
+    paths = RunPaths(Path(run_dir))
+    if not paths.summary.is_file():
+        return None
+    which = next((w for w in ("best", "last") if paths.checkpoint(w).is_file()), None)
+    if which is None:
+        raise UsageError(f"{run_dir} holds a fit but no checkpoint to {subcommand}; give --ckpt_path (a .ckpt file)")
+    print(f"attnlab: {subcommand} of {run_dir}: its checkpoints/{which}.ckpt (give --ckpt_path to choose another)",
+          file=sys.stderr)
+    return which

@@ -13,6 +13,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from attnlab_core.errors import UsageError, check_config_files, user_error_line
 from attnlab_run.console import HeldConsole
+from attnlab_run.continuation import branch_checkpoint, parent_record, refuse_changed_resume, run_seed
 from attnlab_run.conventions import (
     arm_values,
     import_named_classes,
@@ -31,6 +33,7 @@ from attnlab_run.conventions import (
     run_root,
     user_loggers,
 )
+from attnlab_run.evaluations import fit_arm, fit_checkpoint
 from attnlab_run.faults import LastCheckpoint, RngState
 from attnlab_run.guards import (
     DIVERGED_EXIT,
@@ -61,6 +64,7 @@ from attnlab_run.trainer_setup import (
     RunConfigSaver,
     best_or_last,
     evaluation_options,
+    flatten,
     report_evaluation,
     report_run,
     warn_slow_bf16,
@@ -103,6 +107,10 @@ class AttnlabCLI(LightningCLI):
     refused input found later (e.g. in the data) removes what it created, up to that ancestor."""
     console: HeldConsole | None = None
     """Lightning's console lines, held by :func:`run_cli` until a loop starts (set by it)."""
+    continued: bool = False
+    """This ``fit`` continues its run: its config was compared with the run's (``continuation``)."""
+    parent: dict[str, Any] | None = None
+    """This ``fit`` branches from another run's checkpoint: what it records of that parent."""
 
     @staticmethod
     def arm_axes(experiment: str) -> tuple[str, ...]:
@@ -140,8 +148,9 @@ class AttnlabCLI(LightningCLI):
         module, _, name = class_path.rpartition(".")
         accepted = inspect.signature(getattr(importlib.import_module(module), name)).parameters
         kept = {k: v for k, v in hparams.items() if k in accepted}
-        refuse_moot_overrides(str(ckpt_path), hparams=kept, configured=dict(vars(model_cfg.get("init_args") or {})),
-                              given=command_line_keys(self.argv))
+        if not self.continued:  # a continuation compared every key with the run's config.yaml already
+            refuse_moot_overrides(str(ckpt_path), hparams=kept, configured=dict(vars(model_cfg.get("init_args") or {})),
+                                  given=command_line_keys(self.argv))
         model = {"class_path": class_path, "dict_kwargs": kept}
         try:
             self.config = self.parser.parse_object({self.config.subcommand: {"model": model}}, self.config)
@@ -181,6 +190,9 @@ class AttnlabCLI(LightningCLI):
             _save_experiment(cfg, self.run_dir.parent.name)
         if self.subcommand == "fit" and not cfg.get("ckpt_path"):
             set_aside_stale_log(self.run_dir)
+        self._continue_or_branch(cfg)
+        if self.subcommand != "fit" and not cfg.get("ckpt_path"):
+            cfg.ckpt_path = fit_checkpoint(self.run_dir, self.subcommand)  # never an untrained model under a fit
         if cfg.get("ckpt_path") in ("best", "last") and stable_run_name(self.run_opts) is None:
             raise UsageError(f"--ckpt_path={cfg.ckpt_path} needs --run.name (the run to continue or evaluate)")
         if self.subcommand != "fit" and cfg.get("ckpt_path") in ("best", "last"):
@@ -190,6 +202,29 @@ class AttnlabCLI(LightningCLI):
             cfg.ckpt_path = str(self.run_dir / "checkpoints" / "last.ckpt")  # found whatever the W&B run id
             self._parse_ckpt_path()  # a checkpoint of another family is refused before anything runs
 
+    def _continue_or_branch(self, cfg: Any) -> None:
+        """``fit`` with a checkpoint of this very run continues it exactly (``continuation``: a changed key is
+        refused); ``--run.branch_from`` starts this new run from another run's checkpoint and records it as the
+        parent; ``--ckpt_path best`` (Lightning refuses it for fit, after the run was marked) is one line."""
+        if self.subcommand != "fit":
+            return
+        ckpt = cfg.get("ckpt_path")
+        if ckpt == "best":
+            raise UsageError("--ckpt_path=best is for test/validate: fit continues a run with --ckpt_path last, or "
+                             "starts a new run from another run's checkpoint with --run.branch_from")
+        if self.run_opts.branch_from and not RunPaths(self.run_dir).checkpoint("last").is_file():
+            parent = branch_checkpoint(self.run_opts.branch_from)
+            if ckpt not in (None, "last") or parent.resolve().parent.parent == self.run_dir.resolve():
+                raise UsageError(f"--run.branch_from={self.run_opts.branch_from} starts a new run from that "
+                                 "checkpoint: give a new --run.name, and no --ckpt_path")
+            cfg.ckpt_path, self.parent = str(parent), parent_record(parent)
+            self._parse_ckpt_path()  # the checkpoint decides the model, as for an evaluation
+        elif ckpt and RunPaths(self.run_dir).config.is_file():
+            cfg.seed_everything = run_seed(self.run_dir, cfg.get("seed_everything"))
+            dumped = self._parser(self.subcommand).dump(cfg, skip_none=False, format="yaml")
+            refuse_changed_resume(self.run_dir, flatten(dumped))
+            self.continued = True
+
     def instantiate_trainer(self, **kwargs: Any) -> L.Trainer:
         cfg = self.config_init[self.subcommand]
         seed = cfg.get("seed_everything")
@@ -198,14 +233,17 @@ class AttnlabCLI(LightningCLI):
         if self.subcommand in ("test", "validate"):  # its own record, log folder and W&B run
             checkpoint = relative_checkpoint(self.run_dir, self.config[self.subcommand].get("ckpt_path"))
             evaluation = evaluation_id(self.subcommand, options, checkpoint)
+        paths = RunPaths(self.run_dir)
+        own_dir = paths.run if self.subcommand == "fit" else (  # an evaluation writes only below its own folder
+            paths.evaluation_log(evaluation) if evaluation else paths.evaluation(self.subcommand))
         callbacks = [
             ModelCheckpoint(dirpath=str(self.run_dir / "checkpoints"), filename="best", enable_version_counter=False,
                             monitor=self.run_opts.monitor, mode=self.run_opts.mode, save_last=False),
-            RunSummary(run_dir=self.run_dir, seed=seed if isinstance(seed, int) else None,
+            RunSummary(run_dir=self.run_dir, seed=seed if isinstance(seed, int) else None, parent=self.parent,
                        subcommand=self.subcommand, evaluation=evaluation, options=options, checkpoint=checkpoint),
             BestValidation(),
             HistoryStep(),
-            AttentionFigures(run_dir=self.run_dir, max_drawings=self.run_opts.figure_drawings),
+            AttentionFigures(run_dir=own_dir, max_drawings=self.run_opts.figure_drawings),
             *default_probes(),
             *_fault_callbacks(self.run_dir, self.run_opts),
             *([self.console] if self.console is not None else []),  # before the progress bar Lightning adds
@@ -216,18 +254,19 @@ class AttnlabCLI(LightningCLI):
         trainer_cfg["callbacks"] = list(trainer_cfg.get("callbacks") or []) + callbacks
         trainer_cfg["plugins"] = with_atomic_io(trainer_cfg.get("plugins"))
         experiment = self.run_dir.parent.name
-        arm = arm_values(self.config[self.subcommand], self.arm_axes(experiment))
+        arm = (fit_arm(self.run_dir, self.arm_axes(experiment)) if self.subcommand != "fit" else None)
+        arm = arm if arm is not None else arm_values(self.config[self.subcommand], self.arm_axes(experiment))
         identity = wandb_identity(self.run_dir, subcommand=self.subcommand, arm=arm,
                                   seed=seed if isinstance(seed, int) else None, evaluation=evaluation,
                                   checkpoint=checkpoint)
+        if self.parent:  # a branch names its parent in its W&B config too
+            identity = replace(identity, config={**identity.config,
+                                                 **{f"parent.{k}": v for k, v in self.parent.items()}})
         trainer_cfg["logger"] = [*build_loggers(self.run_dir, self.run_opts, subcommand=self.subcommand,
                                                 identity=identity, evaluation=evaluation),
                                  *user_loggers(trainer_cfg.get("logger"))]  # ours first: config.yaml goes there
         trainer_cfg["default_root_dir"] = str(self.run_dir)
-        paths = RunPaths(self.run_dir)
-        config_dir = paths.run if self.subcommand == "fit" else (
-            paths.evaluation_log(evaluation) if evaluation else paths.evaluation(self.subcommand))
-        self.save_config_kwargs = {**self.save_config_kwargs, "config_dir": str(config_dir)}
+        self.save_config_kwargs = {**self.save_config_kwargs, "config_dir": str(own_dir)}
         warn_slow_bf16(trainer_cfg)
         extra = [self._get(self.config_init, c) for c in self._parser(self.subcommand).callback_keys]
         if trainer_cfg.get("fast_dev_run"):  # Lightning saves no config then; a smoke run's config is re-runnable

@@ -14,6 +14,8 @@ Phases (``step`` is ``trainer.global_step``, the optimizer steps done):
 - ``validation``: after the first batch of the (non-sanity) validation that runs at step ``step``.
 - ``checkpoint``: in the middle of writing the first checkpoint saved at step ``step``: the signal is
   sent while ``torch.save`` serialises it (a ``SIGKILL`` leaves a torn temporary file behind).
+- ``evaluation``: after the first batch of a ``test`` / ``validate`` / ``predict`` command (``step`` is
+  not read: an evaluation does not step).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any, Literal
 
 import lightning as L
 
-Phase = Literal["batch", "validation", "checkpoint"]
+Phase = Literal["batch", "validation", "checkpoint", "evaluation"]
 
 
 def signal_number(name: str) -> signal_module.Signals:
@@ -52,18 +54,20 @@ class SignalAt(L.Callback):
     """Send ``signal`` to this process once, at optimizer step ``step`` in ``phase``.
 
     Args:
-        step: the ``trainer.global_step`` at which to fire.
-        phase: ``batch``, ``validation`` or ``checkpoint`` (see the module docstring).
+        step: the ``trainer.global_step`` at which to fire (not read in the ``evaluation`` phase).
+        phase: ``batch``, ``validation``, ``checkpoint`` or ``evaluation`` (see the module docstring).
         signal: a signal name (``TERM``, ``INT``, ``USR1``, ``KILL``) or number.
     """
 
     def __init__(self, *, step: int, phase: Phase = "batch", signal: str = "TERM") -> None:
-        if phase not in ("batch", "validation", "checkpoint"):
-            raise ValueError(f"phase must be batch, validation or checkpoint, got {phase!r}")
+        if phase not in ("batch", "validation", "checkpoint", "evaluation"):
+            raise ValueError(f"phase must be batch, validation, checkpoint or evaluation, got {phase!r}")
         self.step, self.phase, self.signum = int(step), phase, int(signal_number(signal))
         self.fired = False
 
     def _due(self, trainer: L.Trainer, phase: Phase) -> bool:
+        if phase == "evaluation":
+            return not self.fired and self.phase == "evaluation" and trainer.state.fn != "fit"
         return (not self.fired and phase == self.phase and trainer.global_step == self.step
                 and not trainer.sanity_checking)
 
@@ -76,7 +80,15 @@ class SignalAt(L.Callback):
             self._fire()
 
     def on_validation_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
-        if self._due(trainer, "validation"):
+        if self._due(trainer, "validation") or self._due(trainer, "evaluation"):
+            self._fire()
+
+    def on_test_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
+        if self._due(trainer, "evaluation"):
+            self._fire()
+
+    def on_predict_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
+        if self._due(trainer, "evaluation"):
             self._fire()
 
     def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict) -> None:

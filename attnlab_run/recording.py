@@ -23,6 +23,7 @@ from lightning.pytorch.loggers.logger import rank_zero_experiment
 
 from attnlab_core.errors import user_error_line
 from attnlab_run.environment import environment
+from attnlab_run.evaluations import write_evaluation
 from attnlab_run.preemption import is_preemption, preemption_exit_code
 from attnlab_run.rundir import (
     Evaluation,
@@ -61,6 +62,11 @@ class RunOptions:
         log_model: upload the best checkpoint to W&B as a model artifact (Lightning's WandbLogger
             ``log_model``: true = at the end of the fit, ``all`` = every time one is saved); online only,
             an offline run keeps its checkpoints in ``<run>/checkpoints``.
+        branch_from: start this new run (``fit``, a new ``--run.name``) from another run's checkpoint: a run
+            directory (its ``checkpoints/last.ckpt``) or a ``.ckpt`` file; weights, optimizer and step counters
+            carry over and every other option may differ. ``summary.json`` and the W&B config record the parent
+            (``parent``). A resume of the same run (``--ckpt_path last``) may change only the keys
+            ``attnlab_run.continuation.EXTENDABLE`` lists.
     """
 
     root: str = "runs"
@@ -73,6 +79,7 @@ class RunOptions:
     test_after_fit: bool = False
     figure_drawings: PositiveInt = 8
     log_model: bool | Literal["all"] = False
+    branch_from: str | None = None
 
 
 class _AppendingWriter(ExperimentWriter):
@@ -163,12 +170,14 @@ PROGRESS_KEY = "attnlab_progress"  # in a checkpoint: the fit's wall time and to
 
 
 class RunSummary(L.Callback):
-    """Writes summary.json: the fit's status, final and best metrics, parameters, wall time, tokens/s,
-    seed and commit, and each evaluation of the run as a record of its own (``Summary.evaluations``).
+    """Writes the fit's summary.json (status, final and best metrics, parameters, wall time, tokens/s, seed,
+    commit) and each evaluation's record of its own.
 
-    A ``test`` / ``validate`` of a fitted run adds its record and leaves the fit's fields alone (its
-    seed, metrics, status and W&B id stay the fit's). ``--run.test_after_fit`` is part of the fit: its
-    ``test/`` metrics are also the fit's. A ``--trainer.fast_dev_run`` fit ends as ``smoke``.
+    Only a ``fit`` writes summary.json. A ``test`` / ``validate`` of a run writes its record, status and
+    error in ``<run>/<subcommand>/<id>/evaluation.json`` (:mod:`attnlab_run.evaluations`) however it ends,
+    so the fit's files stay byte-identical. ``--run.test_after_fit`` is part of the fit: its record is in
+    summary.json and its ``test/`` metrics are also the fit's. A ``--trainer.fast_dev_run`` fit ends as
+    ``smoke``.
 
     Args:
         run_dir: the run directory.
@@ -177,11 +186,13 @@ class RunSummary(L.Callback):
         evaluation: the id of this command's evaluation (``rundir.evaluation_id``), for test / validate.
         options: the evaluation's flat ``decode.*`` / ``data.*`` settings.
         checkpoint: the checkpoint it evaluates (:func:`relative_checkpoint`).
+        parent: a branched fit's parent run (``continuation.parent_record``), kept in ``summary.json``.
     """
 
     def __init__(self, *, run_dir: Path, seed: int | None, subcommand: str, evaluation: str | None = None,
-                 options: dict[str, Any] | None = None, checkpoint: str | None = None) -> None:
-        self.run_dir, self.seed, self.subcommand = run_dir, seed, subcommand
+                 options: dict[str, Any] | None = None, checkpoint: str | None = None,
+                 parent: dict[str, Any] | None = None) -> None:
+        self.run_dir, self.seed, self.subcommand, self.parent = run_dir, seed, subcommand, parent
         self.evaluation, self.options, self.checkpoint = evaluation, dict(options or {}), checkpoint
         self.t0 = time.time()
         self.prior_wall = 0.0  # a resumed fit's wall time before its checkpoint (``on_load_checkpoint``)
@@ -208,24 +219,34 @@ class RunSummary(L.Callback):
                             "checkpoint": ckpt.best_model_path}
         write_summary(self.run_dir, summary)
 
+    def _evaluation_record(self, **fields: Any) -> None:
+        """Write this evaluation's own record (``evaluations.write_evaluation``): never the fit's files."""
+        if self.evaluation is not None:
+            write_evaluation(self.run_dir, self.evaluation, Evaluation(
+                subcommand=self.subcommand, options=self.options, checkpoint=self.checkpoint, ended=time.time(),
+                seed=self.seed, git_commit=git_commit(), **fields))
+
     def _record(self, trainer: L.Trainer, pl_module: L.LightningModule, *, subcommand: str, split: str) -> None:
-        """Write this evaluation's record; a run directory with no fit of its own (a checkpoint from
-        elsewhere) also gets the summary fields, as the only thing it holds."""
+        """Write this evaluation's record: the fit's own test (``--run.test_after_fit``) in summary.json, any
+        other in its own folder. A run directory with no summary at all (a checkpoint from elsewhere, evaluated
+        under a new name) also gets the summary fields, as the only thing it holds."""
         if not trainer.is_global_zero:
             return
-        if self.subcommand == "fit" or read_summary(self.run_dir).status is None:
-            self._update(trainer, pl_module, status=read_summary(self.run_dir).status or Status.FINISHED)
-        in_fit = self.subcommand == "fit"
-        checkpoint = relative_checkpoint(self.run_dir, trainer.ckpt_path) if in_fit else self.checkpoint
-        key = self.evaluation or evaluation_id(subcommand, self.options, checkpoint)
         metrics = {k: v for k, v in _scalars(trainer.callback_metrics).items() if k.startswith(f"{split}/")}
-        record_evaluation(self.run_dir, key, Evaluation(
+        if self.subcommand != "fit":
+            if not RunPaths(self.run_dir).summary.exists():
+                self._update(trainer, pl_module, status=Status.FINISHED)
+            self._evaluation_record(metrics=metrics, wandb_run_id=wandb_run_id(trainer))
+            return
+        self._update(trainer, pl_module, status=read_summary(self.run_dir).status or Status.FINISHED)
+        checkpoint = relative_checkpoint(self.run_dir, trainer.ckpt_path)
+        record_evaluation(self.run_dir, evaluation_id(subcommand, self.options, checkpoint), Evaluation(
             subcommand=subcommand, options=self.options, checkpoint=checkpoint, metrics=metrics, ended=time.time(),
-            seed=self.seed, wandb_run_id=wandb_run_id(trainer), in_fit=in_fit, git_commit=git_commit()))
+            seed=self.seed, wandb_run_id=wandb_run_id(trainer), in_fit=True, git_commit=git_commit()))
 
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.t0, self.started = time.time(), True
-        self._update(trainer, pl_module, status=Status.RUNNING)
+        self._update(trainer, pl_module, status=Status.RUNNING, **({"parent": self.parent} if self.parent else {}))
 
     def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
         checkpoint[PROGRESS_KEY] = {"wall_time_s": self.prior_wall + time.time() - self.t0,
@@ -251,8 +272,15 @@ class RunSummary(L.Callback):
 
     def on_test_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.started = True
+        if self.subcommand == "test" and trainer.is_global_zero:
+            self._evaluation_record(status=Status.RUNNING.value)
 
     def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.started = True
+        if self.subcommand == "validate" and trainer.is_global_zero:
+            self._evaluation_record(status=Status.RUNNING.value)
+
+    def on_predict_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.started = True
 
     def on_test_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -263,6 +291,9 @@ class RunSummary(L.Callback):
             self._record(trainer, pl_module, subcommand="validate", split="val")
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        if self.subcommand != "fit":  # an evaluation's end is its own record's, never the fit's
+            self._evaluation_ended(trainer, exception)
+            return
         if is_preemption(exception):
             self._update(trainer, pl_module, status=Status.PREEMPTED, exit_code=preemption_exit_code(exception),
                          resume_hint="--ckpt_path last")
@@ -271,3 +302,11 @@ class RunSummary(L.Callback):
             return  # refused input (the CLI prints its one line): nothing was run, nothing to record
         status = Status.INTERRUPTED if isinstance(exception, KeyboardInterrupt) else Status.FAILED
         self._update(trainer, pl_module, status=status, error=f"{type(exception).__name__}: {exception}")
+
+    def _evaluation_ended(self, trainer: L.Trainer, exception: BaseException) -> None:
+        """An evaluation that stopped: its record says how (refused input before it started records nothing)."""
+        if not trainer.is_global_zero or (not self.started and user_error_line(exception) is not None):
+            return
+        status = (Status.PREEMPTED if is_preemption(exception) else
+                  Status.INTERRUPTED if isinstance(exception, KeyboardInterrupt) else Status.FAILED)
+        self._evaluation_record(status=status.value, error=f"{type(exception).__name__}: {exception}")

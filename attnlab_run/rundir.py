@@ -11,8 +11,8 @@ else parses these files. Nothing here imports Lightning or torch.
     <run>/summary.json       status, final and best metrics, parameters, wall time, seed, commit, W&B id
     <run>/checkpoints/       best.ckpt, last.ckpt
     <run>/figures/           attention maps, caption overlays
-    <run>/<subcommand>/<id>/ one evaluation of the run (test / validate): its config and log, id as in
-                             summary.json's ``evaluations`` (:func:`evaluation_id`)
+    <run>/<subcommand>/<id>/ one evaluation of the run (test / validate): its config, log and record
+                             ``evaluation.json`` (:mod:`attnlab_run.evaluations`; id: :func:`evaluation_id`)
     <run>/predict/           predictions of the run
     <run>/trial.json         the sweep runner's record of the trial (command, exit code, status)
 """
@@ -169,7 +169,8 @@ class Summary:
     run_dir: str | None = None
     wandb_run_id: str | None = None
     environment: dict[str, Any] | None = None  # attnlab_run.environment: hardware, library versions, precision
-    evaluations: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> Evaluation.to_dict()
+    evaluations: dict[str, dict[str, Any]] = field(default_factory=dict)  # the fit's own test: id -> Evaluation
+    parent: dict[str, Any] | None = None  # a branched run's parent (``--run.branch_from``): run_dir, checkpoint
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -223,11 +224,15 @@ class Evaluation:
         options: what decides the numbers: the flat ``decode.*`` and ``data.*`` settings (CLI paths).
         checkpoint: the checkpoint evaluated, relative to the run directory when it lies inside it.
         metrics: its scalar metrics (``test/...`` or ``val/...``).
-        ended: when it finished (epoch seconds); the latest of several evaluations wins a tie.
+        ended: when its record was last written (its end; its start while it runs), epoch seconds; the latest of
+            several evaluations wins a tie.
         seed: the evaluation's own seed (sampled decoding); the fit's stays in ``Summary.seed``.
         wandb_run_id: its own W&B run (the fit's run for ``--run.test_after_fit``).
         in_fit: run by the fit itself (``--run.test_after_fit``); its metrics are also the fit's.
         git_commit: the code that evaluated.
+        status: ``running`` (a SIGKILL leaves it so), ``finished``, ``failed``, ``interrupted`` or ``preempted``;
+            only a finished evaluation has numbers a report reads.
+        error: why it failed (``Type: message``).
     """
 
     subcommand: str
@@ -239,6 +244,8 @@ class Evaluation:
     wandb_run_id: str | None = None
     in_fit: bool = False
     git_commit: str | None = None
+    status: str = Status.FINISHED.value
+    error: str | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Evaluation:
@@ -267,7 +274,8 @@ def evaluations(summary: Summary) -> dict[str, Evaluation]:
 
 
 def record_evaluation(run_dir: Path, evaluation_key: str, evaluation: Evaluation) -> None:
-    """Add (or replace) one evaluation in summary.json; the fit's own fields are left as they are."""
+    """Add (or replace) the fit's own test (``--run.test_after_fit``) in summary.json, written by the fit itself;
+    any other evaluation keeps its record in its own folder (:mod:`attnlab_run.evaluations`)."""
     summary = read_summary(run_dir)
     summary.evaluations = {**summary.evaluations, evaluation_key: evaluation.to_dict()}
     write_summary(run_dir, summary)

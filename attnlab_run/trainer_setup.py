@@ -118,7 +118,7 @@ def report_run(run_dir: Path, trainer: L.Trainer) -> None:
 
 
 def report_evaluation(run_dir: Path, trainer: L.Trainer, subcommand: str, cfg: Any) -> None:
-    """Which record of summary.json's ``evaluations`` this test wrote, and where its log is."""
+    """Which evaluation record this test wrote, and the folder that holds it (its log, config and record)."""
     if trainer.is_global_zero:
         key = evaluation_id(subcommand, evaluation_options(cfg), relative_checkpoint(run_dir, cfg.get("ckpt_path")))
         print(f"  evaluation:  {key} ({RunPaths(run_dir).evaluation_log(key)})")

@@ -4,7 +4,7 @@ A question with ``test_domains`` (``Question.test_domains``, e.g. the movie-revi
 tweets, NYT editorials and Amazon reviews of Hutto & Gilbert 2014) trains and tests in domain as its
 sweep says; then ``attnlab findings`` runs, for each finished trial and each domain it has not yet been
 tested on, the trial's own command as ``test`` with ``--ckpt_path best --data.test_domain=<domain>``.
-Each such test is one more evaluation in the run's ``summary.json`` (``attnlab_run.rundir``), so the
+Each such test is one more evaluation record of the run (``attnlab_run.evaluations``), so the
 step is resumable and the in-domain numbers stay what the report reads (``results.choose_evaluations``
 matches ``data.test_domain`` too). The report adds a table: test accuracy per arm and domain.
 """
@@ -18,14 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from ablations.reports.results import RunRecord, choose_evaluations, read_mapping, stat
+from attnlab_run.evaluations import evaluation_records, finished_evaluations
 
 DOMAIN_OPTION = "data.test_domain"
 DROPPED = ("--run.test_after_fit",)  # fit-only options of a trial's command
 
 
-def tested_domains(summary: Mapping[str, Any]) -> set[str]:
-    """The domains a run's ``summary.json`` already holds a test evaluation for."""
-    evaluations = summary.get("evaluations") or {}
+def tested_domains(run_dir: Path) -> set[str]:
+    """The domains a run already holds a finished test evaluation for."""
+    evaluations = finished_evaluations(evaluation_records(run_dir))
     return {str(e["options"][DOMAIN_OPTION]) for e in evaluations.values()
             if isinstance(e, dict) and e.get("subcommand") == "test" and (e.get("options") or {}).get(DOMAIN_OPTION)}
 
@@ -43,10 +44,10 @@ def pending(exp_dir: Path, domains: Sequence[str]) -> list[tuple[Path, str, list
     """(run dir, domain, argv) for every finished trial under ``exp_dir`` not yet tested on a domain."""
     out = []
     for run in sorted(p for p in exp_dir.iterdir() if (p / "trial.json").is_file()) if exp_dir.is_dir() else []:
-        trial, summary = (read_mapping(run / f) for f in ("trial.json", "summary.json"))
+        trial = read_mapping(run / "trial.json")
         if trial.get("status") != "finished" or not trial.get("command"):
             continue
-        done = tested_domains(summary)
+        done = tested_domains(run)
         out += [(run, d, domain_test_command(trial["command"], d)) for d in domains if d not in done]
     return out
 
@@ -73,8 +74,7 @@ def run_domain_tests(exp_dir: Path, domains: Sequence[str], *, cwd: Path, env: M
 
 def domain_metric(run: RunRecord, domain: str, metric: str) -> float | None:
     """``metric`` of the run's latest test on ``domain`` (None if it has none)."""
-    summary = read_mapping(run.run_dir / "summary.json") if run.run_dir else {}
-    evaluations = {k: v for k, v in (summary.get("evaluations") or {}).items() if isinstance(v, dict)}
+    evaluations = finished_evaluations(evaluation_records(run.run_dir)) if run.run_dir else {}
     chosen = choose_evaluations(evaluations, run.params, {DOMAIN_OPTION: domain}).get("test")
     value = (evaluations[chosen].get("metrics") or {}).get(metric) if chosen else None
     return float(value) if isinstance(value, (int, float)) else None

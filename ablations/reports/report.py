@@ -355,5 +355,6 @@ def _markdown(question: Question, runs: list[RunRecord], header: list[str], rows
     for r in sorted(runs, key=lambda r: r.name):
         value = r.metrics.get(question.metric)
         read = ", ".join(f"{kind} {key}" for kind, key in sorted(r.evaluations.items())) or "fit"
+        read += "".join(f"; note: {note}" for note in r.notes)  # a failed evaluation: beside the run, not its status
         lines.append(f"| {r.name} | {r.status} | {r.seed} | {read} | {'—' if value is None else f'{value:.4f}'} |")
     return "\n".join(lines) + "\n"

@@ -6,8 +6,9 @@ A record's ``params`` are flat dotted CLI paths without ``init_args`` (``model.n
 (``RunConfigSaver``) and the report columns share.
 
 A run's ``metrics`` are its fit's, plus at most one evaluation of each kind (``test``, ``validate``)
-from summary.json's ``evaluations`` (:func:`choose_evaluations`): a report never mixes the numbers
-of two evaluations, and ``RunRecord.evaluations`` names the ones it read.
+from the run's finished evaluations (``attnlab_run.evaluations``; :func:`choose_evaluations`): a report
+never mixes the numbers of two evaluations, and ``RunRecord.evaluations`` names the ones it read; one that
+failed or stopped is a note (``RunRecord.notes``), never the run's status.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import yaml
 from ablations.catalog.questions import Arm, ArmStats
 from ablations.verdicts.stats import Stat
 from ablations.verdicts.stats import stat as seed_stat
+from attnlab_run.evaluations import evaluation_notes, evaluation_records, finished_evaluations
 from attnlab_run.rundir import Status
 
 log = logging.getLogger(__name__)
@@ -54,6 +56,8 @@ class RunRecord:
         info: summary.json's bookkeeping: ``parameters``, ``global_step``, ``tokens_seen``,
             ``wall_time_s``, ``git_commit`` and the ``environment`` record (``attnlab_run.environment``).
         evaluations: kind (``test`` / ``validate``) -> id of the evaluation whose metrics ``metrics`` holds.
+        notes: the run's evaluations that failed or stopped (``attnlab_run.evaluations.evaluation_notes``):
+            shown beside the run, never its status.
     """
 
     experiment: str
@@ -66,6 +70,7 @@ class RunRecord:
     run_dir: Path | None = None
     info: dict[str, Any] = field(default_factory=dict)
     evaluations: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def seed(self) -> Any:
@@ -141,7 +146,8 @@ def load_run(run_dir: Path, *, evaluation: EvaluationChoice = None) -> RunRecord
     params = {normalize_key(k): v for k, v in (trial.get("params") or {}).items()}
     params.update(flatten(config))
     status = _status(summary.get("status"), trial.get("status"))
-    evaluations = {k: v for k, v in (summary.get("evaluations") or {}).items() if isinstance(v, dict)}
+    records = evaluation_records(run_dir)
+    evaluations = finished_evaluations(records)
     chosen = choose_evaluations(evaluations, params, evaluation)
     return RunRecord(
         experiment=run_dir.parent.name, name=run_dir.name, status=status, params=params,
@@ -149,6 +155,7 @@ def load_run(run_dir: Path, *, evaluation: EvaluationChoice = None) -> RunRecord
         history=read_history(run_dir / "metrics.csv"),
         figures=sorted((run_dir / "figures").glob("*.png")), run_dir=run_dir,
         info={k: summary[k] for k in INFO_KEYS if k in summary} | _trial_times(run_dir, trial), evaluations=chosen,
+        notes=evaluation_notes(records),
     )
 
 

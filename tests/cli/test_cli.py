@@ -7,6 +7,7 @@ from typing import get_args
 import pytest
 
 from attnlab_run.cli import main
+from attnlab_run.evaluations import evaluation_records
 from lit_models.axes import Positions
 
 CONFIG = str(Path(__file__).parents[2] / "ablations" / "configs" / "transformer_reverse.yaml")
@@ -52,7 +53,8 @@ def test_run_directory_contract_and_test_on_finished_run(tmp_path, capsys):
     config_before = (run / "config.yaml").read_text()
     main(["test", "--config", CONFIG, f"--run.root={tmp_path}", "--run.name=r1", "--ckpt_path=best", *TINY])
     summary = json.loads((run / "summary.json").read_text())
-    (evaluation,) = summary["evaluations"].values()  # the test is its own record; the fit's metrics stay the fit's
+    (evaluation,) = evaluation_records(run).values()  # the test is its own record; the fit's metrics stay the fit's
+    assert "evaluations" not in summary, "a test writes its record in its own folder, not in the fit's summary"
     assert "test/exact_match" in evaluation["metrics"] and summary["status"] == "finished"
     assert not any(k.startswith("test/") for k in summary["metrics"])
     assert (run / "config.yaml").read_text() == config_before, "test must not overwrite the training config"

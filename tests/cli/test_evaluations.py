@@ -16,6 +16,7 @@ import attnlab_run.cli as cli
 from ablations.reports.report import write_report
 from ablations.reports.results import choose_evaluations, load_run, with_evaluations
 from attnlab_run.cli import main
+from attnlab_run.evaluations import evaluation_records
 from attnlab_run.rundir import Status, evaluation_id, read_summary
 from attnlab_run.wandb_run import metric_goal
 from tests.cli.wandb_records import offline_runs
@@ -48,7 +49,7 @@ def test_two_tests_leave_the_fit_as_it_was_and_are_read_separately(tmp_path):
     run = tmp_path / "positions" / "r"
     folder, log_before, identity_before = _fit_identity(run)
     summary_before = read_summary(run)
-    (in_fit,) = summary_before.evaluations.values()  # the fit's own test: in its W&B run and its metrics
+    ((in_fit_key, in_fit),) = summary_before.evaluations.items()  # the fit's own test: in its W&B run and metrics
     assert in_fit["in_fit"] and in_fit["wandb_run_id"] == identity_before[0]
     assert in_fit["metrics"] == {k: v for k, v in summary_before.metrics.items() if k.startswith("test/")}
     main(["test", *common, "--run.experiment=positions", "--ckpt_path=best", "--decode.strategy=beam",
@@ -62,16 +63,18 @@ def test_two_tests_leave_the_fit_as_it_was_and_are_read_separately(tmp_path):
     assert (summary.seed, summary.status, summary.wandb_run_id, summary.metrics) == (
         2, Status.FINISHED, summary_before.wandb_run_id, summary_before.metrics)
 
+    assert set(summary.evaluations) == {in_fit_key}, "a test writes its own record, not the fit's summary"
+    records = evaluation_records(run)
     evals = {r["config"]["eval.id"]: r for r in offline_runs(run) if r["job_type"] == "eval"}
-    assert set(evals) == set(summary.evaluations) and len(evals) == 2, "the same greedy test replaced the fit's"
-    for key, record in summary.evaluations.items():
+    assert set(evals) == set(records) and len(evals) == 2, "the same greedy test replaced the fit's"
+    for key, record in records.items():
         wb = evals[key]
         assert (wb["group"], wb["tags"], wb["config"]["eval.fit_run"]) == ("positions", ["seed=2"], identity_before[0])
         assert wb["config"]["eval.checkpoint"] == record["checkpoint"] == "checkpoints/best.ckpt"
         assert wb["config"]["decode.strategy"] == record["options"]["decode.strategy"]
         assert wb["summary"]["test/exact_match"] == pytest.approx(record["metrics"]["test/exact_match"])
         assert key == evaluation_id("test", record["options"], record["checkpoint"])
-    by_strategy = {e["options"]["decode.strategy"]: (k, e) for k, e in summary.evaluations.items()}
+    by_strategy = {e["options"]["decode.strategy"]: (k, e) for k, e in records.items()}
     assert by_strategy["beam"][1]["options"]["data.test_size"] == 16
     assert by_strategy["greedy"][1]["options"]["data.test_size"] == 8
 

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from attnlab_run.cli import main
+from attnlab_run.evaluations import evaluation_records
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "ablations" / "configs"
@@ -48,7 +49,7 @@ def test_lm_reverse_fit_then_test_on_the_best_checkpoint(tmp_path):
     run = _fit_then_test("lm_reverse.yaml", REVERSE, tmp_path)
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "finished" and summary["model"] == "CausalLM"
-    (evaluation,) = summary["evaluations"].values()  # the test is its own record beside the fit's metrics
+    (evaluation,) = evaluation_records(run).values()  # the test is its own record beside the fit's metrics
     metrics = {**summary["metrics"], **evaluation["metrics"]}
     assert {"val/loss", "val/exact_match", "test/exact_match", "test/bleu"} <= set(metrics)
     beyond = [k for k in metrics if k.startswith("test/acc_by_len/len_") and int(k.split("_")[-2]) > 10]
@@ -61,7 +62,7 @@ def test_lm_reverse_fit_then_test_on_the_best_checkpoint(tmp_path):
 def test_lm_wikitext2_config_on_a_local_file_logs_perplexity_by_context(tmp_path):
     run = _fit_then_test("lm_wikitext2.yaml", TEXT, tmp_path)
     summary = json.loads((run / "summary.json").read_text())
-    (evaluation,) = summary["evaluations"].values()  # the test is its own record beside the fit's metrics
+    (evaluation,) = evaluation_records(run).values()  # the test is its own record beside the fit's metrics
     metrics = {**summary["metrics"], **evaluation["metrics"]}
     assert {"val/loss", "val/ppl", "test/ppl"} <= set(metrics)
     assert {f"test/ppl_by_ctx/ctx_{c:05d}" for c in (16, 32, 64)} <= set(metrics)

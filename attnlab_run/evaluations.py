@@ -1,0 +1,106 @@
+"""Where an evaluation of a run keeps its record: ``<run>/<subcommand>/<id>/evaluation.json``, beside its
+config and log, never in the fit's ``summary.json``.
+
+A ``test`` / ``validate`` of a fitted run writes only below its own folder, whatever its end (finished,
+failed, preempted, interrupted; a SIGKILL leaves it ``running``): the fit's ``summary.json``,
+``config.yaml``, ``metrics.csv``, ``hparams.yaml`` and checkpoints belong to the fit
+(``docs/reliability.md``, "A run's record"). The fit's own test (``--run.test_after_fit``) is part of
+the fit and stays in ``summary.json``'s ``evaluations``, as do the evaluations of runs recorded before
+this layout; :func:`evaluation_records` reads both.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from attnlab_core.errors import UsageError
+from attnlab_run.rundir import Evaluation, RunPaths, read_summary
+
+EVALUATION_FOLDERS = ("test", "validate", "predict")
+"""The folders of a run directory that its evaluations own (``RunPaths.evaluation``); the rest is the fit's."""
+RECORD_FILE = "evaluation.json"
+
+
+def record_path(run_dir: Path, evaluation: str) -> Path:
+    """``<run>/test/test-1a2b3c4d/evaluation.json`` for ``evaluation`` = ``test-1a2b3c4d``."""
+    return RunPaths(Path(run_dir)).evaluation_log(evaluation) / RECORD_FILE
+
+
+def write_evaluation(run_dir: Path, evaluation: str, record: Evaluation) -> None:
+    """Atomically (write + rename) replace one evaluation's record; nothing else is touched."""
+    path = record_path(run_dir, evaluation)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(RECORD_FILE + ".tmp")
+    tmp.write_text(json.dumps(record.to_dict(), indent=2, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("subcommand") else None
+
+
+def evaluation_records(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """Every evaluation of the run by id, oldest first: the fit's own (in ``summary.json``) and each
+    evaluation's own record; of two records with one id (a test that repeats the fit's), the later wins.
+    A record without ``status`` (written before evaluations had one) is a finished evaluation."""
+    found = {k: {"status": "finished", **v} for k, v in read_summary(run_dir).evaluations.items()}
+    for folder in EVALUATION_FOLDERS:
+        for path in sorted(Path(run_dir, folder).glob(f"*/{RECORD_FILE}")):
+            record = _read(path)
+            key = path.parent.name
+            if record is not None and float(record.get("ended") or 0.0) >= float(found.get(key, {}).get("ended") or 0):
+                found[key] = {"status": "finished", **record}
+    return dict(sorted(found.items(), key=lambda item: float(item[1].get("ended") or 0.0)))
+
+
+def finished_evaluations(records: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The evaluations whose numbers a report may read (a failed or stopped one has none to give)."""
+    return {k: v for k, v in records.items() if v.get("status") == "finished"}
+
+
+def evaluation_notes(records: dict[str, dict[str, Any]]) -> list[str]:
+    """One short note per evaluation that did not finish: ``test test-1a2b3c4d failed (RuntimeError: ...)``."""
+    notes = []
+    for key, record in records.items():
+        status = record.get("status")
+        if status != "finished":
+            error = " ".join(str(record.get("error") or "").split()).replace("|", "/")  # one line, a table cell
+            why = f" ({error[:80]}{'…' if len(error) > 80 else ''})" if error else ""
+            shown = "stopped (no end recorded)" if status == "running" else status
+            notes.append(f"{record.get('subcommand')} {key} {shown}{why}")
+    return notes
+
+
+def fit_arm(run_dir: Path, axes: tuple[str, ...]) -> dict[str, Any] | None:
+    """``{short name: value}`` of each axis as the fit's saved ``config.yaml`` has it (an evaluation is tagged
+    with the arm of the run it evaluates, not the one its own ``--config`` names); None without a saved fit."""
+    from attnlab_run.trainer_setup import flatten
+
+    try:
+        saved = flatten(RunPaths(Path(run_dir)).config.read_text())
+    except (OSError, ValueError):
+        return None
+    return {axis.rsplit(".", 1)[-1]: saved[axis] for axis in axes if saved.get(axis) is not None}
+
+
+def fit_checkpoint(run_dir: Path, subcommand: str) -> str | None:
+    """What ``test`` / ``validate`` / ``predict`` without ``--ckpt_path`` evaluates: of a run that holds a fit,
+    its best checkpoint (else its last), said in one line on stderr; a fit without one is refused. None for a
+    directory without a fit (a new name: the model as configured, filed under no fit)."""
+    paths = RunPaths(Path(run_dir))
+    if not paths.summary.is_file():
+        return None
+    which = next((w for w in ("best", "last") if paths.checkpoint(w).is_file()), None)
+    if which is None:
+        raise UsageError(f"{run_dir} holds a fit but no checkpoint to {subcommand}; give --ckpt_path (a .ckpt file)")
+    print(f"attnlab: {subcommand} of {run_dir}: its checkpoints/{which}.ckpt (give --ckpt_path to choose another)",
+          file=sys.stderr)
+    return which

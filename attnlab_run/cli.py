@@ -40,6 +40,7 @@ from attnlab_run.guards import (
     remove_fresh,
 )
 from attnlab_run.inputs import CKPT_KEYWORDS, check_data_paths, load_checkpoint, nearest_existing
+from attnlab_run.ownership import claim_all, own_run_dir, release_all
 from attnlab_run.preemption import PreemptionCheckpoint, is_preemption, preemption_exit_code
 from attnlab_run.recording import RunOptions, RunSummary, build_loggers
 from attnlab_run.rundir import (
@@ -175,6 +176,7 @@ class AttnlabCLI(LightningCLI):
                                        ckpt_path=cfg.get("ckpt_path"))
         check_writable(self.run_dir)
         type(self).fresh = None if self.run_dir.exists() else (self.run_dir, nearest_existing(self.run_dir))
+        self._own_run_dir(cfg.get("ckpt_path"))
         refuse_finished_run(self.run_dir, subcommand=self.subcommand, ckpt_path=cfg.get("ckpt_path"))
         cfg.ckpt_path = resume_preempted(self.run_dir, subcommand=self.subcommand, ckpt_path=cfg.get("ckpt_path"))
         if self.subcommand == "fit":
@@ -189,6 +191,16 @@ class AttnlabCLI(LightningCLI):
         elif cfg.get("ckpt_path") == "last" and (self.run_dir / "checkpoints" / "last.ckpt").is_file():
             cfg.ckpt_path = str(self.run_dir / "checkpoints" / "last.ckpt")  # found whatever the W&B run id
             self._parse_ckpt_path()  # a checkpoint of another family is refused before anything runs
+        claim_all()  # accepted: the lock file now names this process
+
+    def _own_run_dir(self, ckpt_path: str | None) -> None:
+        """Own the run directory (one live process per run; a crashed run is refused or, with
+        ``--run.restart=true``, moved aside: :mod:`attnlab_run.ownership`)."""
+        moved = own_run_dir(self.run_dir, subcommand=self.subcommand, ckpt_path=ckpt_path,
+                            restart=self.run_opts.restart)
+        if moved is not None:
+            log.warning("--run.restart: the previous run in %s was moved to %s", self.run_dir, moved)
+            type(self).fresh = (self.run_dir, self.run_dir.parent)
 
     def instantiate_trainer(self, **kwargs: Any) -> L.Trainer:
         cfg = self.config_init[self.subcommand]
@@ -294,6 +306,7 @@ def run_cli(args: list[str] | None = None, *, arm_axes: Callable[[str], tuple[st
         _run_held(cli_class, argv, args, console)
     finally:
         console.release()  # a command that never started a loop (or crashed) still shows what was held
+        release_all()  # the run directory is free for the next command (also when this one runs in-process)
 
 
 def cli_class_for(argv: list[str], *, arm_axes: Callable[[str], tuple[str, ...]] | None = None,

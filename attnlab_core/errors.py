@@ -37,20 +37,18 @@ def _path(keys: list[str]) -> str:
 
 
 def check_config_files(argv: list[str]) -> None:
-    """Every ``--config`` YAML file must parse; a syntax error is reported as ``file:line: problem``."""
-    import yaml
+    """Every ``--config`` file must hold a mapping of options in well-formed YAML (``file:line: problem``
+    otherwise, also for a repeated key or an alias bomb: :func:`attnlab_core.yamlfile.load_user_yaml`)."""
+    from attnlab_core.yamlfile import load_user_yaml
 
     for path in _config_paths(argv):
-        try:
-            yaml.safe_load(path.read_text(encoding="utf-8"))
-        except yaml.MarkedYAMLError as err:
-            mark = err.problem_mark or err.context_mark
-            line = f":{mark.line + 1}" if mark is not None else ""
-            raise UsageError(f"{path}{line}: malformed YAML ({err.problem or err.context})") from None
-        except yaml.YAMLError as err:
-            raise UsageError(f"{path}: malformed YAML ({err})") from None
-        except UnicodeDecodeError as err:
-            raise UsageError(f"{path}: not valid UTF-8 ({err.reason})") from None
+        data = load_user_yaml(path)
+        if data is None:
+            raise UsageError(f"{path}: the config file is empty; it must hold a mapping of options "
+                             "(e.g. trainer:, model:)")
+        if not isinstance(data, dict):
+            raise UsageError(f"{path}: the config file holds a {type(data).__name__}, not a mapping of options "
+                             "(e.g. trainer:, model:)")
 
 
 def _config_paths(argv: list[str]) -> list[Path]:
@@ -75,6 +73,21 @@ def user_error_line(err: BaseException) -> str | None:
     ``d_model=16 is not divisible by heads=3``); a ``ValueError`` raised by our own blocks or
     builders while checking their configuration against the data (e.g. the learned position table).
     """
+    line = _user_error_line(err)
+    return bounded(line) if line is not None else None
+
+
+MAX_LINE = 1000
+"""The most characters of one error line (a value quoted in a message may be huge: an expanded YAML alias)."""
+
+
+def bounded(text: str, limit: int = MAX_LINE) -> str:
+    """``text`` on one line, cut to ``limit`` characters with a note of how many were left out."""
+    flat = " ".join(text.split("\n")) if "\n" in text else text
+    return flat if len(flat) <= limit else f"{flat[:limit]}... ({len(flat) - limit:,} more characters)"
+
+
+def _user_error_line(err: BaseException) -> str | None:
     for link in _chain(err):
         if isinstance(link, UsageError):
             return _worker_message(str(link))

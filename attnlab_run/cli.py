@@ -39,8 +39,14 @@ from attnlab_run.guards import (
     refuse_moot_overrides,
     remove_fresh,
 )
-from attnlab_run.inputs import CKPT_KEYWORDS, check_data_paths, load_checkpoint, nearest_existing
-from attnlab_run.memory import check_model_memory
+from attnlab_run.inputs import (
+    CKPT_KEYWORDS,
+    check_checkpoint_fits,
+    check_data_paths,
+    load_checkpoint,
+    nearest_existing,
+)
+from attnlab_run.memory import check_config_memory
 from attnlab_run.ownership import claim_all, own_run_dir, release_all
 from attnlab_run.preemption import PreemptionCheckpoint, is_preemption, preemption_exit_code
 from attnlab_run.recording import RunOptions, RunSummary, build_loggers
@@ -166,7 +172,7 @@ class AttnlabCLI(LightningCLI):
     def _prepare_run(self) -> None:
         cfg = self.config[self.subcommand]
         check_parsed(cfg)
-        self._check_memory(cfg)
+        check_config_memory(cfg, subcommand=self.subcommand, argv=self.argv)
         data = cfg.get("data")
         check_data_paths(data.get("init_args") if data is not None else None)
         configs = cfg.get("config") or []
@@ -195,17 +201,6 @@ class AttnlabCLI(LightningCLI):
             self._parse_ckpt_path()  # a checkpoint of another family is refused before anything runs
         claim_all()  # accepted: the lock file now names this process
 
-    def _check_memory(self, cfg: Any) -> None:
-        """A model whose parameters cannot fit in memory is refused before it is built (:mod:`attnlab_run.memory`)."""
-        model, data = cfg.get("model"), cfg.get("data")
-        init_args = model.get("init_args") if model is not None else None
-        data_args = data.get("init_args") if data is not None else None
-        vocab = data_args.get("vocab_size") if data_args is not None else None
-        given = tuple(a for a in self.argv if a.startswith("--model.") and "=" in a)
-        check_model_memory(model.get("class_path") if model is not None else None,
-                           dict(vars(init_args)) if init_args is not None else {}, subcommand=self.subcommand,
-                           vocab_size=vocab if isinstance(vocab, int) else None, given=given)
-
     def _own_run_dir(self, ckpt_path: str | None) -> None:
         """Own the run directory (one live process per run; a crashed run is refused or, with
         ``--run.restart=true``, moved aside: :mod:`attnlab_run.ownership`)."""
@@ -216,6 +211,9 @@ class AttnlabCLI(LightningCLI):
             type(self).fresh = (self.run_dir, self.run_dir.parent)
 
     def instantiate_trainer(self, **kwargs: Any) -> L.Trainer:
+        ckpt_path = self.config[self.subcommand].get("ckpt_path")
+        if ckpt_path and ckpt_path not in CKPT_KEYWORDS:  # before any logger: a misfit is one line
+            check_checkpoint_fits(ckpt_path, self.model)
         cfg = self.config_init[self.subcommand]
         seed = cfg.get("seed_everything")
         options = evaluation_options(self.config[self.subcommand])

@@ -113,3 +113,15 @@ def _size(n: float) -> str:
             return f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} PiB"
+
+
+def check_config_memory(cfg: Any, *, subcommand: str, argv: tuple[str, ...] = ()) -> None:
+    """:func:`check_model_memory` of a parsed subcommand config (``argv``: the command line, for the message)."""
+    model, data = cfg.get("model"), cfg.get("data")
+    init_args = model.get("init_args") if model is not None else None
+    data_args = data.get("init_args") if data is not None else None
+    vocab = data_args.get("vocab_size") if data_args is not None else None
+    check_model_memory(model.get("class_path") if model is not None else None,
+                       dict(vars(init_args)) if init_args is not None else {}, subcommand=subcommand,
+                       vocab_size=vocab if isinstance(vocab, int) else None,
+                       given=tuple(a for a in argv if a.startswith("--model.") and "=" in a))

@@ -21,6 +21,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from attnlab_core.errors import UsageError, check_config_files, user_error_line
+from attnlab_run.cachedirs import route_wandb_dirs
 from attnlab_run.console import HeldConsole
 from attnlab_run.conventions import (
     arm_values,
@@ -243,6 +244,7 @@ class AttnlabCLI(LightningCLI):
         identity = wandb_identity(self.run_dir, subcommand=self.subcommand, arm=arm,
                                   seed=seed if isinstance(seed, int) else None, evaluation=evaluation,
                                   checkpoint=checkpoint)
+        route_wandb_dirs(self.run_dir)
         trainer_cfg["logger"] = [*build_loggers(self.run_dir, self.run_opts, subcommand=self.subcommand,
                                                 identity=identity, evaluation=evaluation),
                                  *user_loggers(trainer_cfg.get("logger"))]  # ours first: config.yaml goes there

@@ -217,3 +217,21 @@ def test_ddp_ranks_above_zero_share_their_rank_zeros_lock(monkeypatch, env, chil
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert is_rank_above_zero() is child
+
+
+# ------------------------------------------------------------------------------- outside the run root
+def test_a_command_writes_nothing_outside_its_root_but_the_attnlab_cache(tmp_path):
+    """A refused command (the model too large) with HOME, XDG_CACHE_HOME and TMPDIR of its own: torch's
+    inductor folder and matplotlib's font cache land in the attnlab cache, nothing in the temp folder."""
+    home, tmp = tmp_path / "home", tmp_path / "tmp"
+    home.mkdir(), tmp.mkdir()
+    env = {k: v for k, v in _env().items() if k not in ("MPLCONFIGDIR", "TORCHINDUCTOR_CACHE_DIR", "XDG_CACHE_HOME",
+                                                         "ATTNLAB_CACHE_DIR")}
+    env.update(HOME=str(home), TMPDIR=str(tmp))
+    proc = subprocess.run(_fit(tmp_path / "runs", "big", "--model.d_ff=20000000"), cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600, preexec_fn=_capped)
+    _refused(proc)
+    assert not any(tmp.iterdir()), sorted(tmp.iterdir())
+    top = {p.relative_to(home).parts[:3] for p in home.rglob("*")}
+    assert top <= {(".cache",), (".cache", "attnlab"), (".cache", "attnlab", "matplotlib"),
+                   (".cache", "attnlab", "torchinductor")}, top

@@ -7,6 +7,7 @@ contract, decode-time options and one-line errors for bad input.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import inspect
 import logging
@@ -367,6 +368,11 @@ def _run_held(cli_class: type[AttnlabCLI], argv: list[str], args: list[str] | No
               "/checkpoints/last.ckpt; continue with the same --run.name and --ckpt_path last", file=sys.stderr)
         raise SystemExit(code) from None
     except Exception as err:  # noqa: BLE001 - bad input arrives as several exception types
+        full = no_space(err)
+        if full is not None and not os.environ.get("ATTNLAB_DEBUG"):
+            finish_wandb()  # the run keeps its directory: summary.json records the cause, last.ckpt is intact
+            print(f"attnlab: error: {full}; free space there, then continue with --ckpt_path last", file=sys.stderr)
+            raise SystemExit(2) from None
         line = user_error_line(err)
         if line is None or os.environ.get("ATTNLAB_DEBUG"):
             raise
@@ -375,6 +381,16 @@ def _run_held(cli_class: type[AttnlabCLI], argv: list[str], args: list[str] | No
         console.discard()
         print(f"attnlab: error: {misspelt_option(line, argv) or line}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def no_space(err: BaseException) -> str | None:
+    """The line for a write that failed on a full disk (``attnlab_core.atomic``), naming the disk and file."""
+    node: BaseException | None = err
+    while node is not None:
+        if isinstance(node, OSError) and node.errno == errno.ENOSPC:
+            return f"{node.strerror}: cannot write {node.filename}" if node.filename else str(node)
+        node = node.__cause__ or node.__context__
+    return None
 
 
 def finish_wandb() -> None:

@@ -235,3 +235,31 @@ def test_a_command_writes_nothing_outside_its_root_but_the_attnlab_cache(tmp_pat
     top = {p.relative_to(home).parts[:3] for p in home.rglob("*")}
     assert top <= {(".cache",), (".cache", "attnlab"), (".cache", "attnlab", "matplotlib"),
                    (".cache", "attnlab", "torchinductor")}, top
+
+
+# -------------------------------------------------------------------------------------------- full disk
+@pytest.fixture()
+def small_disk(tmp_path):
+    """A 2 MiB tmpfs (its first checkpoint does not fit); skipped where this process cannot mount one."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()[:200]}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_a_full_disk_is_one_line_naming_it_and_the_summary_records_the_cause(small_disk):
+    proc = _run([*_fit(small_disk / "runs", "full"), "--model.d_model=64", "--model.d_ff=256"])
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("attnlab: error:")]
+    run = small_disk / "runs" / "transformer_reverse" / "full"
+    assert errors == [proc.stderr.strip().splitlines()[-1]], proc.stderr[-3000:]
+    assert f"No space left on device ({small_disk}, " in errors[0] and f"cannot write {run}/checkpoints/" in errors[0]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["error"].startswith("OSError: [Errno 28] No space left on device")
+    assert not [p for p in (run / "checkpoints").iterdir()], "no torn checkpoint is left behind"

@@ -253,7 +253,7 @@ def small_disk(tmp_path):
 
 
 def test_a_full_disk_is_one_line_naming_it_and_the_summary_records_the_cause(small_disk):
-    proc = _run([*_fit(small_disk / "runs", "full"), "--model.d_model=64", "--model.d_ff=256"])
+    proc = _run([*_fit(small_disk / "runs", "full"), "--model.d_model=128", "--model.d_ff=512"])
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("attnlab: error:")]

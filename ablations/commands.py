@@ -139,10 +139,13 @@ def sweep_main(argv: list[str]) -> int:
     """``attnlab sweep``: exit 0 when no trial failed, 1 when one did, 2 for a bad sweep file."""
     from ablations.runner import SweepError, load_sweep, make_plan, run_sweep
     from ablations.sweepspec import check_parameters
+    from attnlab_core.errors import UsageError
+    from attnlab_run.inputs import check_creatable
 
     args = sweep_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
+        check_creatable(Path(args.root), option=f"--root {args.root}")
         path = _sweep_path(args.sweep)
         sweep = load_sweep(path)
         plan = make_plan(sweep, root=args.root, scale=args.scale, threads=_threads(args),
@@ -150,7 +153,7 @@ def sweep_main(argv: list[str]) -> int:
         check_parameters(sweep, path=path, cwd=plan.cwd)
         outcomes = run_sweep(plan, count=args.count, dry_run=args.dry_run, jobs=args.jobs, timeout_s=args.timeout,
                              seed=args.seed, echo=(lambda line: None) if args.quiet else print)
-    except (SweepError, FileNotFoundError) as err:
+    except (SweepError, FileNotFoundError, UsageError) as err:
         print(f"attnlab sweep: error: {err}", file=sys.stderr)
         return 2
     counts: dict[str, int] = {}

@@ -111,3 +111,37 @@ def test_a_checkpoint_with_a_wrong_shaped_tensor_is_one_line_and_no_run(sandbox,
                               "--run.root=other"], sandbox)
     assert f"{sandbox / 'bent.ckpt'}: does not fit the model: {key} has shape" in line, line
     assert not (sandbox / "other").exists()
+
+
+# ------------------------------------------------------------------------------------------ sweep files
+def _sweep_refused(capsys, argv: list[str], root: Path) -> str:
+    before = _tree(root)
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    out, err = capsys.readouterr()
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("attnlab sweep: error: "), err[:3000]
+    assert _tree(root) == before
+    return lines[0]
+
+
+def test_sweep_root_naming_a_file_is_one_line(sandbox, capsys):
+    (sandbox / "afile").write_text("keep\n")
+    line = _sweep_refused(capsys, ["sweep", str(REPO / "sweeps" / "norm.yaml"), "--dry-run", "--root", "afile"],
+                          sandbox)
+    assert "--root afile: not a directory" in line
+
+
+@pytest.mark.parametrize(("edit", "expected"), [
+    (lambda t: t.replace("method: grid", "method: bayes").split("metric:")[0] + "parameters:"
+     + t.split("parameters:", 1)[1], "method bayes needs a metric"),
+    (lambda t: t.replace("values: [post, pre]", "values: [sideways, pre]"),
+     "parameter model.norm has the value 'sideways', which --model.norm does not allow; choose from: post, pre"),
+])
+def test_a_sweep_the_engine_or_the_trials_would_refuse_fails_its_dry_run(sandbox, capsys, edit, expected):
+    text = (REPO / "sweeps" / "norm.yaml").read_text()
+    sweep = sandbox / "s.yaml"
+    sweep.write_text(edit(text))
+    line = _sweep_refused(capsys, ["sweep", str(sweep), "--dry-run", "--count", "2", "--root", "r"], sandbox)
+    assert expected in line, line

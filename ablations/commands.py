@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, TypeVar
 from ablations.findings import findings_main
 from ablations.questions import QUESTIONS, SWEEPS_DIR
 from ablations.stackgroups import STACK_HELP
+from attnlab_core.errors import OneLineParser
 
 # The sweeps engine's pydantic models use v1 config names; the warning is noise for our users.
 warnings.filterwarnings("ignore", message="Valid config keys have changed in V2")
@@ -32,13 +33,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEMO_QUESTION = "attention_bottleneck"
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a bad option is one line (``prog: error: ...``, exit 2) without the usage block."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 def positive_int(text: str) -> int:
@@ -212,6 +206,11 @@ def report_main(argv: list[str]) -> int:
         found = {name: (root / name, runs)}
     else:
         found = {name: (d, load_experiment(d)) for name, d in experiment_dirs(root).items()}
+    missing = sorted(set(args.experiment or ()) - set(found))
+    if missing:
+        print(f"attnlab report: error: no experiment {missing[0]!r} under {root}"
+              f" (there: {', '.join(sorted(found)) or 'none'})", file=sys.stderr)
+        return 2
     found = {k: v for k, v in found.items() if v[1] and (not args.experiment or k in args.experiment)}
     if not found:
         print(f"attnlab report: error: no runs under {root}", file=sys.stderr)

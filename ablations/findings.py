@@ -42,6 +42,7 @@ from ablations.questions import ORDER, QUESTIONS, Question
 from ablations.questions_real import REAL_ORDER, REAL_QUESTIONS
 from ablations.replication import FIRST_SEED, SUBDIR, folders, seed_values
 from ablations.stackgroups import STACK_HELP
+from attnlab_core.errors import OneLineParser
 
 log = logging.getLogger(__name__)
 
@@ -194,7 +195,7 @@ def _distinct(values: Any) -> list[str]:
 
 
 def findings_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="attnlab findings",
         description="Run every ablation question at quick scale (resumable: finished trials are skipped) and write "
         "OUT/README.md: one row per claim with its verdict and key numbers, a section per question with "

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
 import re
 from pathlib import Path
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad option is one line (``prog: error: ...``, exit 2) without the usage block."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 class UsageError(ValueError):

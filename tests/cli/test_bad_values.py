@@ -145,3 +145,30 @@ def test_a_sweep_the_engine_or_the_trials_would_refuse_fails_its_dry_run(sandbox
     sweep.write_text(edit(text))
     line = _sweep_refused(capsys, ["sweep", str(sweep), "--dry-run", "--count", "2", "--root", "r"], sandbox)
     assert expected in line, line
+
+
+# ------------------------------------------------------------------------------- reports and questions
+def test_report_marks_an_unreadable_summary_and_names_a_missing_experiment(sandbox, capsys):
+    exp = sandbox / "runs" / "exp"
+    for name, content in (("a", b'{"status": "fini'), ("b", bytes(range(256))), ("c", b"[1, 2]")):
+        (exp / name).mkdir(parents=True)
+        (exp / name / "summary.json").write_bytes(content)
+        (exp / name / "trial.json").write_text('{"status": "finished", "params": {"model.norm": "pre"}}')
+    with pytest.raises(SystemExit) as exit_info:
+        main(["report", "runs"])
+    out = capsys.readouterr().out
+    assert exit_info.value.code == 0 and "no finished run (3 unreadable)" in out, out
+    with pytest.raises(SystemExit) as exit_info:
+        main(["report", "runs", "--experiment", "nosuch"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip() == "attnlab report: error: no experiment 'nosuch' under runs (there: exp)"
+
+
+@pytest.mark.parametrize(("argv", "prefix"), [(["findings", "--only", "nonexistent"], "attnlab findings: error: "),
+                                              (["dashboard", "nosuchquestion"], "attnlab dashboard: error: ")])
+def test_an_unknown_question_is_one_line_not_a_usage_block(sandbox, capsys, argv, prefix):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith(prefix) and "invalid choice" in err, err

@@ -27,7 +27,7 @@ CONFIG = str(REPO / "ablations" / "configs" / "transformer_reverse.yaml")
 TINY = ["--data.train_size=32", "--data.val_size=8", "--data.test_size=8", "--data.batch_size=16",
         "--model.d_model=16", "--model.d_ff=32", "--model.encoder_layers=1", "--model.decoder_layers=1",
         "--trainer.enable_progress_bar=false", "--trainer.max_steps=8"]
-MEMORY_CAP = 3 * 2**30
+MEMORY_CAP = 2 * 2**30
 """RLIMIT_DATA of a child that must refuse a memory bomb: importing torch and Lightning takes ~0.9 GiB of
 data segment; a regression that allocates fails at the cap instead of swapping the machine."""
 

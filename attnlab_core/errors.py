@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import re
-from pathlib import Path
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -42,35 +41,6 @@ def condense_parser_error(err: BaseException) -> str | None:
 def _path(keys: list[str]) -> str:
     parts = [k for k in keys if k != "init_args"]
     return "--" + ".".join(parts) if parts else "argument"
-
-
-def check_config_files(argv: list[str]) -> None:
-    """Every ``--config`` file must hold a mapping of options in well-formed YAML (``file:line: problem``
-    otherwise, also for a repeated key or an alias bomb: :func:`attnlab_core.yamlfile.load_user_yaml`)."""
-    from attnlab_core.yamlfile import load_user_yaml
-
-    for path in _config_paths(argv):
-        data = load_user_yaml(path)
-        if data is None:
-            raise UsageError(f"{path}: the config file is empty; it must hold a mapping of options "
-                             "(e.g. trainer:, model:)")
-        if not isinstance(data, dict):
-            raise UsageError(f"{path}: the config file holds a {type(data).__name__}, not a mapping of options "
-                             "(e.g. trainer:, model:)")
-
-
-def _config_paths(argv: list[str]) -> list[Path]:
-    """Existing files named by ``--config X``, ``--config=X`` or ``-c X`` (others are left to the parser)."""
-    out = []
-    for i, arg in enumerate(argv):
-        value = None
-        if arg in ("--config", "-c") and i + 1 < len(argv):
-            value = argv[i + 1]
-        elif arg.startswith("--config="):
-            value = arg.split("=", 1)[1]
-        if value and Path(value).is_file():
-            out.append(Path(value))
-    return out
 
 
 def user_error_line(err: BaseException) -> str | None:

@@ -80,3 +80,30 @@ def load_user_yaml(path: Path) -> Any:
         raise UsageError(f"{path}: malformed YAML ({str(err)[:200]})") from None
     except UnicodeDecodeError as err:
         raise UsageError(f"{path}: not valid UTF-8 ({err.reason})") from None
+
+
+def check_config_files(argv: list[str]) -> None:
+    """Every ``--config`` file must hold a mapping of options in well-formed YAML (``file:line: problem``
+    otherwise, also for a repeated key or an alias bomb: :func:`attnlab_core.yamlfile.load_user_yaml`)."""
+    for path in _config_paths(argv):
+        data = load_user_yaml(path)
+        if data is None:
+            raise UsageError(f"{path}: the config file is empty; it must hold a mapping of options "
+                             "(e.g. trainer:, model:)")
+        if not isinstance(data, dict):
+            raise UsageError(f"{path}: the config file holds a {type(data).__name__}, not a mapping of options "
+                             "(e.g. trainer:, model:)")
+
+
+def _config_paths(argv: list[str]) -> list[Path]:
+    """Existing files named by ``--config X``, ``--config=X`` or ``-c X`` (others are left to the parser)."""
+    out = []
+    for i, arg in enumerate(argv):
+        value = None
+        if arg in ("--config", "-c") and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith("--config="):
+            value = arg.split("=", 1)[1]
+        if value and Path(value).is_file():
+            out.append(Path(value))
+    return out

@@ -21,7 +21,8 @@ import lightning as L
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
-from attnlab_core.errors import UsageError, check_config_files, user_error_line
+from attnlab_core.errors import UsageError, user_error_line
+from attnlab_core.yamlfile import check_config_files
 from attnlab_run.cachedirs import route_wandb_dirs
 from attnlab_run.console import HeldConsole
 from attnlab_run.conventions import (

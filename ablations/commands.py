@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, TypeVar
 from ablations.catalog.questions import QUESTIONS, SWEEPS_DIR
 from ablations.engine.stackgroups import STACK_HELP
 from ablations.findings import findings_main
+from attnlab_core.errors import OneLineParser
 
 # The sweeps engine's pydantic models use v1 config names; the warning is noise for our users.
 warnings.filterwarnings("ignore", message="Valid config keys have changed in V2")
@@ -32,13 +33,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEMO_QUESTION = "attention_bottleneck"
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a bad option is one line (``prog: error: ...``, exit 2) without the usage block."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 def positive_int(text: str) -> int:
@@ -139,10 +133,13 @@ def sweep_main(argv: list[str]) -> int:
     """``attnlab sweep``: exit 0 when no trial failed, 1 when one did, 2 for a bad sweep file."""
     from ablations.engine.sweepspec import check_parameters
     from ablations.runner import SweepError, load_sweep, make_plan, run_sweep
+    from attnlab_core.errors import UsageError
+    from attnlab_run.inputs import check_creatable
 
     args = sweep_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
+        check_creatable(Path(args.root), option=f"--root {args.root}")
         path = _sweep_path(args.sweep)
         sweep = load_sweep(path)
         plan = make_plan(sweep, root=args.root, scale=args.scale, threads=_threads(args),
@@ -150,7 +147,7 @@ def sweep_main(argv: list[str]) -> int:
         check_parameters(sweep, path=path, cwd=plan.cwd)
         outcomes = run_sweep(plan, count=args.count, dry_run=args.dry_run, jobs=args.jobs, timeout_s=args.timeout,
                              seed=args.seed, echo=(lambda line: None) if args.quiet else print)
-    except (SweepError, FileNotFoundError) as err:
+    except (SweepError, FileNotFoundError, UsageError) as err:
         print(f"attnlab sweep: error: {err}", file=sys.stderr)
         return 2
     counts: dict[str, int] = {}
@@ -209,6 +206,11 @@ def report_main(argv: list[str]) -> int:
         found = {name: (root / name, runs)}
     else:
         found = {name: (d, load_experiment(d)) for name, d in experiment_dirs(root).items()}
+    missing = sorted(set(args.experiment or ()) - set(found))
+    if missing:
+        print(f"attnlab report: error: no experiment {missing[0]!r} under {root}"
+              f" (there: {', '.join(sorted(found)) or 'none'})", file=sys.stderr)
+        return 2
     found = {k: v for k, v in found.items() if v[1] and (not args.experiment or k in args.experiment)}
     if not found:
         print(f"attnlab report: error: no runs under {root}", file=sys.stderr)

@@ -44,6 +44,7 @@ from ablations.reports.power import PLAN, load_or_make_plan, planned_seeds, read
 from ablations.reports.power import SUBDIR as POWER_SUBDIR
 from ablations.reports.record import QuestionResult, stamp
 from ablations.verdicts.replication import FIRST_SEED, SUBDIR, folders, seed_values
+from attnlab_core.errors import OneLineParser
 
 log = logging.getLogger(__name__)
 
@@ -198,7 +199,7 @@ def _distinct(values: Any) -> list[str]:
 
 
 def findings_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="attnlab findings",
         description="Run every ablation question at quick scale (resumable: finished trials are skipped) and write "
         "OUT/README.md: one row per claim with its verdict and key numbers, a section per question with "

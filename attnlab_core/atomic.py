@@ -7,6 +7,7 @@ half-written file under the target's name.
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from collections.abc import Callable
@@ -27,6 +28,43 @@ def atomic_write(path: Path, data: bytes | Callable[[BinaryIO], None]) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except Exception as err:
+        full = disk_full(path.parent, err)
+        Path(tmp).unlink(missing_ok=True)
+        if full is not None:  # torch's zip writer reports only "file write failed": say why, and where
+            raise OSError(errno.ENOSPC, f"No space left on device ({full})", str(path)) from err
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+FULL_BELOW = 1 << 20
+"""Free bytes under which a failed write is put down to a full disk (what a torn write leaves free)."""
+
+
+def disk_full(folder: Path, err: BaseException) -> str | None:
+    """``<mount point>, <free> free`` when ``err`` (a failed write into ``folder``) came from a full disk:
+    ENOSPC anywhere in its chain, or less than :data:`FULL_BELOW` bytes left there; else None."""
+    node: BaseException | None = err
+    nospace = False
+    while node is not None and not nospace:
+        nospace = isinstance(node, OSError) and node.errno in (errno.ENOSPC, errno.EDQUOT)
+        node = node.__cause__ or node.__context__
+    try:
+        stat = os.statvfs(folder)
+    except OSError:
+        return "disk" if nospace else None
+    free = stat.f_bavail * stat.f_frsize
+    if not nospace and free >= FULL_BELOW:
+        return None
+    return f"{mount_point(folder)}, {free // 1024} KiB free"
+
+
+def mount_point(path: Path) -> Path:
+    """The mount point of the filesystem holding ``path``."""
+    path = Path(path).resolve()
+    dev = path.stat().st_dev
+    while path.parent != path and path.parent.stat().st_dev == dev:
+        path = path.parent
+    return path

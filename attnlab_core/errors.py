@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
 import re
-from pathlib import Path
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad option is one line (``prog: error: ...``, exit 2) without the usage block."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 class UsageError(ValueError):
@@ -36,37 +43,6 @@ def _path(keys: list[str]) -> str:
     return "--" + ".".join(parts) if parts else "argument"
 
 
-def check_config_files(argv: list[str]) -> None:
-    """Every ``--config`` YAML file must parse; a syntax error is reported as ``file:line: problem``."""
-    import yaml
-
-    for path in _config_paths(argv):
-        try:
-            yaml.safe_load(path.read_text(encoding="utf-8"))
-        except yaml.MarkedYAMLError as err:
-            mark = err.problem_mark or err.context_mark
-            line = f":{mark.line + 1}" if mark is not None else ""
-            raise UsageError(f"{path}{line}: malformed YAML ({err.problem or err.context})") from None
-        except yaml.YAMLError as err:
-            raise UsageError(f"{path}: malformed YAML ({err})") from None
-        except UnicodeDecodeError as err:
-            raise UsageError(f"{path}: not valid UTF-8 ({err.reason})") from None
-
-
-def _config_paths(argv: list[str]) -> list[Path]:
-    """Existing files named by ``--config X``, ``--config=X`` or ``-c X`` (others are left to the parser)."""
-    out = []
-    for i, arg in enumerate(argv):
-        value = None
-        if arg in ("--config", "-c") and i + 1 < len(argv):
-            value = argv[i + 1]
-        elif arg.startswith("--config="):
-            value = arg.split("=", 1)[1]
-        if value and Path(value).is_file():
-            out.append(Path(value))
-    return out
-
-
 def user_error_line(err: BaseException) -> str | None:
     """One line for an error caused by the user's input, or None for anything else (a real bug).
 
@@ -75,6 +51,21 @@ def user_error_line(err: BaseException) -> str | None:
     ``d_model=16 is not divisible by heads=3``); a ``ValueError`` raised by our own blocks or
     builders while checking their configuration against the data (e.g. the learned position table).
     """
+    line = _user_error_line(err)
+    return bounded(line) if line is not None else None
+
+
+MAX_LINE = 1000
+"""The most characters of one error line (a value quoted in a message may be huge: an expanded YAML alias)."""
+
+
+def bounded(text: str, limit: int = MAX_LINE) -> str:
+    """``text`` on one line, cut to ``limit`` characters with a note of how many were left out."""
+    flat = " ".join(text.split("\n")) if "\n" in text else text
+    return flat if len(flat) <= limit else f"{flat[:limit]}... ({len(flat) - limit:,} more characters)"
+
+
+def _user_error_line(err: BaseException) -> str | None:
     for link in _chain(err):
         if isinstance(link, UsageError):
             return _worker_message(str(link))

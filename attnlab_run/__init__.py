@@ -8,3 +8,7 @@ The Lightning CLI (``cli``), the run directory (``rundir``) and what a command r
 It sits above ``lit_models`` and ``datamodules`` (the models never import it) and below
 ``ablations`` and the ``attnlab`` command table.
 """
+
+from attnlab_run.cachedirs import route_library_caches
+
+route_library_caches()  # before torch and matplotlib are imported: they read these variables then

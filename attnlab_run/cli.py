@@ -7,6 +7,7 @@ contract, decode-time options and one-line errors for bad input.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import inspect
 import logging
@@ -21,7 +22,9 @@ import lightning as L
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
-from attnlab_core.errors import UsageError, check_config_files, user_error_line
+from attnlab_core.errors import UsageError, user_error_line
+from attnlab_core.yamlfile import check_config_files
+from attnlab_run.cachedirs import route_wandb_dirs
 from attnlab_run.console import HeldConsole
 from attnlab_run.continuation import branch_checkpoint, parent_record, refuse_changed_resume, run_seed
 from attnlab_run.conventions import (
@@ -42,7 +45,15 @@ from attnlab_run.guards import (
     refuse_moot_overrides,
     remove_fresh,
 )
-from attnlab_run.inputs import CKPT_KEYWORDS, check_data_paths, load_checkpoint, nearest_existing
+from attnlab_run.inputs import (
+    CKPT_KEYWORDS,
+    check_checkpoint_fits,
+    check_data_paths,
+    load_checkpoint,
+    nearest_existing,
+)
+from attnlab_run.memory import check_config_memory
+from attnlab_run.ownership import claim_all, own_run_dir, release_all
 from attnlab_run.preemption import PreemptionCheckpoint, is_preemption, preemption_exit_code
 from attnlab_run.recording import RunOptions, RunSummary, build_loggers
 from attnlab_run.rundir import (
@@ -173,6 +184,7 @@ class AttnlabCLI(LightningCLI):
     def _prepare_run(self) -> None:
         cfg = self.config[self.subcommand]
         check_parsed(cfg)
+        check_config_memory(cfg, subcommand=self.subcommand, argv=self.argv)
         data = cfg.get("data")
         check_data_paths(data.get("init_args") if data is not None else None)
         configs = cfg.get("config") or []
@@ -184,6 +196,7 @@ class AttnlabCLI(LightningCLI):
                                        ckpt_path=cfg.get("ckpt_path"))
         check_writable(self.run_dir)
         type(self).fresh = None if self.run_dir.exists() else (self.run_dir, nearest_existing(self.run_dir))
+        self._own_run_dir(cfg.get("ckpt_path"))
         refuse_finished_run(self.run_dir, subcommand=self.subcommand, ckpt_path=cfg.get("ckpt_path"))
         cfg.ckpt_path = resume_preempted(self.run_dir, subcommand=self.subcommand, ckpt_path=cfg.get("ckpt_path"))
         if self.subcommand == "fit":
@@ -201,6 +214,16 @@ class AttnlabCLI(LightningCLI):
         elif cfg.get("ckpt_path") == "last" and (self.run_dir / "checkpoints" / "last.ckpt").is_file():
             cfg.ckpt_path = str(self.run_dir / "checkpoints" / "last.ckpt")  # found whatever the W&B run id
             self._parse_ckpt_path()  # a checkpoint of another family is refused before anything runs
+        claim_all()  # accepted: the lock file now names this process
+
+    def _own_run_dir(self, ckpt_path: str | None) -> None:
+        """Own the run directory (one live process per run; a crashed run is refused or, with
+        ``--run.restart=true``, moved aside: :mod:`attnlab_run.ownership`)."""
+        moved = own_run_dir(self.run_dir, subcommand=self.subcommand, ckpt_path=ckpt_path,
+                            restart=self.run_opts.restart)
+        if moved is not None:
+            log.warning("--run.restart: the previous run in %s was moved to %s", self.run_dir, moved)
+            type(self).fresh = (self.run_dir, self.run_dir.parent)
 
     def _continue_or_branch(self, cfg: Any) -> None:
         """``fit`` with a checkpoint of this very run continues it exactly (``continuation``: a changed key is
@@ -226,6 +249,9 @@ class AttnlabCLI(LightningCLI):
             self.continued = True
 
     def instantiate_trainer(self, **kwargs: Any) -> L.Trainer:
+        ckpt_path = self.config[self.subcommand].get("ckpt_path")
+        if ckpt_path and ckpt_path not in CKPT_KEYWORDS:  # before any logger: a misfit is one line
+            check_checkpoint_fits(ckpt_path, self.model)
         cfg = self.config_init[self.subcommand]
         seed = cfg.get("seed_everything")
         options = evaluation_options(self.config[self.subcommand])
@@ -262,6 +288,7 @@ class AttnlabCLI(LightningCLI):
         if self.parent:  # a branch names its parent in its W&B config too
             identity = replace(identity, config={**identity.config,
                                                  **{f"parent.{k}": v for k, v in self.parent.items()}})
+        route_wandb_dirs(self.run_dir)
         trainer_cfg["logger"] = [*build_loggers(self.run_dir, self.run_opts, subcommand=self.subcommand,
                                                 identity=identity, evaluation=evaluation),
                                  *user_loggers(trainer_cfg.get("logger"))]  # ours first: config.yaml goes there
@@ -333,6 +360,7 @@ def run_cli(args: list[str] | None = None, *, arm_axes: Callable[[str], tuple[st
         _run_held(cli_class, argv, args, console)
     finally:
         console.release()  # a command that never started a loop (or crashed) still shows what was held
+        release_all()  # the run directory is free for the next command (also when this one runs in-process)
 
 
 def cli_class_for(argv: list[str], *, arm_axes: Callable[[str], tuple[str, ...]] | None = None,
@@ -380,6 +408,11 @@ def _run_held(cli_class: type[AttnlabCLI], argv: list[str], args: list[str] | No
               "/checkpoints/last.ckpt; continue with the same --run.name and --ckpt_path last", file=sys.stderr)
         raise SystemExit(code) from None
     except Exception as err:  # noqa: BLE001 - bad input arrives as several exception types
+        full = no_space(err)
+        if full is not None and not os.environ.get("ATTNLAB_DEBUG"):
+            finish_wandb()  # the run keeps its directory: summary.json records the cause, last.ckpt is intact
+            print(f"attnlab: error: {full}; free space there, then continue with --ckpt_path last", file=sys.stderr)
+            raise SystemExit(2) from None
         line = user_error_line(err)
         if line is None or os.environ.get("ATTNLAB_DEBUG"):
             raise
@@ -388,6 +421,16 @@ def _run_held(cli_class: type[AttnlabCLI], argv: list[str], args: list[str] | No
         console.discard()
         print(f"attnlab: error: {misspelt_option(line, argv) or line}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def no_space(err: BaseException) -> str | None:
+    """The line for a write that failed on a full disk (``attnlab_core.atomic``), naming the disk and file."""
+    node: BaseException | None = err
+    while node is not None:
+        if isinstance(node, OSError) and node.errno == errno.ENOSPC:
+            return f"{node.strerror}: cannot write {node.filename}" if node.filename else str(node)
+        node = node.__cause__ or node.__context__
+    return None
 
 
 def finish_wandb() -> None:

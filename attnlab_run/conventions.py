@@ -118,6 +118,21 @@ def option_names(group: str, argv: list[str]) -> list[str]:
     return list(inspect.signature(cls).parameters) if cls is not None else []  # a family's flat knobs included
 
 
+def option_choices(group: str, argv: list[str]) -> dict[str, tuple[Any, ...]]:
+    """The options of ``group`` (model, data) whose type is a ``Literal``, with the values it allows."""
+    import inspect
+    import typing
+
+    cls = _configured_class(group, argv) if group in ("model", "data") else None
+    if cls is None:
+        return {}
+    out = {}
+    for name, param in inspect.signature(cls).parameters.items():
+        if typing.get_origin(param.annotation) is typing.Literal:
+            out[name] = typing.get_args(param.annotation)
+    return out
+
+
 def _configured_class(group: str, argv: list[str]) -> Any:
     """The class ``--config`` files (or ``--model.class_path``) give ``group``; None when unknown."""
     import importlib

@@ -40,6 +40,26 @@ def check_parsed(cfg: Any) -> None:
     model = cfg.get("model")
     init_args = model.get("init_args") if model is not None and hasattr(model, "get") else None
     check_model_sizes(_as_dict(init_args))
+    check_trainer(_as_dict(cfg.get("trainer")))
+
+
+TRAINER_RULES = {
+    "max_steps": ("-1 (no limit) or an integer >= 0", lambda v: v >= -1),
+    "max_epochs": ("-1 (no limit) or an integer >= 0", lambda v: v >= -1),
+    "val_check_interval": ("a number > 0 (a fraction of an epoch <= 1, or a count of batches)", lambda v: v > 0),
+    "check_val_every_n_epoch": ("an integer >= 1", lambda v: v >= 1),
+    "accumulate_grad_batches": ("an integer >= 1", lambda v: v >= 1),
+}
+"""Lightning Trainer options that Lightning itself takes without a check and then fails on mid-run
+(``val_check_interval=0``: a ZeroDivisionError; ``max_steps=-5``: a traceback): (the rule, a test)."""
+
+
+def check_trainer(trainer: dict[str, Any]) -> None:
+    """Refuse a :data:`TRAINER_RULES` option outside its range, naming the option and the rule."""
+    for name, (rule, ok) in TRAINER_RULES.items():
+        value = trainer.get(name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and not (value == value and ok(value)):
+            raise UsageError(f"--trainer.{name}={value} is not allowed: it must be {rule}")
 
 
 def command_line_keys(argv: Sequence[str], *, group: str = "model") -> set[str]:

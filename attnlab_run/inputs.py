@@ -108,3 +108,19 @@ def creatable_problem(path: Path) -> str | None:
     if not os.access(ancestor, os.W_OK | os.X_OK):
         return f"{ancestor} is not writable"
     return None
+
+
+def check_checkpoint_fits(path: str | Path, model: Any) -> None:
+    """The checkpoint's tensors load into ``model``: every shared key has the model's shape, and (when the
+    model loads strictly, Lightning's default) neither side has keys the other lacks; else one line
+    naming the first mismatches (instead of ``load_state_dict``'s traceback once the run has started)."""
+    state = load_checkpoint(path)["state_dict"]
+    own = model.state_dict()
+    problems = [f"{k} has shape {tuple(v.shape)} in the checkpoint, {tuple(own[k].shape)} in the model"
+                for k, v in state.items() if k in own and hasattr(v, "shape") and tuple(v.shape) != tuple(own[k].shape)]
+    if getattr(model, "strict_loading", True):
+        problems += [f"{k} is missing from the checkpoint" for k in own if k not in state]
+        problems += [f"{k} is not in the model" for k in state if k not in own]
+    if problems:
+        more = f" (and {len(problems) - 2} more)" if len(problems) > 2 else ""
+        raise UsageError(f"{path}: does not fit the model: {'; '.join(problems[:2])}{more}")

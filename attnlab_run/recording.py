@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import lightning as L
 import torch
-from jsonargparse.typing import PositiveInt
+from jsonargparse.typing import NonNegativeInt, PositiveInt
 from lightning.pytorch.loggers import CSVLogger, Logger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.loggers.logger import rank_zero_experiment
@@ -55,6 +55,9 @@ class RunOptions:
             the sweep's project), else ``attnlab``.
         checkpoint_every_n_steps: also refresh ``last.ckpt`` every N optimizer steps (0: only after
             each validation); bounds the work a crash or SIGKILL can cost.
+        restart: start over in a run directory that already holds a run (a crashed one, whose summary
+            says running while no process owns it): the old directory is moved aside to
+            ``<name>.<status>-<n>`` (``<name>.crashed-1``) first (``attnlab_run.ownership``).
         test_after_fit: after a finished ``fit``, test the best checkpoint in the same process and
             the same W&B run (for questions answered by a ``test/`` metric).
         figure_drawings: with W&B, the most attention-figure drawings one ``fit`` keeps, at validations
@@ -75,11 +78,12 @@ class RunOptions:
     monitor: str = "val/loss"
     mode: Literal["min", "max"] = "min"
     wandb_project: str | None = None
-    checkpoint_every_n_steps: int = 0
+    checkpoint_every_n_steps: NonNegativeInt = 0
     test_after_fit: bool = False
     figure_drawings: PositiveInt = 8
     log_model: bool | Literal["all"] = False
     branch_from: str | None = None
+    restart: bool = False
 
 
 class _AppendingWriter(ExperimentWriter):

@@ -376,8 +376,8 @@ def refuse_finished_run(run_dir: Path, *, subcommand: str, ckpt_path: str | None
     status = read_summary(run_dir).status
     if subcommand == "fit" and not ckpt_path and status in DONE:
         raise UsageError(
-            f"{run_dir} already holds a {status.value} run; choose another --run.name "
-            "or continue it with --ckpt_path last"
+            f"{run_dir} already holds a {status.value} run; choose another --run.name, "
+            "continue it with --ckpt_path last, or start over with --run.restart=true (moves it aside)"
         )
 
 

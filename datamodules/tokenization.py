@@ -273,6 +273,12 @@ def train_sentencepiece(
                 model_writer=buffer, minloglevel=2, num_threads=min(4, os.cpu_count() or 1), **settings,
             )
     except RuntimeError as err:
+        least = re.search(r"smaller than required_chars\. (\d+) vs (\d+)", str(err))
+        if least is not None:  # the specials and every character of the text need a piece each
+            text = origin or f"the {name} training corpus"
+            raise UsageError(f"--data.vocab_size={vocab_size} is too small for {text}: SentencePiece ({model_type}) "
+                             f"needs a piece for each of its {least.group(2)} characters and special tokens; "
+                             f"give --data.vocab_size={least.group(2)} or more") from None
         most = re.search(r"value <= (\d+)", str(err))
         if most is None:
             raise

@@ -32,6 +32,7 @@ from torch import nn
 from attnlab_core.options import with_defaults
 from lit_models.axes import LRSchedule
 from lit_models.schedules import LR_SCHEDULES
+from lit_models.validation import check_model_values
 
 log = logging.getLogger(__name__)
 FUSED_DEVICES = ("cpu", "cuda")  # where torch >= 2.4 has fused AdamW kernels
@@ -85,6 +86,10 @@ class Optimisation:
     lr_schedule: LRSchedule = "noam"
     warmup_steps: int = 400
     weight_decay: float = 0.0
+
+    def __post_init__(self) -> None:
+        """Every knob within ``validation.RANGES`` (the CLI checks the same table at parse time)."""
+        check_model_values(vars(self), prefix="")
 
 
 CONSTANT_LR = with_defaults(Optimisation, fixed={"lr_schedule": "constant", "warmup_steps": 0})

@@ -9,7 +9,8 @@ to the same rule.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from attnlab_core.errors import UsageError
@@ -24,12 +25,39 @@ SIZES = frozenset({
 """Model arguments that count something (a width, a number of heads, layers or positions): each must be >= 1."""
 
 
+def _finite(v: float) -> bool:
+    return math.isfinite(v)
+
+
+RANGES: dict[str, tuple[str, Callable[[float], bool]]] = {
+    "lr": ("a finite number > 0", lambda v: _finite(v) and v > 0),
+    "weight_decay": ("a finite number >= 0", lambda v: _finite(v) and v >= 0),
+    "label_smoothing": ("a number in [0, 1)", lambda v: 0 <= v < 1),
+    "warmup_steps": ("an integer >= 0", lambda v: float(v).is_integer() and v >= 0),
+}
+"""Training knobs (declared in ``optim.Optimisation`` and ``decoder_training.Feeding``) and the values they
+may take: (the rule in words, a test). A value outside would crash or silently misbehave later (a
+negative learning rate climbs the loss, ``1e400`` parses as infinity, label smoothing >= 1 inverts it)."""
+
+
+def check_model_values(values: Mapping[str, Any], *, prefix: str = "--model.") -> None:
+    """Refuse any :data:`RANGES` entry of ``values`` outside its range, naming the option and the rule."""
+    for name in sorted(RANGES.keys() & set(values)):
+        value, (rule, ok) = values[name], RANGES[name]
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not ok(value):
+            raise UsageError(f"{prefix}{name}={value} is not allowed: it must be {rule}")
+
+
 def check_model_sizes(values: Mapping[str, Any], *, prefix: str = "--model.") -> None:
     """Refuse any :data:`SIZES` entry of ``values`` that is not a positive integer, and a ``d_model``
     that ``heads`` does not divide; the message names the option (``prefix`` + name) and the rule.
+    Training knobs are held to :data:`RANGES` (:func:`check_model_values`).
 
     Values left unset (None, e.g. vocabulary sizes filled in later from the data) are not checked.
     """
+    check_model_values(values, prefix=prefix)
     for name in sorted(SIZES & set(values)):
         value = values[name]
         if value is None:

@@ -48,6 +48,8 @@ def load_sweep(path: str | Path) -> dict[str, Any]:
         except UsageError as err:
             raise SweepError(f"{path}: {err}") from None
     data.setdefault("name", safe_name(Path(path).stem))
+    if data.get("method") == "bayes" and not isinstance(data.get("metric"), dict):
+        raise SweepError(f"{path}: method bayes needs a metric to model (metric: {{name: val/loss, goal: minimize}})")
     for key, spec in (data.get("parameters") or {}).items():
         spec = spec if isinstance(spec, dict) else {}
         given = [spec["value"]] if "value" in spec else spec.get("values") or []
@@ -70,7 +72,7 @@ def check_parameters(sweep: Mapping[str, Any], *, path: str | Path, cwd: Path) -
     """
     import difflib
 
-    from attnlab_run.conventions import option_names
+    from attnlab_run.conventions import option_choices, option_names
 
     command = render_command(sweep, {})
     argv = [str(cwd / a) if not Path(a).is_absolute() and (cwd / a).is_file() else a for a in command]
@@ -85,6 +87,13 @@ def check_parameters(sweep: Mapping[str, Any], *, path: str | Path, cwd: Path) -
             close = difflib.get_close_matches(option, known, n=1, cutoff=0.6)
             hint = f"; did you mean {group}.{close[0]}?" if close else ""
             raise SweepError(f"{path}: parameter {key}: no option {group}.{option}{hint}")
+        allowed = option_choices(group, argv).get(option)
+        spec = sweep["parameters"][key] if isinstance(sweep["parameters"][key], dict) else {}
+        wrong = [v for v in ([spec["value"]] if "value" in spec else spec.get("values") or []) if allowed
+                 and v not in allowed]
+        if wrong:
+            raise SweepError(f"{path}: parameter {key} has the value {wrong[0]!r}, which --{group}.{option} does not "
+                             f"allow; choose from: {', '.join(map(str, allowed))}")
 
 
 def applicable_args(args: list[str], config: Path) -> list[str]:

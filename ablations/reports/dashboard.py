@@ -37,6 +37,7 @@ from urllib.parse import urlparse
 from ablations.catalog.lookup import question_for
 from ablations.catalog.questions import QUESTIONS, Question
 from ablations.catalog.questions_real import REAL_QUESTIONS
+from attnlab_core.errors import OneLineParser
 
 STEP = "trainer/global_step"
 """The x-axis: Lightning's ``WandbLogger`` logs it with every row and makes it the step metric of ``*``."""
@@ -267,7 +268,7 @@ def describe(view: Any) -> list[str]:
 
 
 def dashboard_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="attnlab dashboard",
         description="Save a W&B workspace view for one question: its metric per arm (mean ± std over seeds), "
                     "learning curves per arm, parallel coordinates over its axes, its probes, the attention images "

@@ -130,6 +130,10 @@ def read_mapping(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+UNREADABLE = "unreadable"
+"""The status a report gives a run whose summary.json exists but is no JSON mapping (it counts as no result)."""
+
+
 def _status(summary_status: str | None, trial_status: str | None) -> str:
     """The runner's verdict (exit code and summary together) wins; else the summary's; else failed."""
     if trial_status in ("finished", "diverged", "failed", "interrupted", "preempted"):
@@ -145,8 +149,9 @@ def load_run(run_dir: Path, *, evaluation: EvaluationChoice = None) -> RunRecord
         return None
     params = {normalize_key(k): v for k, v in (trial.get("params") or {}).items()}
     params.update(flatten(config))
-    status = _status(summary.get("status"), trial.get("status"))
-    records = evaluation_records(run_dir)
+    unreadable = (run_dir / "summary.json").exists() and not summary  # truncated, binary, a list: not "finished"
+    status = UNREADABLE if unreadable else _status(summary.get("status"), trial.get("status"))
+    records = {} if unreadable else evaluation_records(run_dir)
     evaluations = finished_evaluations(records)
     chosen = choose_evaluations(evaluations, params, evaluation)
     return RunRecord(

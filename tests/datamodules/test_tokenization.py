@@ -119,6 +119,15 @@ def test_too_large_sentencepiece_vocab_names_the_option_and_the_maximum(tmp_path
                           origin="the training file x.tsv")
 
 
+def test_too_small_sentencepiece_vocab_names_the_option_and_the_minimum(tmp_path: Path) -> None:
+    """Issue #45: SentencePiece's RuntimeError for a vocabulary smaller than the text's characters is one line."""
+    with pytest.raises(UsageError, match=r"^--data.vocab_size=5 is too small for the training file x.tsv: "
+                                         r"SentencePiece \(bpe\) needs a piece for each of its (\d+) characters and "
+                                         r"special tokens; give --data.vocab_size=\1 or more$"):
+        prepare_tokenizer("bpe", CORPUS, cache_dir=tmp_path, name="t", vocab_size=5, origin="the training file x.tsv")
+    assert not list(tmp_path.rglob("*.model"))
+
+
 def test_loading_before_prepare_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="prepare_data"):
         load_tokenizer("unigram", CORPUS, cache_dir=tmp_path, name="t", vocab_size=40)

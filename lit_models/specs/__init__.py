@@ -8,7 +8,7 @@ and resolved objects.
 from lit_models.specs.classifier import ClassifierArgs, ClassifierSpec
 from lit_models.specs.glimpse import FullViewSpec, RamSpec
 from lit_models.specs.recurrent import CaptionerSpec, RecurrentEncoderSpec, RecurrentSeq2SeqSpec
-from lit_models.specs.transformer import TransformerArgs, TransformerSpec
+from lit_models.specs.transformer import TransformerSpec
 
 __all__ = ["CaptionerSpec", "ClassifierArgs", "ClassifierSpec", "FullViewSpec", "RamSpec", "RecurrentEncoderSpec",
-           "RecurrentSeq2SeqSpec", "TransformerArgs", "TransformerSpec"]
+           "RecurrentSeq2SeqSpec", "TransformerSpec"]

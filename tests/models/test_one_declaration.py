@@ -1,0 +1,92 @@
+"""Each Transformer field is declared once, in ``specs.TransformerSpec``: a throwaway field added there (and to
+the attention block that uses it, ``blocks.attention.AttentionOptions``) and nowhere else reaches every
+Transformer family's CLI with its doc (encoder-decoder, causal LM, classifier encoder), each family's
+hyper-parameters, and every attention module it builds. The two modules are patched as source in a fresh
+interpreter, exactly as a developer adding a knob would edit them, so the test follows the real derivation."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parents[2]
+
+PATCHES = {  # module -> (anchor, what replaces it): the whole of a new boolean knob outside its test
+    "lit_models.specs.transformer": [
+        ("    Args:\n", "    Args:\n        throwaway: a throwaway knob of this test.\n"),
+        ("    d_head: int = field(init=False)\n", "    throwaway: bool = False\n    d_head: int = field(init=False)\n"),
+    ],
+    "lit_models.blocks.attention": [
+        ("    attn_dropout: float\n", "    attn_dropout: float\n    throwaway: bool = False\n"),
+        ("        self.dropout = options.attn_dropout\n",
+         "        self.dropout = options.attn_dropout\n        self.throwaway = options.throwaway\n"),
+    ],
+}
+
+SCRIPT = r'''
+import importlib.machinery, json, sys
+
+PATCHES = json.loads(sys.argv[1])
+
+
+class Loader(importlib.machinery.SourceFileLoader):
+    def get_code(self, fullname):
+        with open(self.path) as f:
+            source = f.read()
+        for anchor, new in PATCHES[fullname]:
+            assert source.count(anchor) == 1, (fullname, anchor)
+            source = source.replace(anchor, new)
+        return compile(source, self.path, "exec")
+
+
+class Finder:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name not in PATCHES:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        spec.loader = Loader(name, spec.origin)
+        return spec
+
+
+sys.meta_path.insert(0, Finder)
+
+from jsonargparse import ArgumentParser  # noqa: E402
+
+from lit_models.blocks.attention import MultiHeadAttention  # noqa: E402
+from lit_models.causal_lm import CausalLM  # noqa: E402
+from lit_models.classifier import SentimentClassifier  # noqa: E402
+from lit_models.seq2seq import TransformerSeq2Seq  # noqa: E402
+
+FAMILIES = {
+    "encoder-decoder": (TransformerSeq2Seq, ["--model.src_vocab_size=12", "--model.tgt_vocab_size=12"]),
+    "causal LM": (CausalLM, ["--model.tgt_vocab_size=12"]),
+    "classifier": (SentimentClassifier, ["--model.src_vocab_size=12", "--model.encoder=transformer"]),
+}
+seen = {}
+for name, (family, args) in FAMILIES.items():
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_class_arguments(family, "model")
+    helps = {a.dest: a.help for a in parser._actions}
+    model = parser.instantiate_classes(parser.parse_args([*args, "--model.throwaway=true"])).model
+    attentions = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    seen[name] = {"help": helps.get("model.throwaway"), "default": vars(parser.get_defaults().model).get("throwaway"),
+                  "hparam": model.hparams.get("throwaway"), "attentions": len(attentions),
+                  "reached": sum(bool(m.throwaway) for m in attentions)}
+print(json.dumps(seen))
+'''
+
+
+def test_a_field_added_to_the_spec_reaches_every_family_and_the_attention_block():
+    done = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(PATCHES)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert sorted(seen) == ["causal LM", "classifier", "encoder-decoder"]
+    for name, knob in seen.items():
+        assert "a throwaway knob of this test" in (knob["help"] or ""), (name, knob)
+        assert knob["default"] is False and knob["hparam"] is True, (name, knob)
+        assert knob["attentions"] > 0 and knob["reached"] == knob["attentions"], (name, knob)
+

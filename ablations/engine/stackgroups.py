@@ -44,7 +44,7 @@ STACK_HELP = ("train the fresh seeds of an arm as one vectorised model in one pr
 def default_stack() -> bool:
     """Stack by default only where an NVIDIA GPU is visible (``nvidia-smi`` on the PATH, CUDA_VISIBLE_DEVICES not
     emptied), where packing seeds is what fills the device. On CPU it stays off: the quick ``lm_positions``
-    question took 409 s stacked against 394 s alone (Intel Xeon, 2 cores, 2026-12-03, BENCHMARKS.md), and a
+    question took 409 s stacked against 394 s alone (Intel Xeon, 2 cores, docs/benchmarks-history.md), and a
     stacked seed's dropout masks come from the group's random stream, so a stacked rerun would not reproduce
     the findings recorded alone."""
     return shutil.which("nvidia-smi") is not None and os.environ.get("CUDA_VISIBLE_DEVICES", "0") not in ("", "-1")

@@ -37,7 +37,7 @@ REFUSAL = "not stacked"
 NOTHING_TO_STACK_WITH = "no other fresh seed of its arm, run by attnlab fit, to stack with"
 STACK_HELP = ("train the fresh seeds of an arm as one vectorised model in one process (each writes its own run "
               "directory; trial.json says how each ran), or --no-stack: every trial in its own process; default: "
-              "stacked where a GPU is visible, alone on CPU (no gain measured there: BENCHMARKS.md)")
+              "stacked where a GPU is visible, alone on CPU (no gain measured there: docs/benchmarks-history.md)")
 """``--stack/--no-stack`` of ``attnlab sweep`` and ``attnlab findings``."""
 
 

@@ -67,7 +67,7 @@ def build_transformer(spec: TransformerSpec, *, src_vocab_size: int, tgt_vocab_s
     """Vaswani et al. 2017, Figure 1: embeddings + positions -> N encoder layers -> N decoder
     layers with cross-attention -> linear -> (softmax in the loss).
 
-    One position scheme per side, built once (the source bidirectional, the target causal): the
+    One position scheme per side (the source bidirectional, the target causal): the
     network registers it and applies its embedding hook; the side's self-attention modules hold it
     for their q/k and score-bias hooks.
     """
@@ -173,7 +173,7 @@ def build_causal_lm(spec: TransformerSpec, *, vocab_size: int) -> CausalTransfor
     """Radford et al. 2018 (GPT), §3.1: token embedding + positions -> N = ``spec.decoder_layers`` masked
     self-attention + FFN layers (Vaswani sublayers, no cross-attention) -> linear -> (softmax in the loss).
 
-    One causal position scheme, built once and held by every layer's self-attention. With one vocabulary
+    One causal position scheme, held by every layer's self-attention. With one vocabulary
     the input embedding is the only one: ``spec.tying`` "decoder" and "all" both tie it to the output
     projection (Press & Wolf 2017), "none" keeps them apart.
     """
@@ -190,7 +190,7 @@ def build_vision_encoder(
     backbone: VisionBackbone, *, grid_size: int = 14, fine_tune: bool = False, weights: str | None = None,
     width: int = 128,
 ) -> GridEncoder:
-    """Resolve the captioner's ``encoder`` axis once (Xu et al. 2015 §3.1.1: a grid of annotation vectors).
+    """Resolve the captioner's ``encoder`` axis (Xu et al. 2015 §3.1.1: a grid of annotation vectors).
 
     Args:
         backbone: :data:`VisionBackbone`.

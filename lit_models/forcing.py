@@ -48,14 +48,14 @@ def _inverse_sigmoid(steps: int) -> Callable[[int], float]:
 
 
 Decay = Callable[[int], float]
-"""p(gold) before the floor, as a function of the training step i (its constants resolved once)."""
+"""p(gold) before the floor, as a function of the training step i (its constants resolved when it is built)."""
 
 DECAYS: dict[ScheduledDecay, Callable[[int], Decay]] = {
     "linear": lambda steps: lambda i: 1.0 - i / steps,
     "exponential": lambda steps: lambda i: 0.01 ** (i / steps),
     "inverse_sigmoid": _inverse_sigmoid,
 }
-"""Decay -> its p(gold) curve over ``steps``, built once per policy."""
+"""Decay -> its p(gold) curve over ``steps``, built per policy."""
 
 
 def gold_schedule(decay: ScheduledDecay, *, steps: int, floor: float) -> Callable[[int], float]:
@@ -119,7 +119,7 @@ FEEDS: dict[Forcing, Callable[[ScheduledMode], PolicyFn]] = {
 
 
 def build_forcing(forcing: Forcing, *, scheduled_mode: ScheduledMode) -> PolicyFn:
-    """Resolve the forcing axis once, at construction."""
+    """Resolve the forcing axis at construction."""
     return FEEDS[forcing](scheduled_mode)
 
 
@@ -138,7 +138,7 @@ for teacher and student, which ignore the schedule's knobs; ``gold_schedule`` fo
 
 @dataclass(frozen=True)
 class ForcingPolicy:
-    """One forcing arm, resolved once at construction: what is fed back (``feed``) and p(gold) per step.
+    """One forcing arm, resolved at construction: what is fed back (``feed``) and p(gold) per step.
 
     Args:
         forcing: the arm (teacher | student | scheduled).

@@ -1,6 +1,6 @@
 """One frozen spec per architecture: what the builders take (cf. nanoGPT's ``GPTConfig``, litgpt's ``Config``).
 
-Derived values (head size, logit scale, resolved arms, encoder widths) are computed once, in each
+Derived values (head size, logit scale, resolved arms, encoder widths) are computed in each
 spec's ``__post_init__``, and validated there; the builders read them and hand the blocks numbers
 and resolved objects.
 """

@@ -1,7 +1,7 @@
 """The text classifier's frozen spec (what ``builders.build_classifier`` takes) and its CLI arguments, declared once.
 
 ``ClassifierSpec`` holds the encoder family, the pooling and the chosen encoder's own spec
-(``RecurrentEncoderSpec`` or ``TransformerSpec``) and derives the pooled width once. ``ClassifierArgs`` is
+(``RecurrentEncoderSpec`` or ``TransformerSpec``) and derives the pooled width. ``ClassifierArgs`` is
 what ``classifier.SentimentClassifier`` shows on the CLI (``--model.pooling``, ``--model.cell``,
 ``--model.d_model``, ...): both encoders' arguments, flat for sweeps (those of the encoder not chosen are
 unused), the Transformer's included from ``TransformerSpec``; it builds the spec as ``args.spec``.

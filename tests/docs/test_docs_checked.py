@@ -79,3 +79,12 @@ def test_the_readme_and_the_benchmarks_are_short():
     fence = [i for i, line in enumerate(readme) if i > start and line.startswith("```")]
     assert fence[1] - fence[0] - 1 <= 30, "the README's map is at most 30 lines"
     assert len((ROOT / "BENCHMARKS.md").read_text().splitlines()) <= 300
+
+
+def test_each_preset_history_section_is_a_question():
+    """docs/findings/preset_history.md's sections are named after questions, so ``#<question>`` links hold."""
+    from ablations.catalog.lookup import question_for
+
+    text = (ROOT / "docs" / "findings" / "preset_history.md").read_text()
+    sections = [h for h in re.findall(r"^##+ (.+)$", text, flags=re.M) if h != "Real-data questions"]
+    assert sections and all(question_for(name) for name in sections), sections

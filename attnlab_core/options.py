@@ -112,9 +112,10 @@ def include(
         own = dict(vars(cls).get("__annotations__", {}))
         taken = {name: p for name, p in inspect.signature(spec).parameters.items()
                  if name not in omit and name not in own}
-        unknown = sorted((set(omit) | set(defaults)) - set(inspect.signature(spec).parameters) | {after} - set(own))
-        if unknown:
-            raise TypeError(f"{cls.__name__} includes {spec.__name__}: no field {', '.join(unknown)}")
+        unknown = sorted(set(omit) - set(inspect.signature(spec).parameters) | set(defaults) - set(taken)
+                         | {after} - set(own))
+        if unknown:  # a default for a shared or omitted field would be silently unused: refused too
+            raise TypeError(f"{cls.__name__} includes {spec.__name__}: no included field {', '.join(unknown)}")
         required = sorted(name for name, p in taken.items() if p.default is p.empty and name not in defaults)
         if required:
             raise TypeError(f"{cls.__name__} includes {spec.__name__}: give {', '.join(required)} a default")

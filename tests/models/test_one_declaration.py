@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).parents[2]
 
 PATCHES = {  # module -> (anchor, what replaces it): the whole of a new boolean knob outside its test
@@ -90,3 +92,35 @@ def test_a_field_added_to_the_spec_reaches_every_family_and_the_attention_block(
         assert knob["default"] is False and knob["hparam"] is True, (name, knob)
         assert knob["attentions"] > 0 and knob["reached"] == knob["attentions"], (name, knob)
 
+
+
+def test_the_classifier_shows_the_spec_fields_after_its_own_and_builds_the_spec_from_them():
+    from dataclasses import fields
+
+    from lit_models.specs import ClassifierArgs, TransformerSpec
+
+    spec = [f.name for f in fields(TransformerSpec) if f.init]
+    shown = [f.name for f in fields(ClassifierArgs) if f.init]
+    included = [n for n in spec if n not in ("encoder_layers", "decoder_layers", "attn_dropout", "tying", "dropout")]
+    start = shown.index("bidirectional") + 1
+    assert shown[start:start + len(included)] == included
+    built = ClassifierArgs(encoder="transformer", num_layers=3, d_model=32, heads=8, dropout=0.2).spec.transformer
+    got = (built.encoder_layers, built.decoder_layers, built.d_model, built.d_head, built.dropout, built.attn_dropout)
+    assert got == (3, 0, 32, 4, 0.2, 0.0)
+    assert ClassifierArgs(heads=5).spec.transformer is None  # an unused Transformer width is never validated
+
+
+@pytest.mark.parametrize("bad", [{"dropout": 0.3}, {"no_such_field": 1}, {"after": "no_such_field"}])
+def test_include_refuses_a_name_it_would_not_use(bad):
+    from dataclasses import dataclass
+
+    from attnlab_core.options import include
+    from lit_models.specs import TransformerSpec
+
+    after = bad.pop("after", "x")
+    with pytest.raises(TypeError, match="no included field"):
+        @dataclass(frozen=True, kw_only=True)
+        @include(TransformerSpec, after=after, **bad)
+        class Options:
+            x: int = 1
+            dropout: float = 0.1

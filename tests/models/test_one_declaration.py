@@ -124,3 +124,29 @@ def test_include_refuses_a_name_it_would_not_use(bad):
         class Options:
             x: int = 1
             dropout: float = 0.1
+
+
+TRAINING = {"forcing": "teacher", "scheduled_decay": "inverse_sigmoid", "scheduled_steps": 2000, "scheduled_floor": 0.0,
+            "scheduled_mode": "two_pass", "lr": 0.001, "lr_schedule": "noam", "warmup_steps": 400, "weight_decay": 0.0}
+ARCH = {"d_model": 128, "heads": 4, "d_ff": 512, "dropout": 0.1, "attn_dropout": 0.0, "positions": "sinusoidal",
+        "attn_scale": "sqrt_dk", "position_options": None, "tying": "decoder"}
+SAVED_BEFORE = {  # the flat hyper-parameters each family saved while its fields were declared in TransformerArgs
+    "TransformerSeq2Seq": {**TRAINING, "label_smoothing": 0.1, "src_vocab_size": 12, "tgt_vocab_size": 12, **ARCH,
+                           "encoder_layers": 2, "decoder_layers": 2, "norm": "post", "max_positions": 256},
+    "CausalLM": {**TRAINING, "label_smoothing": 0.0, "tgt_vocab_size": 12, **ARCH, "layers": 2, "norm": "pre",
+                 "max_positions": 512},
+}
+
+
+@pytest.mark.parametrize("family", sorted(SAVED_BEFORE))
+def test_hyperparameters_saved_before_reload_unchanged(family):
+    """A checkpoint's flat hyper-parameters from before the spec held the fields rebuild the model, and the
+    defaults it saves are the ones it saved then (so an old checkpoint and a new run of the defaults agree)."""
+    from lit_models.causal_lm import CausalLM
+    from lit_models.seq2seq import TransformerSeq2Seq
+
+    cls = {"TransformerSeq2Seq": TransformerSeq2Seq, "CausalLM": CausalLM}[family]
+    saved = SAVED_BEFORE[family]
+    assert dict(cls(**saved).hparams) == saved
+    sizes = {k: v for k, v in saved.items() if k.endswith("vocab_size")}
+    assert dict(cls(**sizes).hparams) == saved

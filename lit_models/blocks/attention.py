@@ -8,6 +8,8 @@ attend) so the fused SDPA kernel still runs.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -102,34 +104,46 @@ def causal_mask(t: int, s: int, *, device: torch.device | None = None) -> Tensor
     return torch.ones(t, s, dtype=torch.bool, device=device).tril(diagonal=s - t)
 
 
+@dataclass(frozen=True, kw_only=True)
+class AttentionOptions:
+    """What one multi-head attention takes, resolved (the builder reads each from the model's spec field or
+    derived value of the same name, ``builders.layer_options``).
+
+    Attributes:
+        heads: number of heads h.
+        d_head: width d_k of each head; the model width is D = h·d_k (no check needed: the spec validated it).
+        scale: the multiplier of the logits q·k (Vaswani eq. 1: 1/sqrt(d_k)), resolved by the builder.
+        attn_dropout: dropout on the attention weights.
+    """
+
+    heads: int
+    d_head: int
+    scale: float
+    attn_dropout: float
+
+
 class MultiHeadAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
 
-    Vaswani et al. 2017 §3.2.2 with d_k = d_v = d_model / h, given here as h and d_k (so D = h·d_k
-    needs no check: the model's spec validates the split once). The three input projections are
-    one fused (3·d_model, d_model) matrix, laid out [W^Q; W^K; W^V] like
+    Vaswani et al. 2017 §3.2.2 with d_k = d_v = d_model / h, given here as h and d_k. The three input
+    projections are one fused (3·d_model, d_model) matrix, laid out [W^Q; W^K; W^V] like
     ``torch.nn.MultiheadAttention.in_proj_weight``: self-attention projects Q, K, V with one
     matmul, cross-attention projects Q from the decoder and K, V from the memory with its
     row blocks. The parameter count is 4·d_model² + 4·d_model whatever the number of heads.
 
     Args:
-        heads: number of heads h.
-        d_head: width d_k of each head; the model width is D = h·d_k.
-        scale: the multiplier of the logits q·k (Vaswani eq. 1: 1/sqrt(d_k)), resolved by the builder.
-        dropout: dropout on the attention weights.
+        options: h, d_k, the logit scale and the attention dropout (:class:`AttentionOptions`).
         positions: the position scheme of the sequence this module attends over (self-attention):
             its ``rotate`` hook transforms q and k, its ``score_bias`` hook biases the scores. None
             for cross-attention, whose queries and keys index different sequences. The scheme is
-            held by reference, not registered here: the network that owns it registers it once.
+            held by reference, not registered here: the network that owns it registers it.
     """
 
-    def __init__(
-        self, *, heads: int, d_head: int, scale: float, dropout: float, positions: PositionScheme | None = None,
-    ) -> None:
+    def __init__(self, options: AttentionOptions, *, positions: PositionScheme | None = None) -> None:
         super().__init__()
-        self.heads, self.d_k, self.scale = heads, d_head, scale
-        d_model = heads * d_head
-        self.dropout = dropout
+        self.heads, self.d_k, self.scale = options.heads, options.d_head, options.scale
+        d_model = options.heads * options.d_head
+        self.dropout = options.attn_dropout
         self.in_proj = nn.Linear(d_model, 3 * d_model)
         self.out_proj = nn.Linear(d_model, d_model)
         object.__setattr__(self, "positions", positions)  # shared, owned (registered) by the network

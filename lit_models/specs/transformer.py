@@ -1,11 +1,13 @@
-"""The Transformer's frozen spec (what the builders take) and its CLI arguments, declared once.
+"""The Transformer's frozen spec: each field declared once, with its doc and the encoder-decoder's default.
 
-``TransformerSpec`` holds the architecture's hyper-parameters under their axis names, and derives once, in
-``__post_init__``, what the blocks need as numbers: the head size (validated there, the one place
-``d_model / heads`` is checked), the logit scale and the norm placement; Python users build one
-directly. ``TransformerArgs`` is what the Transformer families show on the CLI (``--model.d_model``,
-...), declared once with its docs; each family names only the defaults it changes
-(``attnlab_core.options.with_defaults``) and gets the spec it builds from as ``args.spec``.
+``TransformerSpec`` holds the architecture's hyper-parameters under their axis names, and derives in
+``__post_init__`` what the blocks need as numbers: the head size (validated there, the one place
+``d_model / heads`` is checked), the logit scale and the norm placement. Python users build one directly;
+the Transformer families show its fields on the CLI (``--model.d_model``, ...) through the constructors
+declared below, which name only a family's renames and the defaults it changes
+(``attnlab_core.options.with_defaults``); the classifier includes them beside its own
+(``specs.classifier``). The blocks take ``LayerOptions`` read from the spec by field name
+(``builders.layer_options``), so a new knob is a field here, its use in a block, and a test.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from attnlab_core.errors import UsageError
+from attnlab_core.options import with_defaults
 from lit_models.axes import AttnScale, Norm, Positions, Tying
 from lit_models.registries import ATTN_SCALES, POSITIONS, PRE_NORM
 from lit_models.validation import head_size
@@ -23,63 +26,6 @@ from lit_models.validation import head_size
 @dataclass(frozen=True, kw_only=True)
 class TransformerSpec:
     """A Transformer (Vaswani et al. 2017): encoder stack, decoder stack, or both.
-
-    Args:
-        d_model: model width D. heads: h, which must divide D (d_head = D / h, §3.2.2).
-        d_ff: inner width of the position-wise FFN (eq. 2).
-        encoder_layers, decoder_layers: stack depths N (0 = that stack is absent: a causal LM is
-            decoder-only, a classifier encoder-only).
-        dropout: on sublayer outputs and embeddings (§5.4). attn_dropout: on the attention weights.
-        norm: residual LayerNorm placement (``axes.Norm``). attn_scale: logit scaling (``axes.AttnScale``).
-        positions: position scheme (``axes.Positions``); max_len: its table length (learned positions).
-        position_options: the scheme's own keyword options (e.g. RoPE's ``base``); empty = its defaults.
-
-    Derived (not arguments): ``d_head``, ``scale`` (the logit multiplier, eq. 1), ``pre_norm``.
-    """
-
-    d_model: int
-    heads: int
-    d_ff: int
-    encoder_layers: int = 0
-    decoder_layers: int = 0
-    dropout: float
-    attn_dropout: float
-    norm: Norm
-    attn_scale: AttnScale
-    positions: Positions
-    max_len: int
-    position_options: Mapping[str, float | int | bool] = field(default_factory=dict, hash=False)
-    d_head: int = field(init=False)
-    scale: float = field(init=False, repr=False)
-    pre_norm: bool = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        d_head = head_size(d_model=self.d_model, heads=self.heads)
-        object.__setattr__(self, "d_head", d_head)
-        object.__setattr__(self, "scale", ATTN_SCALES[self.attn_scale](d_head))
-        object.__setattr__(self, "pre_norm", PRE_NORM[self.norm])
-        check_position_options(self.positions, self.position_options)
-
-
-def check_position_options(positions: Positions, options: Mapping[str, object]) -> None:
-    """Refuse, in one line, an option the scheme's class does not take (its keyword-only ``__init__``
-    arguments, ``registries.POSITIONS``) or a value not of its default's type (an int is a float)."""
-    accepted = {name: p.default for name, p in inspect.signature(POSITIONS[positions]).parameters.items()
-                if p.kind is p.KEYWORD_ONLY}
-    for name, value in options.items():
-        if name not in accepted:
-            takes = ", ".join(sorted(accepted)) or "none"
-            raise UsageError(f"position_options: positions={positions} has no option {name!r} (its options: {takes})")
-        kind = type(accepted[name])
-        fits = isinstance(value, (int, float) if kind is float else kind) and isinstance(value, bool) == (kind is bool)
-        if not fits:
-            raise UsageError(f"position_options: {name}={value!r} is not allowed: positions={positions} takes a "
-                             f"{kind.__name__}")
-
-
-@dataclass(frozen=True, kw_only=True)
-class TransformerArgs:
-    """The Transformer families' architecture arguments, with the encoder-decoder's defaults.
 
     Args:
         d_model: model width (paper base: 512).
@@ -100,7 +46,8 @@ class TransformerArgs:
         tying: weight tying of embeddings and output projection (none | decoder | all; with one
             vocabulary, decoder and all are the same).
 
-    Derived (not an argument): ``spec``, the ``TransformerSpec`` the builders take (validated here).
+    A stack of 0 layers is absent (a causal LM is decoder-only, a classifier encoder-only).
+    Derived (not arguments): ``d_head`` (§3.2.2), ``scale`` (the logit multiplier, eq. 1), ``pre_norm``.
     """
 
     d_model: int = 128
@@ -114,14 +61,40 @@ class TransformerArgs:
     positions: Positions = "sinusoidal"
     attn_scale: AttnScale = "sqrt_dk"
     max_positions: int = 256
-    position_options: dict[str, float | int | bool] | None = None
+    position_options: dict[str, float | int | bool] | None = field(default=None, hash=False)
     tying: Tying = "decoder"
-    spec: TransformerSpec = field(init=False, repr=False)
+    d_head: int = field(init=False)
+    scale: float = field(init=False, repr=False)
+    pre_norm: bool = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "spec", TransformerSpec(
-            d_model=self.d_model, heads=self.heads, d_ff=self.d_ff, encoder_layers=self.encoder_layers,
-            decoder_layers=self.decoder_layers, dropout=self.dropout, attn_dropout=self.attn_dropout, norm=self.norm,
-            positions=self.positions, attn_scale=self.attn_scale, max_len=self.max_positions,
-            position_options=self.position_options or {},
-        ))
+        d_head = head_size(d_model=self.d_model, heads=self.heads)
+        object.__setattr__(self, "position_options", dict(self.position_options or {}))
+        object.__setattr__(self, "d_head", d_head)
+        object.__setattr__(self, "scale", ATTN_SCALES[self.attn_scale](d_head))
+        object.__setattr__(self, "pre_norm", PRE_NORM[self.norm])
+        check_position_options(self.positions, self.position_options)
+
+
+ENCODER_DECODER_OPTIONS = with_defaults(TransformerSpec)
+"""The encoder-decoder's CLI arguments (``seq2seq.TransformerSeq2Seq``): the spec's fields and defaults."""
+
+CAUSAL_LM_OPTIONS = with_defaults(TransformerSpec, rename={"decoder_layers": "layers"}, fixed={"encoder_layers": 0},
+                                  norm="pre", max_positions=512)
+"""The causal LM's (``causal_lm.CausalLM``): ``layers`` causal layers, no encoder, Pre-Norm, 512 positions."""
+
+
+def check_position_options(positions: Positions, options: Mapping[str, object]) -> None:
+    """Refuse, in one line, an option the scheme's class does not take (its keyword-only ``__init__``
+    arguments, ``registries.POSITIONS``) or a value not of its default's type (an int is a float)."""
+    accepted = {name: p.default for name, p in inspect.signature(POSITIONS[positions]).parameters.items()
+                if p.kind is p.KEYWORD_ONLY}
+    for name, value in options.items():
+        if name not in accepted:
+            takes = ", ".join(sorted(accepted)) or "none"
+            raise UsageError(f"position_options: positions={positions} has no option {name!r} (its options: {takes})")
+        kind = type(accepted[name])
+        fits = isinstance(value, (int, float) if kind is float else kind) and isinstance(value, bool) == (kind is bool)
+        if not fits:
+            raise UsageError(f"position_options: {name}={value!r} is not allowed: positions={positions} takes a "
+                             f"{kind.__name__}")

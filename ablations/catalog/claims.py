@@ -199,8 +199,8 @@ def lm_positions(stats: ArmStats, arms: Arms | None = None, *, within: str = WIT
                      relative=relative)
         for good in relative_arms for bad in absolute
     ]
-    return join(checks, gate) + _ranking(stats, arms.ranking, metric=beyond, maximize=goal == "maximize",
-                                         label=f"{beyond_label}; {KAZEMNEJAD}")
+    ranking = _ranking(stats, arms.ranking, metric=beyond, maximize=goal == "maximize", label=beyond_label)
+    return join(checks, gate) + ranking + (f" (against {KAZEMNEJAD})" if ranking else "")
 
 
 FORCING_SESOI = 0.02

@@ -38,7 +38,8 @@ def extrapolates(stats: ArmStats, good: Arm, bad: Arm, *, inside: str, beyond: s
     chance (interval on the wrong side) it is "not supported", straddling it "inconclusive".
     """
     claim = claim or f"{name(good)} extrapolates better than {name(bad)}"
-    key = f"change {inside} -> {beyond}" + (" (relative)" if relative else "")
+    # a label no metric-range rule reads as a score (a change may be negative): ':' for '/'
+    key = f"change {inside} -> {beyond}".replace("/", ":") + (" (relative)" if relative else "")
     changes = {a: {key: s} for a in (good, bad) if (s := rise(stats, a, inside=inside, beyond=beyond,
                                                                   relative=relative)) is not None}
     change = better(changes, good, bad, metric=key, goal=goal, sesoi=sesoi, claim=claim)

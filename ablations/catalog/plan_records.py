@@ -21,7 +21,8 @@ PLANS: dict[str, Plan] = {
         stated="For large d_k the dot products grow large in magnitude, pushing the softmax into regions with "
                "extremely small gradients; scaling by 1/sqrt(d_k) counteracts this (§3.2.1, footnote 4). The paper "
                "has no ablation table; it compares against no scaling only.",
-        own="that 1/sqrt(d_k) learns faster than 1/d_k (the paper does not compare them)",
+        own="that 1/d_k over-flattens the weights and that 1/sqrt(d_k) learns faster than 1/d_k (the paper does "
+            "not compare them): secondary checks",
         changes=f"{SEEDS} (the main seeds said supported, the untouched replication 'supported where shown'); "
                 "preset (the metric moved from steps-to-target to the area under the learning curve and validation "
                 f"to every quarter epoch while reading the main seeds); {RULES}",

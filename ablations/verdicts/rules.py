@@ -285,7 +285,7 @@ def _published(check: Check, published: float | None) -> str:
     return f"; the published difference of {published:g} would need {count} at {POWER:.0%} power at these seeds' spread"
 
 
-def _head(checks: Sequence[Check]) -> str:
+def head_of(checks: Sequence[Check]) -> str:
     """The overall answer of ``checks``: supported when every one is, not supported when one is, "supported where
     shown" when the rest are "not shown at this scale" (never with a wrong sign, which is inconclusive or not
     supported), otherwise inconclusive with the reasons."""
@@ -311,8 +311,8 @@ def join(checks: Sequence[Check], gate: Check | None = None) -> str:
         return f"{gate.answer}: {gate.detail} ({gate.why})"
     main = [c for c in checks if not c.secondary]
     extra = [c for c in checks if c.secondary]
-    tail = f" || secondary ({_head(extra).split(' (')[0]}): " + " | ".join(c.text() for c in extra) if extra else ""
-    return _head(main) + ": " + " | ".join(c.text() for c in main) + tail
+    tail = f" || secondary ({head_of(extra).split(' (')[0]}): " + " | ".join(c.text() for c in extra) if extra else ""
+    return head_of(main) + ": " + " | ".join(c.text() for c in main) + tail
 
 
 def verdict_word(line: str) -> str:

@@ -234,6 +234,9 @@ def findings_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="list the trials (done ones marked skipped), run nothing")
     p.add_argument("--stack", action=argparse.BooleanOptionalAction, default=None, help=STACK_HELP)
     p.add_argument("--report-only", action="store_true", help="write the README from the runs already there")
+    p.add_argument("--readme-only", action="store_true",
+                   help="rebuild OUT/README.md from the saved results (OUT/<question>/result.json) alone: no run "
+                        "is read or judged again")
     p.add_argument("--replicate", action="store_true",
                    help=f"run a second, disjoint seed set ({FIRST_SEED}, {FIRST_SEED + 1}, ...: never used while "
                         f"choosing a preset) under ROOT/{SUBDIR}, report it under OUT/{SUBDIR}, and mark in the "
@@ -303,7 +306,7 @@ def findings_main(argv: list[str]) -> int:
     if problem:
         print(f"attnlab findings: error: {problem}", file=sys.stderr)
         return 2
-    if args.real and not args.report_only:
+    if args.real and not (args.report_only or args.readme_only):
         missing = _missing_data_line(questions)
         if missing and not args.dry_run:
             print(f"attnlab findings: error: {missing}", file=sys.stderr)
@@ -312,13 +315,14 @@ def findings_main(argv: list[str]) -> int:
     power = _power_plan(out, order, pool, write=not args.dry_run) if args.power else None
     if power is not None:
         questions = [q for q in questions if planned_seeds(power, q.name)]
-    if not args.report_only:
+    if not (args.report_only or args.readme_only):
         run_questions(questions, root=runs_at, jobs=args.jobs, timeout_s=args.timeout, seeds=args.seeds,
                       dry_run=args.dry_run, replicate=args.replicate, stack=args.stack, power=power, confirm=confirm)
     if args.dry_run:
         return 0
-    reported = [r for q in questions if (r := report_question(q, root=runs_at, out=reports_at)) is not None]
-    if not reported and power is None and confirm is None:
+    reported = [] if args.readme_only else [
+        r for q in questions if (r := report_question(q, root=runs_at, out=reports_at)) is not None]
+    if not reported and power is None and confirm is None and not args.readme_only:
         print(f"attnlab findings: error: no runs under {runs_at}", file=sys.stderr)
         return 1
     results = load_results(out, order, questions=pool)

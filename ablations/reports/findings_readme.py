@@ -194,7 +194,8 @@ def readme(results: Sequence[QuestionResult], *, command: str, wall_s: float, mi
         f"- **Replicated (exploratory):** whether the verdict's answer is the same on a second, disjoint seed set "
         f"({FIRST_SEED}, {FIRST_SEED + 1}, ...: `attnlab findings --replicate`), with the replication's answer in "
         "brackets.",
-        f"- **More seeds:** where a comparison sat within seed noise, the answer on a third, disjoint seed set "
+        f"- **More seeds (exploratory):** where a comparison sat within seed noise, the answer on a third, disjoint "
+        f"seed set "
         f"({power.FIRST_SEED}, ...) of the size that comparison needs (80% power, at most {power.CAP}), fixed "
         f"in [power/{power.PLAN}](power/{power.PLAN}) before any of it ran and read alone, never pooled "
         "(`attnlab findings --power`); \"needs N\": the seeds a comparison would need, beyond that cap.",

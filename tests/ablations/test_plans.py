@@ -81,3 +81,19 @@ def test_the_plans_command_checks_and_names_a_stale_file(tmp_path, monkeypatch, 
     monkeypatch.setattr(plans, "REPO", tmp_path)
     assert plans.main(["--check"]) == 1 and "heads.yaml" in capsys.readouterr().out
     assert not (tmp_path / "heads.yaml").exists()
+
+
+@needs_history
+def test_confirm_takes_the_seeds_its_committed_plan_names_and_refuses_a_stale_one(monkeypatch):
+    from ablations import findings
+
+    heads = QUESTIONS["heads"]
+    seeds, problem = findings.confirm_seeds([heads])
+    if problem and "not committed" in problem:  # a working copy with the plan files edited: nothing to check
+        pytest.skip(problem)
+    first = heads.plan.first_seed
+    assert problem is None and seeds["heads"][0] == first and seeds["heads"] == list(range(first, first + len(
+        seeds["heads"])))
+    monkeypatch.setattr(plans, "text", lambda q, root=plans.REPO: "changed\n")
+    seeds, problem = findings.confirm_seeds([heads])
+    assert seeds is None and "docs/findings/plans/heads.yaml" in problem and "--write-plans" in problem

@@ -111,8 +111,8 @@ class CausalLM(Seq2SeqModule):
         if not isinstance(batch, TextBatch):
             return super().training_step(batch, batch_idx)
         loss, logs = self.training_loss(batch, self.global_step)
-        if not torch.isfinite(loss):
-            return self._diverge()
+        if (checked := self._checked(loss)) is not loss:
+            return checked  # diverged
         self.tokens_seen += self.batch_tokens(batch)
         self.log("train/loss", loss, prog_bar=True, batch_size=batch.tokens.size(0))
         return loss

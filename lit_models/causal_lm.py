@@ -136,7 +136,7 @@ class CausalLM(Seq2SeqModule):
         flat.update({f"{split}/ppl_by_ctx/{k}": v for k, v in m["ppl_by_ctx"].compute().items()})
         data = self.trainer.datamodule if self._trainer is not None else None
         if split == "test" and isinstance(data, UnigramBaseline):
-            flat[f"{split}/ppl_unigram"] = torch.tensor(data.unigram_perplexity(split))
+            flat[f"{split}/ppl_unigram"] = loss.new_tensor(data.unigram_perplexity(split))
         for metric in m.values():
             metric.reset()
         self.log_dict(flat)

@@ -343,7 +343,7 @@ class AlignmentMass(BatchProbe):
                 best[reading] = value if reading not in best else torch.maximum(best[reading], value)
         for reading, value in best.items():
             pl_module.log(f"val/align_mass/{reading}", value, rank_zero_only=True, batch_size=src.size(0))
-        readings = torch.stack([best[r] for r in READINGS if r in best]) if best else torch.empty(0)
+        readings = torch.stack([best[r] for r in READINGS if r in best]) if best else src.new_empty(0).float()
         readings = readings[~readings.isnan()]
         if readings.numel():
             pl_module.log("val/align_mass", readings.max(), rank_zero_only=True, batch_size=src.size(0))

@@ -11,7 +11,7 @@ from typing import Any
 
 import lightning as L
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from lit_models.steplogs import is_read
 
@@ -39,6 +39,16 @@ class StochasticModule(L.LightningModule):
         """Offset the global RNG per DDP rank so sampled decisions differ between ranks."""
         if self.trainer.world_size > 1:
             torch.manual_seed(torch.initial_seed() + self.global_rank)
+
+    def configure_model(self) -> None:
+        """Under multi-device DDP on an accelerator, BatchNorm layers that train (the captioner's ``small_cnn``)
+        become ``SyncBatchNorm``: each normalises with the statistics of the global batch, as a one-device run
+        of the same global batch does, instead of its rank's share (a quarter of a 4-GPU batch). CPU (gloo)
+        DDP keeps per-rank statistics: torch's SyncBatchNorm runs on accelerators only. Checkpoints keep
+        their keys (a SyncBatchNorm's state is a BatchNorm's)."""
+        strategy = self.trainer.strategy
+        if self.trainer.world_size > 1 and strategy.root_device.type != "cpu" and _training_batchnorm(self):
+            nn.SyncBatchNorm.convert_sync_batchnorm(self)
 
     def log(self, name: str, value: Any, *args: Any, **kwargs: Any) -> None:
         """``LightningModule.log``, skipped where nothing would read the value (``steplogs.is_read``)."""
@@ -70,3 +80,9 @@ class StochasticModule(L.LightningModule):
         """The step that diverged updates nothing (its zero gradients under DDP are dropped)."""
         if self.diverged_at is not None:
             optimizer.zero_grad(set_to_none=True)
+
+
+def _training_batchnorm(module: nn.Module) -> bool:
+    """Whether ``module`` holds a (not yet synchronised) BatchNorm layer with trainable parameters."""
+    return any(isinstance(m, nn.modules.batchnorm._BatchNorm) and not isinstance(m, nn.SyncBatchNorm)
+               and any(p.requires_grad for p in m.parameters()) for m in module.modules())

@@ -65,7 +65,7 @@ class StochasticModule(L.LightningModule):
         completes; :meth:`on_before_optimizer_step` then drops those zero gradients, so no rank updates.
         """
         finite = bool(torch.isfinite(total.detach()))
-        distributed = self.trainer.world_size > 1
+        distributed = self._trainer is not None and self.trainer.world_size > 1
         if distributed:
             finite = self.trainer.strategy.reduce_boolean_decision(finite, all=True)
         if finite:

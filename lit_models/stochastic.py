@@ -46,6 +46,8 @@ class StochasticModule(L.LightningModule):
         of the same global batch does, instead of its rank's share (a quarter of a 4-GPU batch). CPU (gloo)
         DDP keeps per-rank statistics: torch's SyncBatchNorm runs on accelerators only. Checkpoints keep
         their keys (a SyncBatchNorm's state is a BatchNorm's)."""
+        if self._trainer is None:  # load_from_checkpoint configures too: no launch, nothing to synchronise
+            return
         strategy = self.trainer.strategy
         if self.trainer.world_size > 1 and strategy.root_device.type != "cpu" and _training_batchnorm(self):
             nn.SyncBatchNorm.convert_sync_batchnorm(self)

@@ -61,7 +61,14 @@ from ablations.engine.trialproc import (  # noqa: F401 - wait_any re-exported
     stop_process,
     wait_any,
 )
-from ablations.engine.trialrun import Running, finish_trial, start_group, start_trial, write_trial_json  # noqa: F401
+from ablations.engine.trialrun import (  # noqa: F401
+    Running,
+    finish_trial,
+    start_group,
+    start_trial,
+    visible_gpus,
+    write_trial_json,
+)
 from ablations.engine.trialstate import (  # noqa: F401 - re-exported
     Outcome,
     Trial,
@@ -199,6 +206,7 @@ class _Session:
         self.runs: list[Any] = []
         self.outcomes: list[Outcome] = []
         self.active: list[Running] = []
+        self.gpus = visible_gpus(plan.env) if self.jobs > 1 else []  # --jobs N: each trial on one GPU
         self.units: list[list[Trial]] = []  # drawn trials to start: stacked groups and single trials
         self.alone = sweep_refusal(plan.sweep, stack=plan.stack)  # why no trial is stacked, or None
         self.why: dict[str, str] = {}  # trial name -> why its stacked group was refused
@@ -265,7 +273,7 @@ class _Session:
             if len(unit) > 1:
                 self.skipped_in_a_row = 0
                 self.started += len(unit)
-                self.active.append(start_group(unit, self.plan))
+                self.active.append(start_group(unit, self.plan, self._least_used_gpu()))
             elif self._skipped(trial):
                 continue
             elif self.dry_run:
@@ -278,7 +286,13 @@ class _Session:
                 self.started += 1
                 self.runs.append(_engine_record(trial, "running"))
                 why = self.why.get(trial.name) or self.alone or NOTHING_TO_STACK_WITH
-                self.active.append(start_trial(trial, self.plan, alone=why))
+                self.active.append(start_trial(trial, self.plan, alone=why, gpu=self._least_used_gpu()))
+
+    def _least_used_gpu(self) -> str | None:
+        """The visible GPU the fewest live trials use (the first of those), or None without GPUs or with one job."""
+        if not self.gpus:
+            return None
+        return min(self.gpus, key=lambda gpu: sum(r.gpu == gpu for r in self.active))
 
     def collect(self, timeout_s: float | None) -> None:
         """Wait for one live trial to end (or for a termination signal); record and print it."""

@@ -63,6 +63,9 @@ def why_not(clis: list[AttnlabCLI]) -> str | None:
         trainer, ckpt = cli.trainer, cli.config[cli.subcommand].get("ckpt_path")
         if trainer.world_size != 1:
             return f"{trainer.world_size} processes: stacking runs the seeds in one"
+        device, first_device = trainer.strategy.root_device, first.trainer.strategy.root_device
+        if device != first_device:
+            return f"devices {first_device} and {device}: the stacked step runs on one"
         if str(trainer.precision) != "32-true":
             return f"precision {trainer.precision}: stacking's equality with alone runs is established at 32-true"
         if ckpt:

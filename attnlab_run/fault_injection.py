@@ -26,6 +26,7 @@ import signal as signal_module
 from typing import Any, Literal
 
 import lightning as L
+import torch
 
 Phase = Literal["batch", "validation", "checkpoint", "evaluation"]
 
@@ -95,3 +96,22 @@ class SignalAt(L.Callback):
         if self._due(trainer, "checkpoint"):
             self.fired = True
             checkpoint["fault_injection"] = _SignalWhenPickled(self.signum)
+
+
+class NonFiniteAt(L.Callback):
+    """Make the loss non-finite on one DDP rank only, at optimizer step ``step``: before that training batch,
+    this rank's first trainable parameter is filled with NaN (the other ranks' stay finite).
+
+    Args:
+        step: the ``trainer.global_step`` of the training batch whose loss turns non-finite.
+        rank: the ``trainer.global_rank`` on which it does.
+    """
+
+    def __init__(self, *, step: int, rank: int = 0) -> None:
+        self.step, self.rank = int(step), int(rank)
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
+        if trainer.global_step == self.step and trainer.global_rank == self.rank:
+            first = next(p for p in pl_module.parameters() if p.requires_grad)
+            with torch.no_grad():
+                first.fill_(float("nan"))

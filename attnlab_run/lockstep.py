@@ -98,6 +98,7 @@ class Lockstep:
             for other, other_step in others:
                 if other_step != step or not _same(batch, other):
                     raise PeerFailed("stacked seeds must train on the same batches at the same steps")
+            self._follow_moves()
             with torch.enable_grad():
                 total, logs = self.stack.gradients(batch, step)
             self.results = {k: (total[k], {n: v[k] for n, v in logs.items()}) for k in self.waiting}
@@ -106,6 +107,28 @@ class Lockstep:
         self.waiting = {}
         self.meetings += 1
         self.cond.notify_all()
+
+
+    def _follow_moves(self) -> None:
+        """Restack where a seed's trainer moved its module since the stack was built (``Module.to`` to its
+        device or dtype replaces each parameter's ``.data``, which then is no view of the stack any more): the
+        new stack holds the modules' current values where they now are, and shares its storage with them."""
+        if all(_views(module, self.stack, k) for k, module in enumerate(self.stack.modules)):
+            return
+        first = next(p for p in self.stack.modules[min(self.waiting)].parameters())
+        for module in self.stack.modules:  # a seed that left before its move follows the others
+            module.to(device=first.device, dtype=first.dtype)
+        hooks = [vars(module).pop(PURE_LOSS) for module in self.stack.modules]  # the stack deep-copies seed 0
+        self.stack = StackedSeeds(self.stack.modules)
+        self.stack.share_storage()
+        for module, hook in zip(self.stack.modules, hooks, strict=True):
+            setattr(module, PURE_LOSS, hook)
+
+
+def _views(module: nn.Module, stack: StackedSeeds, k: int) -> bool:
+    """Whether each of ``module``'s parameters is a view of its slice ``k`` of the stacked tensors."""
+    return all(p.untyped_storage().data_ptr() == stack.params[n].untyped_storage().data_ptr()
+               and p.data_ptr() == stack.params[n][k].data_ptr() for n, p in _named(module, list(stack.params)))
 
 
 def _named(module: nn.Module, names: list[str]) -> list[tuple[str, Tensor]]:

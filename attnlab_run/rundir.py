@@ -302,6 +302,16 @@ def fresh_run_name() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
 
 
+def launch_rank() -> int:
+    """This process's global rank as its launcher set it: ``RANK`` (torchrun, Lightning's own launcher), else
+    ``SLURM_PROCID`` (srun starts every task itself and sets no RANK), else 1 for a process Lightning
+    re-executed (``LOCAL_RANK`` / ``NODE_RANK`` > 0) and 0 for one started alone."""
+    for key in ("RANK", "SLURM_PROCID"):
+        if os.environ.get(key, "").isdigit():
+            return int(os.environ[key])
+    return int(any(os.environ.get(k, "0") not in ("", "0") for k in ("LOCAL_RANK", "NODE_RANK")))
+
+
 def _inherited_run_dir() -> Path | None:
     """DDP ranks > 0 re-execute the CLI; they reuse the directory rank 0 chose (passed by env)."""
     child = any(os.environ.get(k, "0") not in ("", "0") for k in ("LOCAL_RANK", "RANK", "NODE_RANK"))
@@ -309,10 +319,33 @@ def _inherited_run_dir() -> Path | None:
     return Path(inherited) if child and inherited else None
 
 
+def launcher_run_name() -> tuple[str, str] | None:
+    """A name every process of one launch shares, kept by a requeued job, and where it came from: a SLURM
+    array task (``slurm-<array job>_<task>``), a SLURM job (``slurm-<job id>``: a requeued job keeps its id),
+    a torchrun launch (``torchrun-<rdzv id>``: the same on every node); None outside those launchers."""
+    env = os.environ
+    if env.get("SLURM_ARRAY_JOB_ID") and env.get("SLURM_ARRAY_TASK_ID"):
+        return f"slurm-{env['SLURM_ARRAY_JOB_ID']}_{env['SLURM_ARRAY_TASK_ID']}", "SLURM_ARRAY_JOB_ID"
+    if env.get("SLURM_JOB_ID"):
+        return f"slurm-{env['SLURM_JOB_ID']}", "SLURM_JOB_ID"
+    if env.get("TORCHELASTIC_RUN_ID", "none") != "none":  # torchrun's default --rdzv-id is "none": no id
+        return f"torchrun-{env['TORCHELASTIC_RUN_ID']}", "TORCHELASTIC_RUN_ID"
+    return None
+
+
 def stable_run_name(opts: RunNaming) -> str | None:
-    """``--run.name``, else the W&B run id a sweep agent exports (``WANDB_RUN_ID``): a requeued
-    (preempted) trial keeps its id, so it lands in the same run directory and resumes there."""
-    return opts.name or os.environ.get("WANDB_RUN_ID") or None
+    """``--run.name``, else the W&B run id a sweep agent exports (``WANDB_RUN_ID``: a requeued (preempted)
+    trial keeps its id, so it lands in the same run directory and resumes there), else the launcher's job
+    (:func:`launcher_run_name`)."""
+    launcher = launcher_run_name()
+    return opts.name or os.environ.get("WANDB_RUN_ID") or (launcher[0] if launcher else None)
+
+
+def _name_source(opts: RunNaming) -> str:
+    """The option or variable the run name came from (for a message refusing it)."""
+    launcher = launcher_run_name()
+    return ("--run.name" if opts.name is not None else "WANDB_RUN_ID" if os.environ.get("WANDB_RUN_ID")
+            else launcher[1] if launcher else "--run.name")
 
 
 def resume_preempted(run_dir: Path, *, subcommand: str, ckpt_path: str | None) -> str | None:
@@ -333,9 +366,10 @@ def resume_preempted(run_dir: Path, *, subcommand: str, ckpt_path: str | None) -
 
 def set_aside_stale_log(run_dir: Path) -> None:
     """A fresh ``fit`` in a directory that has a log (e.g. a failed attempt retried under the same
-    name) keeps that log as ``metrics.prev<N>.csv`` instead of appending to it."""
+    name) keeps that log as ``metrics.prev<N>.csv`` instead of appending to it. Only global rank 0 does it: on
+    a shared file system another node's process, later, would move the log rank 0 had just started."""
     log_file = run_dir / "metrics.csv"
-    if _inherited_run_dir() is None and log_file.is_file():
+    if launch_rank() == 0 and _inherited_run_dir() is None and log_file.is_file():  # one process of a launch
         n = 1
         while (run_dir / f"metrics.prev{n}.csv").exists():
             n += 1
@@ -350,7 +384,11 @@ def resolve_run_dir(opts: RunNaming, *, default_experiment: str, ckpt_path: str 
     experiment = check_name(opts.experiment, option="--run.experiment") if opts.experiment is not None else (
         safe_name(default_experiment))
     name = check_name(opts.name, option="--run.name") if opts.name is not None else stable_run_name(opts)
-    options = ("--run.experiment", "--run.name" if opts.name is not None else "WANDB_RUN_ID")
+    options = ("--run.experiment", _name_source(opts))
+    if name is None and launch_rank() != 0 and not ckpt_path:
+        raise UsageError(f"rank {launch_rank()} of a multi-process launch cannot find rank 0's run directory "
+                         f"(no {RUN_DIR_ENV}, --run.name, WANDB_RUN_ID, SLURM_JOB_ID or TORCHELASTIC_RUN_ID): "
+                         "pass --run.name")
     if ckpt_path and Path(ckpt_path).parent.name == "checkpoints":  # the checkpoint's own run, in its own root
         run_dir = Path(ckpt_path).resolve().parent.parent
     else:

@@ -137,10 +137,10 @@ class CorpusBLEU(Metric):
         n = self.n_gram
         matches, totals, c, r = stats[:n], stats[n : 2 * n], stats[2 * n], stats[2 * n + 1]
         if c == 0 or min(matches) == 0:
-            return torch.tensor(0.0)
+            return torch.tensor(0.0, device=self.stats.device)
         log_precision = sum(math.log(m / t) for m, t in zip(matches, totals, strict=True)) / n
         brevity = 1.0 if c > r else math.exp(1.0 - r / c)
-        return torch.tensor(brevity * math.exp(log_precision))
+        return torch.tensor(brevity * math.exp(log_precision), device=self.stats.device)
 
 
 def _gather(items: list) -> list:
@@ -171,9 +171,9 @@ class CIDErD(Metric):
     def compute(self) -> Tensor:
         pairs = _gather(self.pairs)
         if not pairs:
-            return torch.tensor(0.0)
+            return torch.tensor(0.0, device=self.images.device)
         scores = cider_d_scores([p for p, _ in pairs], [t for _, t in pairs], n_max=self.n_max, sigma=self.sigma)
-        return torch.tensor(sum(scores) / len(scores))
+        return torch.tensor(sum(scores) / len(scores), device=self.images.device)
 
     def reset(self) -> None:
         super().reset()

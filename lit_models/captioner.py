@@ -50,7 +50,7 @@ class Share(Ratio):
     """Σ numerator / Σ denominator over batches and ranks; NaN when nothing was counted."""
 
     def compute(self) -> Tensor:
-        return self.correct / self.total if self.total > 0 else torch.tensor(float("nan"))
+        return self.correct / self.total.where(self.total > 0, torch.nan)  # no host sync
 
 
 def doubly_stochastic_penalty(attn_total: Tensor) -> Tensor:

@@ -109,8 +109,8 @@ class CausalLM(Seq2SeqModule):
         if not isinstance(batch, TextBatch):
             return super().training_step(batch, batch_idx)
         loss, logs = self.training_loss(batch, self.global_step)
-        if not torch.isfinite(loss):
-            return self._diverge()
+        if (checked := self._checked(loss)) is not loss:
+            return checked  # diverged
         self.tokens_seen += self.batch_tokens(batch)
         self.log("train/loss", loss, prog_bar=True, batch_size=batch.tokens.size(0))
         return loss
@@ -134,7 +134,7 @@ class CausalLM(Seq2SeqModule):
         flat.update({f"{split}/ppl_by_ctx/{k}": v for k, v in m["ppl_by_ctx"].compute().items()})
         data = self.trainer.datamodule if self._trainer is not None else None
         if split == "test" and isinstance(data, UnigramBaseline):
-            flat[f"{split}/ppl_unigram"] = torch.tensor(data.unigram_perplexity(split))
+            flat[f"{split}/ppl_unigram"] = loss.new_tensor(data.unigram_perplexity(split))
         for metric in m.values():
             metric.reset()
         self.log_dict(flat)

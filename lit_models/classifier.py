@@ -93,8 +93,8 @@ class SentimentClassifier(EvaluationModule):
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor | None:
         loss, logs = self.training_loss(batch, self.global_step)
-        if not torch.isfinite(loss):
-            return self._diverge()
+        if (checked := self._checked(loss)) is not loss:
+            return checked  # diverged
         self.tokens_seen += self.batch_tokens(batch)
         for name, value in logs.items():
             self.log(name, value, prog_bar=name == "train/loss", batch_size=batch[1].numel())

@@ -144,8 +144,8 @@ class DecoderTrainingModule(EvaluationModule):
 
     def training_step(self, batch: Any, batch_idx: int) -> Tensor | None:
         total, logs = self.training_loss(batch, self.global_step)
-        if not torch.isfinite(total):
-            return self._diverge()
+        if (checked := self._checked(total)) is not total:
+            return checked  # diverged
         self.tokens_seen += self.batch_tokens(batch)
         size = batch.src.size(0)
         self.log("train/loss", logs["train/loss"], prog_bar=True, batch_size=size)

@@ -65,8 +65,8 @@ class FullViewClassifier(EvaluationModule):
 
     def training_step(self, batch: DigitBatch, batch_idx: int) -> Tensor | None:
         loss = F.cross_entropy(self.net(batch.images).float(), batch.labels)
-        if not torch.isfinite(loss):
-            return self._diverge()
+        if (checked := self._checked(loss)) is not loss:
+            return checked  # diverged
         n = batch.labels.numel()
         self.tokens_seen += n
         self.log("train/loss", loss, prog_bar=True, batch_size=n)

@@ -106,8 +106,8 @@ class RecurrentAttentionModel(EvaluationModule):
     def training_step(self, batch: DigitBatch, batch_idx: int) -> Tensor | None:
         loss = hybrid_loss(self.net(batch.images, sample=True), batch.labels,
                            reinforce_weight=self.hparams.reinforce_weight)
-        if not torch.isfinite(loss.total):
-            return self._diverge()
+        if (checked := self._checked(loss.total)) is not loss.total:
+            return checked  # diverged
         n = batch.labels.numel()
         self.tokens_seen += n
         self.log("train/loss", loss.total, prog_bar=True, batch_size=n)

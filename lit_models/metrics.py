@@ -111,7 +111,8 @@ class SacreCorpusMetric(Metric):
         self.stats += torch.tensor(rows, dtype=torch.long, device=self.stats.device).sum(0)
 
     def compute(self) -> Tensor:
-        return torch.tensor(self._scorer._compute_score_from_stats(self.stats.tolist()).score / 100.0)
+        score = self._scorer._compute_score_from_stats(self.stats.tolist()).score / 100.0
+        return torch.tensor(score, device=self.stats.device)
 
 
 class CorpusSacreBLEU(SacreCorpusMetric):

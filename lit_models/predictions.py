@@ -31,13 +31,20 @@ class PredictionWriter(BasePredictionWriter):
         super().__init__(write_interval="batch")
         self.path = Path(path)
         self.rows: list[dict[str, Any]] = []
+        self.indices: list[int | None] = []
 
     def on_predict_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.rows = []
+        self.rows, self.indices = [], []
 
     def write_on_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, prediction: Any,
                            batch_indices: Any, batch: Any, batch_idx: int, dataloader_idx: int) -> None:
-        self.rows += example_rows(trainer.datamodule, batch, list(prediction))
+        rows = example_rows(trainer.datamodule, batch, list(prediction))
+        self.rows += rows
+        self.indices += list(batch_indices) if batch_indices is not None else [None] * len(rows)
+
+    def contribution(self) -> list[tuple[int | None, dict[str, Any]]]:
+        """What this rank adds to the gather: each row with its dataset index (None where Lightning gave none)."""
+        return list(zip(self.indices, self.rows, strict=True))
 
     def on_predict_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         rows = self.rows
@@ -45,8 +52,8 @@ class PredictionWriter(BasePredictionWriter):
             import torch.distributed as dist
 
             gathered: list[Any] = [None] * trainer.world_size
-            dist.all_gather_object(gathered, rows)
-            rows = [row for part in gathered for row in part]
+            dist.all_gather_object(gathered, self.contribution())
+            rows = in_dataset_order([pair for part in gathered for pair in part])
         if not trainer.is_global_zero:
             return
         text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
@@ -56,6 +63,14 @@ class PredictionWriter(BasePredictionWriter):
                 columns = ["source", "hypothesis", "reference", "score"]
                 logger.log_table(key="predict/predictions", columns=columns,
                                  data=[[row.get(c) for c in columns] for row in rows])
+
+
+def in_dataset_order(pairs: list[tuple[int | None, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The ranks' (dataset index, row) pairs as rows in dataset order, each index once: the DistributedSampler
+    deals indices round robin and pads the last round with repeats. Without indices, the order as gathered."""
+    if any(index is None for index, _ in pairs):
+        return [row for _, row in pairs]
+    return [row for _, row in sorted(dict(reversed(pairs)).items())]
 
 
 def example_rows(datamodule: Any, batch: Any, predictions: list[Any]) -> list[dict[str, Any]]:

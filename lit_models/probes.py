@@ -35,6 +35,7 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.amp.grad_scaler import OptState
 
 from attnlab_core.tokens import PAD
 from lit_models.blocks.attention import MultiHeadAttention
@@ -156,7 +157,8 @@ def attention_entropy(weights: Tensor, *, query_mask: Tensor) -> Tensor:
 
 
 class GradientNorms(L.Callback):
-    """Gradient L2 norm per layer for the first ``steps`` optimizer steps (after backward, before clipping).
+    """Gradient L2 norm per layer for the first ``steps`` optimizer steps (before clipping; unscaled under a
+    GradScaler: read in ``on_before_optimizer_step`` and divided by the scale it still carries).
 
     Parameters are grouped by ``net.encoder.layers.{i}`` / ``net.decoder.layers.{i}``; the rest
     by their first two name components under ``net`` (embeddings, generator, recurrent stacks).
@@ -181,14 +183,25 @@ class GradientNorms(L.Callback):
         if trainer.global_step >= self.steps:
             forget(trainer, self.KEYS)
 
-    def on_after_backward(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+    def on_before_optimizer_step(self, trainer: L.Trainer, pl_module: L.LightningModule, optimizer: Any) -> None:
         if trainer.global_step >= self.steps or not trainer.is_global_zero:
             return
-        norms = layer_grad_norms(pl_module)
-        for group, value in norms.items():
-            pl_module.log(f"{self.KEYS[0]}{group}", value, on_step=True, on_epoch=False, rank_zero_only=True)
-        for group, value in qk_grad_norms(pl_module).items():
-            pl_module.log(f"{self.KEYS[1]}{group}", value, on_step=True, on_epoch=False, rank_zero_only=True)
+        unscale = 1.0 / pending_scale(trainer, optimizer)
+        for key, norms in zip(self.KEYS, (layer_grad_norms(pl_module), qk_grad_norms(pl_module)), strict=True):
+            for group, value in norms.items():
+                pl_module.log(f"{key}{group}", value * unscale, on_step=True, on_epoch=False, rank_zero_only=True)
+
+
+def pending_scale(trainer: L.Trainer, optimizer: Any) -> float:
+    """The factor the gradients still carry at ``on_before_optimizer_step``: a GradScaler's scale (``16-mixed``)
+    where it has not unscaled them yet, which is where the optimizer unscales inside its own step (the fused
+    AdamW: Lightning then skips ``unscale_``); else 1."""
+    scaler = getattr(trainer.precision_plugin, "scaler", None)
+    if scaler is None or not scaler.is_enabled():
+        return 1.0
+    inner = getattr(optimizer, "optimizer", optimizer)  # a LightningOptimizer wraps the torch one
+    state = scaler._per_optimizer_states.get(id(inner), {})  # GradScaler's record of unscale_ (no public one)
+    return 1.0 if state.get("stage") is OptState.UNSCALED else float(scaler.get_scale())
 
 
 def parameter_group(name: str) -> str:
@@ -330,7 +343,7 @@ class AlignmentMass(BatchProbe):
                 best[reading] = value if reading not in best else torch.maximum(best[reading], value)
         for reading, value in best.items():
             pl_module.log(f"val/align_mass/{reading}", value, rank_zero_only=True, batch_size=src.size(0))
-        readings = torch.stack([best[r] for r in READINGS if r in best]) if best else torch.empty(0)
+        readings = torch.stack([best[r] for r in READINGS if r in best]) if best else src.new_empty(0).float()
         readings = readings[~readings.isnan()]
         if readings.numel():
             pl_module.log("val/align_mass", readings.max(), rank_zero_only=True, batch_size=src.size(0))

@@ -44,8 +44,8 @@ class AddingRegressor(EvaluationModule):
 
     def training_step(self, batch: RegressionBatch, batch_idx: int) -> Tensor | None:
         loss = F.mse_loss(self.net(batch.x), batch.y)
-        if not torch.isfinite(loss):
-            return self._diverge()
+        if (checked := self._checked(loss)) is not loss:
+            return checked  # diverged
         self.tokens_seen += batch.x.shape[0] * batch.x.shape[1]
         self.log("train/loss", loss, prog_bar=True, batch_size=batch.y.numel())
         return loss

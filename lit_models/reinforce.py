@@ -15,8 +15,9 @@ The decoder accumulates Σ_t log α_t[s_t] and Σ_t H(α_t) in its state (``attn
 no module branches on the attention kind.
 
 DDP (pitfalls §3.7): the moving average is updated from the all-reduced batch mean, so every rank
-keeps the same baseline; it is a Python float saved with the module (``get_extra_state``), never a
-buffer rank 0 would overwrite.
+keeps the same baseline; it is kept on the device in float64 (the arithmetic of the Python float it was:
+no host sync per step) and saved as a float with the module (``get_extra_state``), never a buffer rank 0
+would overwrite.
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ class ReinforceTerm(nn.Module):
         super().__init__()
         self.value = nn.Linear(value_size, 1) if LEARNED_VALUE[baseline] else None
         self.momentum, self.reinforce_weight, self.entropy_weight = momentum, reinforce_weight, entropy_weight
-        self.reward_average: float | None = None
+        self.reward_average: Tensor | float | None = None  # a float64 scalar tensor; a float once restored
 
     def baseline(self, state: dict[str, Tensor], reward: Tensor) -> tuple[Tensor, Tensor]:
         """(b (B,), baseline loss): the learned value of the mean memory, or the moving average."""
@@ -104,10 +105,11 @@ class ReinforceTerm(nn.Module):
             pooled = (state["memory"].detach() * mask).sum(1) / mask.sum(1).clamp_min(1.0)  # (B, D)
             b = self.value(pooled).squeeze(-1)  # (B,)
             return b, F.mse_loss(b, reward)
-        mean = float(_global_mean(reward))
-        previous = mean if self.reward_average is None else self.reward_average
+        mean = _global_mean(reward.detach()).double()  # on the device: no host sync in the training step
+        previous = mean if self.reward_average is None else torch.as_tensor(self.reward_average, dtype=mean.dtype,
+                                                                                device=mean.device)
         self.reward_average = self.momentum * previous + (1 - self.momentum) * mean
-        return reward.new_full(reward.shape, self.reward_average), reward.new_zeros(())
+        return self.reward_average.to(reward.dtype).expand(reward.shape), reward.new_zeros(())
 
     def forward(self, logits: Tensor, labels: Tensor, state: dict[str, Tensor]) -> ReinforceOut:
         """logits (B, T, V), labels (B, T), the decoder's final state -> surrogate loss and reward (B,).
@@ -124,7 +126,8 @@ class ReinforceTerm(nn.Module):
         return ReinforceOut(loss, reward)
 
     def get_extra_state(self) -> dict[str, Any]:
-        return {"reward_average": self.reward_average}
+        average = self.reward_average
+        return {"reward_average": None if average is None else float(average)}  # checkpoints hold a float
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
         self.reward_average = state.get("reward_average")

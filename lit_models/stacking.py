@@ -67,7 +67,7 @@ def refusal(module: nn.Module) -> str | None:
     if any(isinstance(m, nn.RNNBase) for m in module.modules()):
         return f"{name} runs nn.RNN/GRU/LSTM on packed sequences, whose lengths are read with .item() (vmap cannot)"
     if any(isinstance(m, ReinforceTerm) for m in module.modules()):
-        return f"{name} has a REINFORCE term: its baseline reads the mean reward with float() and updates in place"
+        return f"{name} has a REINFORCE term: its moving-average baseline is module state updated at every step"
     return None
 
 

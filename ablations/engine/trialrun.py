@@ -3,12 +3,14 @@ arm: ``ablations.engine.stackgroups``), recorded in ``trial.json`` and, once it 
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
 import shutil
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -48,6 +50,7 @@ class Running:
     resumed: bool = False
     signalled: bool = False  # the sweep forwarded a termination signal to it
     group: list[Trial] = field(default_factory=list)  # the stacked seeds (trial is the first), else empty
+    gpu: str | None = None  # the one GPU it sees (``--jobs`` spreads trials over the visible GPUs), or None
 
     @property
     def budget(self) -> int:
@@ -60,24 +63,43 @@ def write_trial_json(trial: Trial, plan: SweepPlan, **fields: Any) -> None:
     RunPaths(trial.run_dir).trial.write_text(json.dumps(record, indent=2, default=str))
 
 
-def _launch(trial: Trial, plan: SweepPlan, command: list[str], log_file: Any) -> subprocess.Popen | WarmProcess:
+def visible_gpus(env: Mapping[str, str]) -> list[str]:
+    """The GPUs trials may use: the entries of ``CUDA_VISIBLE_DEVICES`` where it is set (up to a "-1"),
+    else one per GPU ``nvidia-smi -L`` lists; none without either."""
+    listed = env.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        entries = [d.strip() for d in listed.split(",")]
+        return list(itertools.takewhile(lambda d: d not in ("", "-1"), entries))
+    if shutil.which("nvidia-smi") is None:
+        return []
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [str(i) for i in range(sum(line.startswith("GPU ") for line in out.splitlines()))]
+
+
+def _launch(trial: Trial, plan: SweepPlan, command: list[str], log_file: Any,
+            gpu: str | None = None) -> subprocess.Popen | WarmProcess:
     """Start one command (an argument list, never a shell string) in its own process group (so a
     signal to the group reaches its DDP ranks too), set to get SIGTERM if the sweep dies: forked from
-    the warm server when the plan is warm and the command runs the plan's interpreter, else cold."""
-    log_file.write(f"$ {' '.join(command)}\n")
+    the warm server when the plan is warm and the command runs the plan's interpreter, else cold.
+    ``gpu``: the one GPU it sees (``CUDA_VISIBLE_DEVICES``), or None: every GPU the sweep sees."""
+    env = plan.env if gpu is None else {**plan.env, "CUDA_VISIBLE_DEVICES": gpu}
+    log_file.write(f"$ {'' if gpu is None else f'CUDA_VISIBLE_DEVICES={gpu} '}{' '.join(command)}\n")
     log_file.flush()
     argv = warm_argv(command, plan.interpreter) if plan.warm else None
     server = server_for(interpreter=plan.interpreter, env=plan.env, cwd=plan.cwd) if argv else None
     if argv and server is not None:
         try:
-            return server.launch(argv, command=command, env=plan.env, cwd=plan.cwd, log_path=Path(log_file.name))
+            return server.launch(argv, command=command, env=env, cwd=plan.cwd, log_path=Path(log_file.name))
         except OSError as err:
             log.warning("trial %s: %s; starting it cold", trial.name, err)
-    return subprocess.Popen(command, cwd=plan.cwd, env=plan.env, stdout=log_file, stderr=subprocess.STDOUT,
+    return subprocess.Popen(command, cwd=plan.cwd, env=env, stdout=log_file, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=dies_with(os.getpid()))
 
 
-def start_trial(trial: Trial, plan: SweepPlan, *, alone: str) -> Running:
+def start_trial(trial: Trial, plan: SweepPlan, *, alone: str, gpu: str | None = None) -> Running:
     """Write trial.json and start the fit: from ``last.ckpt`` when the trial was stopped part-way
     (:func:`resumable`), otherwise in a cleared run directory. ``alone``: why it is not stacked."""
     resume = resumable(trial.run_dir)
@@ -88,11 +110,11 @@ def start_trial(trial: Trial, plan: SweepPlan, *, alone: str) -> Running:
     stacking = "alone: resumed from its own last.ckpt" if resume else f"alone: {alone}"
     write_trial_json(trial, plan, status="running", started=time.time(), resumed=resume, stacking=stacking)
     log_file = (trial.run_dir / "trial.log").open("a" if resume else "w")
-    return Running(trial=trial, proc=_launch(trial, plan, command, log_file), log_file=log_file,
-                   started=time.time(), resumed=resume)
+    return Running(trial=trial, proc=_launch(trial, plan, command, log_file, gpu), log_file=log_file,
+                   started=time.time(), resumed=resume, gpu=gpu)
 
 
-def start_group(trials: list[Trial], plan: SweepPlan) -> Running:
+def start_group(trials: list[Trial], plan: SweepPlan, gpu: str | None = None) -> Running:
     """Start fresh seeds of one arm as one stacked process (``ablations.stacked``) in cleared run
     directories; its output goes to the first trial's trial.log (the others' name it)."""
     command = stacked_command(trials, interpreter=plan.interpreter)
@@ -108,8 +130,8 @@ def start_group(trials: list[Trial], plan: SweepPlan) -> Running:
         (trial.run_dir / "trial.log").write_text(f"stacked with {', '.join(names)}: output in "
                                                  f"{trials[0].run_dir / 'trial.log'}\n")
     log_file = (trials[0].run_dir / "trial.log").open("w")
-    return Running(trial=trials[0], proc=_launch(trials[0], plan, command, log_file), log_file=log_file,
-                   started=time.time(), group=list(trials))
+    return Running(trial=trials[0], proc=_launch(trials[0], plan, command, log_file, gpu), log_file=log_file,
+                   started=time.time(), group=list(trials), gpu=gpu)
 
 
 def finish_trial(running: Running, plan: SweepPlan, *, preempted: bool = False) -> list[Outcome]:

@@ -129,8 +129,12 @@ class LocationPolicy(nn.Module):
         self.std = std
 
     def forward(self, h: Tensor, *, sample: bool) -> tuple[Tensor, Tensor]:
-        """h (B, H) -> (location (B, 2) in [-1, 1], log π(l | h) (B,)); sampled l carries no gradient."""
-        mean = torch.tanh(self.mean(h))  # (B, 2)
+        """h (B, H) -> (location (B, 2) in [-1, 1], log π(l | h) (B,)); sampled l carries no gradient.
+
+        Always float32, autocast or not: a bf16 mean is off by up to 2^-8 (a third of a pixel on a 60-pixel
+        canvas, enough to move a patch corner), and the log-probability feeds REINFORCE's gradient."""
+        with torch.autocast(h.device.type, enabled=False):
+            mean = torch.tanh(self.mean(h.float()))  # (B, 2)
         raw = (mean + self.std * torch.randn_like(mean)).detach() if sample else mean.detach()
         return raw.clamp(-1.0, 1.0), gaussian_log_prob(raw, mean, self.std)
 

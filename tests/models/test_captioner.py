@@ -88,7 +88,7 @@ def test_reinforce_estimator_mean_matches_exact_gradient() -> None:
     (grad,) = torch.autograd.grad(out.loss, theta)
     exact = alpha.detach() * (rewards - (alpha.detach() * rewards).sum())  # ∇ E[r]
     torch.testing.assert_close(-grad, exact, atol=4e-3, rtol=0.0)
-    assert term.reward_average == pytest.approx(float(r.mean()))
+    assert float(term.reward_average) == pytest.approx(float(r.mean()))
 
 
 def test_reinforce_entropy_bonus_gradient_is_exact() -> None:

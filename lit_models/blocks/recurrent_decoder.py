@@ -220,8 +220,8 @@ class AttentionalDecoder(nn.Module):
         bias = self.alignment.open(state["mask"])
         hs, cs = list(state["h"].unbind(1)), list(state["c"].unbind(1))
         tops, contexts, scores, picks = [], [], [], []
-        for t in range(tgt_in.size(1)):
-            emb, query = embs[:, t], hs[-1]
+        for emb in embs.unbind(1):  # unbind, not embs[:, t]: one backward node, not T full-size zero-filled grads
+            query = hs[-1]
             context, score, pick = self.alignment.teacher_step(query, keys=state["keys"], memory=state["memory"],
                                                                bias=bias)
             context = self.gate(query, context.to(emb.dtype))  # (B, D)
@@ -250,8 +250,8 @@ class AttentionalDecoder(nn.Module):
     def _stepwise(self, state: DecoderState, tgt_in: Tensor, embs: Tensor) -> TeacherOut:
         """``teacher_forward`` as T calls of ``_recur`` (decoding's step), the deep output once over all steps."""
         tops, weights = [], []
-        for t in range(tgt_in.size(1)):
-            top, state = self._recur(tgt_in[:, t], embs[:, t], state)
+        for prev, emb in zip(tgt_in.unbind(1), embs.unbind(1), strict=True):
+            top, state = self._recur(prev, emb, state)
             tops.append(top)
             weights.append(state["attn"])
         return TeacherOut(self._readout(torch.stack(tops, dim=1)), torch.stack(weights, dim=1), state)

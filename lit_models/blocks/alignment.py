@@ -289,7 +289,8 @@ class Alignment(nn.Module):
         row_valid = mask.any(dim=-1, keepdim=True)  # (B, 1)
         return torch.zeros(mask.shape, device=mask.device).masked_fill(~(mask | ~row_valid), float("-inf"))
 
-    def teacher_step(self, query: Tensor, *, keys: Tensor, memory: Tensor, bias: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def teacher_step(self, query: Tensor, *, keys: Tensor, memory: Tensor,
+                     bias: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """One step of a loop over gold inputs: what ``forward`` computes, less what can wait for ``teacher_close``.
 
         Returns the context (B, D) and the step's record for ``teacher_close``: scores (B, S) float32 and the pick

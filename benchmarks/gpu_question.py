@@ -16,6 +16,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import IO
 
 from attnlab_run.rundir import read_summary
 
@@ -62,14 +63,15 @@ def trials_of(root: Path) -> int:
     return sum(1 for path in root.glob("*/*/summary.json") if read_summary(path.parent).done)
 
 
-def run_sweep(cmd: list[str], *, timeout_s: float) -> dict:
+def run_sweep(cmd: list[str], *, timeout_s: float, log: IO[str] | None = None) -> dict:
     """Run ``cmd`` in its own process group: {"returncode" (None when it timed out), "wall_s", "timed_out"}.
 
     Past ``timeout_s`` the whole group is killed (the sweep and the trials it started), and the row says so
-    instead of raising ``subprocess.TimeoutExpired``.
+    instead of raising ``subprocess.TimeoutExpired``. Its output goes to ``log`` (default: discarded).
     """
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    out = log if log is not None else subprocess.DEVNULL
+    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         code: int | None = proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:

@@ -23,7 +23,7 @@ from typing import Any
 
 H100_PEAK_FLOPS = 989e12  # dense bf16, H100 SXM (NVIDIA's datasheet; 1979 is with 2:4 sparsity)
 MFU = 0.30
-SEED = re.compile(r"^--seed_everything=")
+PER_TRIAL = re.compile(r"^--(seed_everything|run\.name)=")  # what differs between the seeds of one arm
 
 
 def step_flops(fit_args: list[str]) -> tuple[float, int]:
@@ -35,6 +35,7 @@ def step_flops(fit_args: list[str]) -> tuple[float, int]:
 
     cli = build([fit_args])[0]
     model, data, trainer = cli.model, cli.datamodule, cli.trainer
+    data.prepare_data()
     data.setup("fit")
     loader = data.train_dataloader()
     steps = int(trainer.max_epochs or 1) * len(loader)
@@ -48,10 +49,10 @@ def step_flops(fit_args: list[str]) -> tuple[float, int]:
 
 
 def arms(commands: Iterable[list[str]]) -> dict[tuple[str, ...], int]:
-    """Each arm's ``fit`` arguments (the seed dropped) -> its number of trials."""
+    """Each arm's ``fit`` arguments (the seed and the run name dropped) -> its number of trials."""
     out: dict[tuple[str, ...], int] = {}
     for command in commands:
-        args = tuple(a for a in command[command.index("fit"):] if not SEED.match(a))
+        args = tuple(a for a in command[command.index("fit"):] if not PER_TRIAL.match(a))
         out[args] = out.get(args, 0) + 1
     return out
 

@@ -12,10 +12,11 @@ from tests.tiny_fit import tiny_fit
 
 
 def test_seeds_of_one_arm_are_one_arm():
-    cmds = [["python", "cli.py", "fit", "--config", "c.yaml", f"--model.attention={a}", f"--seed_everything={s}"]
-            for a in ("none", "additive") for s in (1, 2, 3)]
+    cmds = [["python", "cli.py", "fit", "--config", "c.yaml", f"--model.attention={a}", f"--seed_everything={s}",
+             f"--run.name=attention={a},seed={s}"] for a in ("none", "additive") for s in (1, 2, 3)]
     assert list(gh.arms(cmds).values()) == [3, 3]
-    assert all("--seed_everything" not in " ".join(args) for args in gh.arms(cmds))
+    assert all("--seed_everything" not in " ".join(args) and "--run.name" not in " ".join(args)
+               for args in gh.arms(cmds))
 
 
 def test_hours_is_flops_over_the_stated_throughput():

@@ -76,9 +76,10 @@ def estimate_lines(commands: Iterable[list[str]]) -> list[str]:
             continue
         h = hours(flops, steps, trials)
         total += h
-        lines.append(f"  {label}: {flops / 1e9:.2f} GFLOP a step x {steps} steps x {trials} trials = {h:.3f} GPU-h")
+        lines.append(f"  {label}: {flops / 1e9:.2f} GFLOP a step x {steps} steps x {trials} trials = {h:.3g} GPU-h")
     head = (f"estimated GPU time on one H100 (FLOPs counted on a CPU step; MFU {MFU:.0%} of "
-            f"{H100_PEAK_FLOPS / 1e12:.0f} TFLOP/s bf16): {total:.2f} GPU-hours"
+            f"{H100_PEAK_FLOPS / 1e12:.0f} TFLOP/s bf16; a floor: latency-bound recurrent steps reach far less): "
+            f"{total:.3g} GPU-hours ({total * 60:.1f} GPU-minutes)"
             + (f" for the {len(lines) - unknown} arms estimated" if unknown else ""))
     return [head, *lines]
 

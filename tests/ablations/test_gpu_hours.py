@@ -33,7 +33,7 @@ def test_lines_give_each_arm_and_the_total_and_name_an_arm_they_cannot_build(mon
     monkeypatch.setattr(gh, "step_flops", fake)
     cmds = [["fit", f"--model.attention={a}", f"--seed_everything={s}"] for a in ("none", "hard") for s in (1, 2)]
     lines = gh.estimate_lines(cmds)
-    assert "MFU 30%" in lines[0] and f"{gh.hours(2e12, 500, 2):.2f} GPU-hours" in lines[0]
+    assert "MFU 30%" in lines[0] and f"{gh.hours(2e12, 500, 2):.3g} GPU-hours" in lines[0]
     assert "for the 1 arms estimated" in lines[0]
     assert any("model.attention=hard: not estimated (FileNotFoundError: no corpus here)" in ln for ln in lines)
 

@@ -47,3 +47,16 @@ def test_a_real_step_is_counted_forward_and_backward(tmp_path: Path):
     flops, steps = gh.step_flops(["fit", "--config", str(cfg), f"--run.root={tmp_path}"])
     assert steps == 2 * 4
     assert flops > 3 * 2 * 16 * 4 * 16 * 12  # B=16, T >= 4 (3 tokens + EOS), d=16, V >= 12: a loose floor
+
+
+def test_full_dry_run_prints_the_estimate_of_every_trial_and_quick_does_not(monkeypatch, capsys, tmp_path):
+    from ablations.commands import sweep_main
+
+    seen = []
+    monkeypatch.setattr(gh, "estimate_lines", lambda commands: seen.extend(commands) or ["ESTIMATE 1.0 GPU-hours"])
+    assert sweep_main(["attention_bottleneck", "--dry-run", "--scale", "full", "--root", str(tmp_path)]) == 0
+    assert "ESTIMATE 1.0 GPU-hours" in capsys.readouterr().out
+    assert len(seen) == 15 and all("fit" in c for c in seen)  # 5 arms x 3 seeds
+    assert sweep_main(["attention_bottleneck", "--dry-run", "--scale", "quick", "--root", str(tmp_path)]) == 0
+    assert "ESTIMATE" not in capsys.readouterr().out
+    assert not any(tmp_path.iterdir())

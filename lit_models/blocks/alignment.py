@@ -349,7 +349,7 @@ class NoAlignment(nn.Module):
 
     def teacher_step(self, query: Tensor, *, keys: Tensor, memory: Tensor, bias: Tensor) -> tuple[Tensor, None, None]:
         """No context (B, 0), nothing to record."""
-        return memory[:, 0], None, None
+        return memory.new_zeros(memory.size(0), 0), None, None
 
     def teacher_close(self, scores: list, picks: list, mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Zero weights (B, T, S), log-probabilities and entropies (B, T)."""

@@ -156,6 +156,11 @@ def sweep_main(argv: list[str]) -> int:
         counts[key] = counts.get(key, 0) + 1
     print(f"{plan.name}: {len(outcomes)} trials (" + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
           + f") in {plan.root / plan.name}")
+    if args.dry_run and args.scale == "full" and plan.sweep.get("method") == "grid":
+        from ablations.engine.gpu_hours import print_estimate
+        from ablations.stacked import build
+
+        print_estimate(plan, build)
     if args.report and not args.dry_run:
         _print_report(plan.root / plan.name)
     elif not args.dry_run:

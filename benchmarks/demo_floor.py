@@ -14,7 +14,6 @@ assumes the jobs pack with no idle core. When it exceeds the demo goal, no cut o
 
 from __future__ import annotations
 
-import itertools
 import statistics
 import time
 import warnings
@@ -24,7 +23,7 @@ from typing import Any
 import torch
 
 from ablations.commands import demo_plan
-from ablations.engine.sweepspec import proposable_values
+from ablations.engine.sweepspec import grid_params
 from lit_models.optim import adamw
 
 WARMUP_STEPS = 5
@@ -85,6 +84,4 @@ def demo_floor(root: Path, *, seeds: int | None = None, jobs: int = 2) -> dict[s
 
 def plan_grid(plan: Any) -> list[dict[str, Any]]:
     """The grid sweep's parameter sets (one seed: one per arm)."""
-    specs = plan.sweep["parameters"]
-    values = [proposable_values(name, spec) for name, spec in specs.items()]
-    return [dict(zip(specs, combo, strict=True)) for combo in itertools.product(*values)]
+    return grid_params(plan.sweep)

@@ -8,12 +8,17 @@ once a second with ``nvidia-smi`` (mean and peak). The goal the issue sets: a qu
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import IO
+
+from attnlab_run.rundir import read_summary
 
 QUESTION = "scaling"  # a Transformer question: its trials are the GPU's kind of work
 JOBS = (1, 4, 8)
@@ -53,12 +58,31 @@ class Sampler(threading.Thread):
 
 
 def trials_of(root: Path) -> int:
-    """Trials that finished (or diverged) under ``root``: their ``summary.json`` was written."""
-    return sum(1 for _ in root.glob("*/*/summary.json"))
+    """Trials done under ``root``: their ``summary.json`` says finished or diverged (``attnlab_run.rundir.DONE``).
+    A failed, interrupted or still running trial has a summary too, and does not count."""
+    return sum(1 for path in root.glob("*/*/summary.json") if read_summary(path.parent).done)
+
+
+def run_sweep(cmd: list[str], *, timeout_s: float, log: IO[str] | None = None) -> dict:
+    """Run ``cmd`` in its own process group: {"returncode" (None when it timed out), "wall_s", "timed_out"}.
+
+    Past ``timeout_s`` the whole group is killed (the sweep and the trials it started), and the row says so
+    instead of raising ``subprocess.TimeoutExpired``. Its output goes to ``log`` (default: discarded).
+    """
+    t0 = time.perf_counter()
+    out = log if log is not None else subprocess.DEVNULL
+    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        code: int | None = proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the group this call created (start_new_session), nothing else
+        proc.wait()
+        code = None
+    return {"returncode": code, "wall_s": time.perf_counter() - t0, "timed_out": code is None}
 
 
 def bench_question_on_gpu(question: str = QUESTION, jobs: tuple[int, ...] = JOBS, timeout_s: int = 900) -> dict:
-    """One row per N: {jobs, wall_s, trials, trials_per_hour, gpu_util_mean, ..., goal_met}."""
+    """One row per N: {jobs, wall_s, trials, trials_per_hour, gpu_util_mean, ..., timed_out, goal_met}."""
     rows = []
     for n in jobs:
         with tempfile.TemporaryDirectory(prefix="attnlab-gpu-question-") as root:
@@ -66,14 +90,12 @@ def bench_question_on_gpu(question: str = QUESTION, jobs: tuple[int, ...] = JOBS
                    "--root", root, "--quiet"]
             sampler = Sampler()
             sampler.start()
-            t0 = time.perf_counter()
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
-            wall = time.perf_counter() - t0
+            run = run_sweep(cmd, timeout_s=timeout_s)
             usage = sampler.stop()
             done = trials_of(Path(root))
-            rows.append({"question": question, "jobs": n, "returncode": proc.returncode, "wall_s": wall,
-                         "trials": done, "trials_per_hour": done / wall * 3600, **usage,
-                         "goal_met": proc.returncode == 0 and wall <= GOAL_S})
+            rows.append({"question": question, "jobs": n, **run, "trials": done,
+                         "trials_per_hour": done / run["wall_s"] * 3600, **usage,
+                         "goal_met": run["returncode"] == 0 and run["wall_s"] <= GOAL_S})
     return {"goal_s": GOAL_S, "rows": rows}
 
 
@@ -84,5 +106,14 @@ def question_table(result: dict) -> str:
     for r in result["rows"]:
         lines.append(f"| {r['question']} | {r['jobs']} | {r['wall_s']:.0f} s | {r['trials']} | "
                      f"{r['trials_per_hour']:.0f} | {r['gpu_util_mean']:.0f}% / {r['gpu_util_peak']:.0f}% | "
-                     f"{r['gpu_mem_peak_mib']:.0f} MiB | {'met' if r['goal_met'] else 'not met'} |")
+                     f"{r['gpu_mem_peak_mib']:.0f} MiB | {_verdict(r)} |")
     return "\n".join(lines)
+
+
+def _verdict(row: dict) -> str:
+    """met / not met, and why not where the sweep timed out or failed."""
+    if row["goal_met"]:
+        return "met"
+    if row.get("timed_out"):
+        return "not met (timed out)"
+    return "not met" if row.get("returncode", 0) == 0 else f"not met (exit {row['returncode']})"

@@ -215,3 +215,12 @@ def trial_name(params: Mapping[str, Any], varied: list[str]) -> str:
         parts.append(f"{label}={params.get(key)}")
     name = re.sub(r"[^A-Za-z0-9_.,=+-]", "_", ",".join(parts)) or "default"
     return name if len(name) <= 120 else name[:100] + "-" + hashlib.sha1(name.encode()).hexdigest()[:8]
+
+
+def grid_params(sweep: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every parameter set of a grid sweep (``proposable_values`` of each parameter, in the file's order)."""
+    import itertools
+
+    specs = sweep["parameters"]
+    values = [proposable_values(name, spec) for name, spec in specs.items()]
+    return [dict(zip(specs, combo, strict=True)) for combo in itertools.product(*values)]

@@ -179,8 +179,8 @@ def readme(results: Sequence[QuestionResult], *, command: str, wall_s: float, mi
         *_span_line(list(again.values()), f"replication seeds ({FIRST_SEED}..)"),
         *_span_line(list(more.values()), f"more seeds ({power.FIRST_SEED}..)"),
         *(_data_lines() if real else []),
-        f"- **Scale:** `--scale quick` presets (`ablations/catalog/questions{'_real' if real else ''}.py`); seeds per arm as "
-        "in each sweep file. "
+        f"- **Scale:** `--scale quick` presets (`ablations/catalog/questions{'_real' if real else ''}.py`); seeds "
+        "per arm as in each sweep file. "
         'Verdicts read paired-by-seed 95% intervals (`ablations/verdicts/stats.py`); "not shown at this scale" means '
         "the arms that should learn the task did not, with the scale at which the finding should show; "
         '"supported where shown" means every check was supported except comparisons the question names as '

@@ -215,6 +215,46 @@ def test_teacher_forward_equals_stepping(cell: Cell, attention: Attention) -> No
         torch.testing.assert_close(final[key], state[key])
 
 
+def _objective(logits: Tensor, final: dict[str, Tensor]) -> Tensor:
+    """Every output the training loss can read: logits, the REINFORCE sums and the weights' total (eq. 14)."""
+    return (logits.logsumexp(-1).sum() + final["attn_log_prob"].sum() + final["attn_entropy"].sum()
+            + (final["attn_total"] ** 2).sum())
+
+
+@pytest.mark.parametrize(("cell", "attention"), [(c, a) for c in ("gru", "lstm_peephole") for a in get_args(Attention)])
+def test_teacher_forward_equals_stepping_in_training_with_gradients(cell: Cell, attention: Attention) -> None:
+    """The fused teacher-forced loop against ``step`` in training mode (the hard arm samples: the same generator seed
+    must draw the same locations) with a memory row that has no valid position: outputs, final state and every
+    parameter's gradient."""
+    memory, mask, final = _memory()
+    mask = mask.clone()
+    mask[1] = False  # an empty row: zero weights, zero context, zero log-prob and entropy
+    results = []
+    for fused in (True, False):
+        dec = _decoder(cell, attention).train()
+        dec.alignment.generator = torch.Generator().manual_seed(7)
+        state = dec.init_state(memory, mask, final)
+        if fused:
+            logits, weights, state = dec.teacher_forward(state, TGT_IN)
+        else:
+            steps = []
+            for t in range(TGT_IN.size(1)):
+                step_logits, state = dec.step(TGT_IN[:, t], state)
+                steps.append((step_logits, state["attn"]))
+            logits, weights = torch.stack([x for x, _ in steps], 1), torch.stack([w for _, w in steps], 1)
+        _objective(logits, state).backward()
+        results.append((logits, weights, state, {n: p.grad for n, p in dec.named_parameters() if p.grad is not None}))
+    (fl, fw, fs, fg), (sl, sw, ss, sg) = results
+    torch.testing.assert_close(fl, sl)
+    torch.testing.assert_close(fw, sw)
+    assert (fw[1] == 0).all()
+    for key in fs:
+        torch.testing.assert_close(fs[key], ss[key])
+    assert fg.keys() == sg.keys() and fg
+    for name in fg:
+        torch.testing.assert_close(fg[name], sg[name], msg=name)
+
+
 @pytest.mark.parametrize("attention", ["additive", "dot", "general"])
 def test_attention_scores_previous_top_state(attention: Attention) -> None:
     """α_t = softmax(score(s_{t-1}, h)) with s_{t-1} the top layer before the step (Bahdanau eq. 6)."""

@@ -1,0 +1,93 @@
+"""What a sweep's full preset costs on one H100, printed by ``attnlab sweep SWEEP --scale full --dry-run`` (issue #43).
+
+For each arm of the sweep (its trials less the seed), one training step of the arm's own model and batch (built by
+the project's CLI from the trial's command line by ``build``, which the command layer passes in:
+``ablations.stacked.build``, as it builds a seed) runs on the CPU under
+``torch.utils.flop_counter.FlopCounterMode``: forward (the family's ``training_loss``) and backward. The optimizer's
+few FLOPs a parameter are left out. Then
+
+    GPU-hours = Σ over trials of (FLOPs a step × steps) / (MFU × H100_PEAK) / 3600
+
+with steps = ``max_epochs`` × batches an epoch (or ``max_steps`` where set and smaller). Stated assumptions:
+``MFU`` = 30% of the H100 SXM's dense bf16 tensor-core peak (989 TFLOP/s), i.e. a bf16-mixed run as efficient as
+a well-fed Transformer. The step's first batch stands for every batch (bucketed batches vary in length). Small
+recurrent models stepped token by token are latency-bound and reach far less than 30% (the CPU benchmark's
+recurrent rows: about 15% of one core), so for them the estimate is a lower bound on the time; validation, test and
+decoding are not counted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
+
+H100_PEAK_FLOPS = 989e12  # dense bf16, H100 SXM (NVIDIA's datasheet; 1979 is with 2:4 sparsity)
+MFU = 0.30
+Builder = Callable[[list[list[str]]], list[Any]]
+PER_TRIAL = re.compile(r"^--(seed_everything|run\.name)=")  # what differs between the seeds of one arm
+
+
+def step_flops(fit_args: list[str], build: Builder) -> tuple[float, int]:
+    """(FLOPs of one training step, forward and backward, of the trial; the trial's training steps). ``build``
+    turns a list of ``fit`` argument lists into built CLIs (``ablations.stacked.build``)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    cli = build([fit_args])[0]
+    model, data, trainer = cli.model, cli.datamodule, cli.trainer
+    data.prepare_data()
+    data.setup("fit")
+    loader = data.train_dataloader()
+    steps = int(trainer.max_epochs or 1) * len(loader)
+    if trainer.max_steps and trainer.max_steps > 0:
+        steps = min(steps, int(trainer.max_steps))
+    model.train()
+    with FlopCounterMode(display=False) as counter, torch.enable_grad():
+        loss, _ = model.training_loss(next(iter(loader)), 0)
+        loss.backward()
+    return float(counter.get_total_flops()), steps
+
+
+def arms(commands: Iterable[list[str]]) -> dict[tuple[str, ...], int]:
+    """Each arm's ``fit`` arguments (the seed and the run name dropped) -> its number of trials."""
+    out: dict[tuple[str, ...], int] = {}
+    for command in commands:
+        args = tuple(a for a in command[command.index("fit"):] if not PER_TRIAL.match(a))
+        out[args] = out.get(args, 0) + 1
+    return out
+
+
+def hours(flops: float, steps: int, trials: int) -> float:
+    """GPU-hours on one H100 at ``MFU`` of its bf16 peak."""
+    return flops * steps * trials / (MFU * H100_PEAK_FLOPS) / 3600
+
+
+def estimate_lines(commands: Iterable[list[str]], build: Builder) -> list[str]:
+    """The lines ``--scale full --dry-run`` prints: one per arm, then the sweep's total."""
+    total, lines, unknown = 0.0, [], 0
+    for args, trials in arms(commands).items():
+        label = " ".join(a.removeprefix("--") for a in args[1:] if a.startswith("--model.") or a.startswith(
+            "--trainer.max_epochs")) or "(config as written)"
+        try:
+            flops, steps = step_flops(list(args), build)
+        except Exception as err:  # noqa: BLE001 - an arm whose data is absent here is reported, not fatal
+            unknown += 1
+            lines.append(f"  {label}: not estimated ({type(err).__name__}: {str(err).splitlines()[0][:120]})")
+            continue
+        h = hours(flops, steps, trials)
+        total += h
+        lines.append(f"  {label}: {flops / 1e9:.2f} GFLOP a step x {steps} steps x {trials} trials = {h:.3g} GPU-h")
+    head = (f"estimated GPU time on one H100 (FLOPs counted on a CPU step; MFU {MFU:.0%} of "
+            f"{H100_PEAK_FLOPS / 1e12:.0f} TFLOP/s bf16; a floor: latency-bound recurrent steps reach far less): "
+            f"{total:.3g} GPU-hours ({total * 60:.1f} GPU-minutes)"
+            + (f" for the {len(lines) - unknown} arms estimated" if unknown else ""))
+    return [head, *lines]
+
+
+def print_estimate(plan: Any, build: Builder, echo: Any = print) -> None:
+    """Print ``estimate_lines`` for every trial of a grid sweep's plan."""
+    from ablations.engine.sweepspec import grid_params
+
+    for line in estimate_lines((plan.trial(params).command for params in grid_params(plan.sweep)), build):
+        echo(line)

@@ -1,0 +1,65 @@
+"""The full presets' GPU-hour estimate (``attnlab sweep --scale full --dry-run``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+import ablations.engine.gpu_hours as gh
+from tests.tiny_fit import tiny_fit
+
+
+def test_seeds_of_one_arm_are_one_arm():
+    cmds = [["python", "cli.py", "fit", "--config", "c.yaml", f"--model.attention={a}", f"--seed_everything={s}",
+             f"--run.name=attention={a},seed={s}"] for a in ("none", "additive") for s in (1, 2, 3)]
+    assert list(gh.arms(cmds).values()) == [3, 3]
+    assert all("--seed_everything" not in " ".join(args) and "--run.name" not in " ".join(args)
+               for args in gh.arms(cmds))
+
+
+def test_hours_is_flops_over_the_stated_throughput():
+    # 1 PFLOP a step x 1000 steps x 3 trials at 30% of 989 TFLOP/s
+    assert gh.hours(1e15, 1000, 3) == pytest.approx(3e18 / (0.30 * 989e12) / 3600)
+
+
+def test_lines_give_each_arm_and_the_total_and_name_an_arm_they_cannot_build(monkeypatch):
+    def fake(args: list[str], build) -> tuple[float, int]:
+        if "--model.attention=hard" in args:
+            raise FileNotFoundError("no corpus here")
+        return 2e12, 500
+
+    monkeypatch.setattr(gh, "step_flops", fake)
+    cmds = [["fit", f"--model.attention={a}", f"--seed_everything={s}"] for a in ("none", "hard") for s in (1, 2)]
+    lines = gh.estimate_lines(cmds, build=None)
+    assert "MFU 30%" in lines[0] and f"{gh.hours(2e12, 500, 2):.3g} GPU-hours" in lines[0]
+    assert "for the 1 arms estimated" in lines[0]
+    assert any("model.attention=hard: not estimated (FileNotFoundError: no corpus here)" in ln for ln in lines)
+
+
+def test_a_real_step_is_counted_forward_and_backward(tmp_path: Path):
+    """Counted FLOPs of the tiny Transformer's step exceed 3x the output layer's forward matmul alone (2·B·T·d·V;
+    backward twice that), and steps are epochs x batches."""
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text(yaml.safe_dump(tiny_fit(seed=1, max_epochs=2, task="copy", vocab_size=12, min_len=3, max_len=6,
+                                           train_size=64, val_size=8, test_size=8, batch_size=16)))
+    from ablations.stacked import build
+
+    flops, steps = gh.step_flops(["fit", "--config", str(cfg), f"--run.root={tmp_path}"], build)
+    assert steps == 2 * 4
+    assert flops > 3 * 2 * 16 * 4 * 16 * 12  # B=16, T >= 4 (3 tokens + EOS), d=16, V >= 12: a loose floor
+
+
+def test_full_dry_run_prints_the_estimate_of_every_trial_and_quick_does_not(monkeypatch, capsys, tmp_path):
+    from ablations.commands import sweep_main
+
+    seen = []
+    monkeypatch.setattr(gh, "estimate_lines",
+                        lambda commands, build: seen.extend(commands) or ["ESTIMATE 1.0 GPU-hours"])
+    assert sweep_main(["attention_bottleneck", "--dry-run", "--scale", "full", "--root", str(tmp_path)]) == 0
+    assert "ESTIMATE 1.0 GPU-hours" in capsys.readouterr().out
+    assert len(seen) == 15 and all("fit" in c for c in seen)  # 5 arms x 3 seeds
+    assert sweep_main(["attention_bottleneck", "--dry-run", "--scale", "quick", "--root", str(tmp_path)]) == 0
+    assert "ESTIMATE" not in capsys.readouterr().out
+    assert not any(tmp_path.iterdir())

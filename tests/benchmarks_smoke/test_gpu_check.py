@@ -1,0 +1,57 @@
+"""The GPU check script on a CPU: its dry run prints the plan and the budget, and its driver keeps to the budget."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from benchmarks.gpu_check import BUDGET_S, FAMILIES, Check, fit_args, plan, run_checks
+
+
+def test_dry_run_prints_every_check_and_the_budget_and_writes_nothing(tmp_path: Path):
+    out = tmp_path / "gpu_check.json"
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu_check", "--dry-run", "--out", str(out)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    for name in ("sdpa_masked_rows", "vmap_dropout", "beam", "stacked_pair", "jobs_packing",
+                 *(f"family:{f}" for f in FAMILIES)):
+        assert name in proc.stdout
+    assert f"of a {BUDGET_S:.0f} s budget" in proc.stdout
+    assert not out.exists()
+
+
+def test_the_plan_fits_eight_minutes():
+    assert BUDGET_S <= 480
+    assert sum(c.estimate_s for c in plan(200)) <= BUDGET_S
+
+
+def test_bad_steps_is_one_line_and_exit_2():
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu_check", "--dry-run", "--steps", "0"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--steps" in proc.stderr
+
+
+def test_checks_past_the_budget_are_skipped_and_failures_recorded():
+    calls = []
+
+    def ok(budget: float) -> dict:
+        calls.append(budget)
+        return {"x": 1}
+
+    def boom(budget: float) -> dict:
+        raise RuntimeError("no kernel")
+
+    results = run_checks([Check("a", 1, ok), Check("b", 1, boom), Check("c", 50, ok)], budget_s=10)
+    assert results[0]["ok"] and results[0]["result"] == {"x": 1} and calls == [2]  # twice its estimate
+    assert not results[1]["ok"] and "no kernel" in results[1]["error"]
+    assert "skipped" in results[2] and len(calls) == 1
+
+
+def test_every_family_fit_is_one_real_cli_command():
+    """Each family's config exists, and its DDP fit asks for the ddp strategy on one device."""
+    for name, (config, *_) in FAMILIES.items():
+        assert Path(config).is_file(), name
+    args = fit_args("recurrent", "bf16-mixed", "ddp", 200, "/tmp/r")
+    assert args[0] == "fit" and "--trainer.strategy=ddp" in args and "--trainer.precision=bf16-mixed" in args
+    assert "--trainer.strategy=ddp" not in fit_args("recurrent", "32-true", "single", 200, "/tmp/r")

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 import yaml
 
-from attnlab_core.errors import UsageError
 from ablations.catalog.lookup import question_for
 from ablations.catalog.questions import QUESTIONS, REPO, SWEEPS_DIR
 from ablations.catalog.questions_real import REAL_QUESTIONS
@@ -28,6 +27,7 @@ from ablations.runner import (
     trial_name,
     varied_keys,
 )
+from attnlab_core.errors import UsageError
 
 SWEEPS = sorted(SWEEPS_DIR.glob("*.yaml"))
 IDS = [p.stem for p in SWEEPS]

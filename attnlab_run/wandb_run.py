@@ -81,11 +81,12 @@ class QuietWandbLogger(WandbLogger):
     the run directory created before ``wandb.init`` looks for its git root there, and (given
     ``best_of``) the best value of each ``val/<name>`` metric kept in the W&B summary.
 
-    W&B's summary holds a metric's last logged value unless ``define_metric(name, summary=...)`` says
-    otherwise; each tracked metric is defined, before its first value, with ``summary="max,last"``
-    (``"min,last"`` for a lower-is-better one), so the summary holds ``{"max": best, "last": v}``.
-    The step has no W&B aggregate, so ``best_step/<name>`` (the ``trainer/global_step`` of the logged
-    row) is written beside it, and ``best/<name>`` holds the value as a plain number. ``best`` is
+    W&B's summary keeps each metric's last logged value, a plain number like summary.json's ``metrics``, which
+    is what a sweep's ``metric.name``, a dashboard's bars and its runs table read. (A metric defined with
+    ``define_metric(name, summary=...)`` would instead hold a dict, ``{"max": best, "last": v}``, which W&B shows
+    as ``name.max`` and which no panel or sweep reading ``name`` finds: wandb#2428, #5450.) The best of each
+    tracked metric is kept beside it as plain numbers: ``best/<name>`` (the best value) and ``best_step/<name>``
+    (the ``trainer/global_step`` of the row that logged it). ``best`` is
     saved in checkpoints by :class:`BestValidation`, so a resumed fit reports the best of the whole run.
     On an offline resume, :class:`HistoryStep` hands it the W&B step the preempted attempt stopped at
     (:meth:`continue_history_at`), and its rows continue from there.
@@ -99,7 +100,6 @@ class QuietWandbLogger(WandbLogger):
         super().__init__(**kwargs)
         self._wandb_init.pop("anonymous", None)
         self._best_of = best_of
-        self._defined: set[str] = set()
         self.best: dict[str, tuple[float, int]] = {}
         self._history_from: int | None = None
 
@@ -145,10 +145,6 @@ class QuietWandbLogger(WandbLogger):
             for name, value in metrics.items():
                 if not tracked(name, monitor=self._best_of[0]) or not _scalar(value):
                     continue  # media (e.g. val/confusion images) and breakdowns have no best
-                if name not in self._defined:
-                    summary = f"{self._goal(name)},last"
-                    self.experiment.define_metric(name, summary=summary, step_metric="trainer/global_step")
-                    self._defined.add(name)
                 tracked_now[name] = float(value)
         super().log_metrics(metrics, step)
         for name, value in tracked_now.items():

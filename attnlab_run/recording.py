@@ -59,8 +59,8 @@ class RunOptions:
         figure_drawings: with W&B, the most attention-figure drawings one ``fit`` keeps, at validations
             spread evenly over training (``figures.AttentionFigures``); without W&B one is drawn, at the end.
         log_model: upload the best checkpoint to W&B as a model artifact (Lightning's WandbLogger
-            ``log_model``: true = at the end of the fit, ``all`` = every time one is saved); online only,
-            an offline run keeps its checkpoints in ``<run>/checkpoints``.
+            ``log_model``: true = at the end of the fit, ``all`` = every time one is saved); offline, the
+            artifact is recorded in the offline run and ``wandb sync`` uploads it.
     """
 
     root: str = "runs"
@@ -244,6 +244,7 @@ class RunSummary(L.Callback):
         tokens = getattr(pl_module, "tokens_seen", 0)
         diverged = getattr(pl_module, "diverged_at", None)
         status = Status.DIVERGED if diverged is not None else Status.SMOKE if trainer.fast_dev_run else Status.FINISHED
+        warn_if_never_validated(trainer)
         self._update(
             trainer, pl_module, status=status, diverged_at=diverged,
             wall_time_s=wall, tokens_seen=tokens, tokens_per_s=tokens / max(wall, 1e-9),
@@ -271,3 +272,14 @@ class RunSummary(L.Callback):
             return  # refused input (the CLI prints its one line): nothing was run, nothing to record
         status = Status.INTERRUPTED if isinstance(exception, KeyboardInterrupt) else Status.FAILED
         self._update(trainer, pl_module, status=status, error=f"{type(exception).__name__}: {exception}")
+
+
+def warn_if_never_validated(trainer: L.Trainer) -> None:
+    """One line where a fit ended before its first validation: it still finished, but has no ``val/*`` metrics
+    and no best checkpoint (Lightning's own hint there, that the monitored metric was never logged, reads as a
+    bug in the model)."""
+    if trainer.fast_dev_run or any(k.startswith("val/") for k in trainer.callback_metrics):
+        return
+    log.warning("no validation ran: the fit stopped at step %d, before its first validation "
+                "(--trainer.val_check_interval, --trainer.check_val_every_n_epoch), so it has no val/* metrics "
+                "and no best checkpoint", trainer.global_step)

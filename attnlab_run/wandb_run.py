@@ -169,19 +169,25 @@ def wandb_logger(run_dir: Path, *, identity: WandbIdentity, project: str, mode: 
                  best_of: tuple[str, Literal["min", "max"]] | None = None) -> QuietWandbLogger:
     """The W&B logger of ``identity``, writing under ``<run>/wandb/``.
 
-    ``log_model`` (a fit, online) uploads the best checkpoint as an artifact through Lightning's own
-    mechanism; offline, Lightning refuses it, so it is dropped with a warning (the checkpoints are in
-    ``<run>/checkpoints`` either way).
+    ``log_model`` (a fit) logs the best checkpoint as a model artifact through Lightning's own mechanism; offline,
+    the artifact is recorded in the offline run and ``wandb sync`` uploads it with the rest. The mode goes to
+    ``wandb.init`` as an argument only: Lightning's ``offline=True`` would set ``WANDB_MODE`` in the environment
+    after wandb's settings were read (wandb then warns that "changes to your wandb environment variables will be
+    ignored"), and would refuse ``log_model``.
     """
-    if log_model and mode == "offline":
-        log.warning("--run.log_model: W&B is offline, so no checkpoint is uploaded (they stay in %s)",
-                    run_dir / "checkpoints")
-        log_model = False
     return QuietWandbLogger(
         save_dir=str(run_dir), project=project, group=identity.group, job_type=identity.job_type,
         name=identity.name, tags=list(identity.tags), id=identity.run_id, resume="allow",
-        config=dict(identity.config) or None, log_model=log_model, best_of=best_of,
-        offline=mode == "offline", mode=mode)  # explicit: wandb's settings may predate Lightning's env var
+        config=dict(identity.config) or None, log_model=log_model, best_of=best_of, mode=mode,
+        settings=_quiet_settings())
+
+
+def _quiet_settings() -> Any:
+    """W&B's ``quiet`` setting: no version banner and no end-of-run history and summary block (the run's numbers
+    are in summary.json and on W&B); where an offline run is saved is still printed, and warnings and errors."""
+    import wandb
+
+    return wandb.Settings(quiet=True)
 
 
 def wandb_run_id(trainer: L.Trainer) -> str | None:

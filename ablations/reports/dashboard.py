@@ -23,14 +23,12 @@ write ``model.value.positions``); history and summary keys are the logged names;
 from __future__ import annotations
 
 import argparse
-import netrc
 import os
 import re
 import sys
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlparse
 
@@ -263,17 +261,14 @@ def unresolved(refs: Collection[Reference], *runs: RunKeys) -> list[str]:
 
 
 def credentials_problem() -> str | None:
-    """None when W&B credentials are configured (``WANDB_API_KEY``, an identity token file, or a netrc entry
-    for the W&B host, as ``wandb login`` writes), else the one line that says how to provide them."""
-    if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_IDENTITY_TOKEN_FILE"):
+    """None when wandb's own credential lookup finds a key for its configured server (``WANDB_API_KEY``, an
+    identity token, the netrc entry ``wandb login`` writes, its settings: ``attnlab_run.wandb_mode``, the rule that
+    decides online or offline), else the one line that says how to provide them."""
+    from attnlab_run.wandb_mode import wandb_finds_credentials
+
+    if wandb_finds_credentials():
         return None
     host = urlparse(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai").hostname or "api.wandb.ai"
-    path = Path(os.environ.get("NETRC") or Path.home() / ".netrc")
-    try:
-        if netrc.netrc(path).authenticators(host):
-            return None
-    except (OSError, netrc.NetrcParseError):
-        pass
     return (f"no W&B credentials for {host}: run `wandb login` or set WANDB_API_KEY "
             "(--dry-run lists the panels without them)")
 

@@ -62,7 +62,10 @@ def wandb_identity(run_dir: Path, *, subcommand: str, arm: dict[str, Any], seed:
     the evaluating command's), with ``eval.*`` config keys pointing at the fit run and checkpoint.
     """
     summary = read_summary(run_dir)
-    fit_seed = summary.seed if subcommand != "fit" and summary.seed is not None else seed
+    # the fit's seed names it: a resumed fit keeps it whatever the resuming command says, an evaluation takes it;
+    # a run that was not seeded (--seed_everything=false: Lightning's bool) has no seed tag
+    fit_seed = summary.seed if summary.seed is not None else seed
+    fit_seed = None if isinstance(fit_seed, bool) else fit_seed
     tags = tuple(f"{key}={value}" for key, value in arm.items())
     tags += (f"seed={fit_seed}",) if fit_seed is not None else ()
     name = ",".join(tags) if arm else run_dir.name

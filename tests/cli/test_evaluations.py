@@ -67,6 +67,7 @@ def test_two_tests_leave_the_fit_as_it_was_and_are_read_separately(tmp_path):
     for key, record in summary.evaluations.items():
         wb = evals[key]
         assert (wb["group"], wb["tags"], wb["config"]["eval.fit_run"]) == ("positions", ["seed=2"], identity_before[0])
+        assert wb["config"]["seed_everything"] == 2, "the config's seed is the fit's, as its tags say"
         assert wb["config"]["eval.checkpoint"] == record["checkpoint"] == "checkpoints/best.ckpt"
         assert wb["config"]["decode.strategy"] == record["options"]["decode.strategy"]
         assert wb["summary"]["test/exact_match"] == pytest.approx(record["metrics"]["test/exact_match"])
@@ -303,3 +304,16 @@ def test_an_online_record_reads_the_last_value_beside_a_kept_best():
 
     summary = {"val/acc": {"max": 0.9, "last": 0.5}, "val/loss": {"min": 0.1}, "test/acc": 0.7}
     assert _last_values(summary) == {"val/acc": 0.5, "val/loss": {"min": 0.1}, "test/acc": 0.7}
+
+
+def test_a_run_is_named_by_its_fits_seed(tmp_path):
+    """A resumed fit keeps its seed tag whatever the resuming command says; an unseeded fit has none."""
+    from attnlab_run.rundir import Summary, write_summary
+    from attnlab_run.wandb_run import wandb_identity
+
+    assert wandb_identity(tmp_path, subcommand="fit", arm={}, seed=False).tags == ()
+    assert wandb_identity(tmp_path, subcommand="fit", arm={"model.norm": "pre"}, seed=3).tags == ("model.norm=pre",
+                                                                                                 "seed=3")
+    write_summary(tmp_path, Summary(seed=2))
+    for subcommand in ("fit", "test"):
+        assert wandb_identity(tmp_path, subcommand=subcommand, arm={}, seed=1).tags == ("seed=2",), subcommand

@@ -207,6 +207,8 @@ def _heatmaps(pl_module: L.LightningModule, epoch: int) -> tuple[dict[str, dict]
     maps, src_labels, out_labels = pl_module.figure_maps()
     specs, records = {}, {}
     for kind, layers in _group_by_kind(maps).items():
+        if not any(bool(w.any()) for w in layers):  # a model without this attention (attention=none): nothing to draw
+            continue
         for i in range(layers[0].size(0)):
             trimmed = [_trim(w[i], kind, len(out_labels[i]), len(src_labels[i])) for w in layers]
             x_labels, y_labels = _keys(kind, src_labels[i], out_labels[i]), _queries(kind, src_labels[i],

@@ -250,6 +250,10 @@ def plot_curves(question: Question, arms: Mapping[Arm, list[RunRecord]], order: 
     return save_figure(fig, out / "curves.png")
 
 
+PROBE_UNITS = {"attn_entropy": "nats", "grad_norm": "L2 norm", "grad_qk": "L2 norm"}
+"""The unit of a probe's values, by a word of its key prefix."""
+
+
 def plot_probe(question: Question, prefix: str, arms: Mapping[Arm, list[RunRecord]], order: list[Arm],
                out: Path) -> Path | None:
     """Grouped bars: one group per probe key under ``prefix`` (layer / map), one bar per arm (± std)."""
@@ -258,8 +262,8 @@ def plot_probe(question: Question, prefix: str, arms: Mapping[Arm, list[RunRecor
     if not keys:
         return None
     shown = [(arm, color) for arm, color in zip(order, colors(len(order)), strict=True)
-             if any(r.status == "finished" for r in arms[arm])]
-    if not shown:
+             if any(math.isfinite(run_value(r, k)) for r in arms[arm] if r.status == "finished" for k in keys)]
+    if not shown:  # an arm with no value under the prefix (no attention: no entropy) gets no legend entry
         return None
     width = 0.8 / len(shown)
     fig, ax = plt.subplots(figsize=(max(6.0, 0.6 * len(keys) * len(shown) ** 0.5 + 3), 4))
@@ -270,8 +274,10 @@ def plot_probe(question: Question, prefix: str, arms: Mapping[Arm, list[RunRecor
         ax.bar(xs, [s.mean if s.n else 0.0 for s in stats], width, yerr=[s.std if s.n > 1 else 0 for s in stats],
                color=color, label=_arm_label(question, arm), capsize=2)
     ax.set_xticks(range(len(keys)), [k[len(prefix):] for k in keys], rotation=45, ha="right", fontsize=7)
+    unit = next((u for word, u in PROBE_UNITS.items() if word in prefix), "")
     ax.set(title=prefix.rstrip("/") + (" (mean over logged steps)" if prefix.startswith("train/") else " (final)"),
-           xlabel=f"key under {prefix}", ylabel=f"{prefix.rstrip('/')} (mean ± std over seeds)")
+           xlabel="attention map / layer" if "attn" in prefix else "parameter group / layer",
+           ylabel=f"{prefix.rstrip('/')}{f' ({unit})' if unit else ''}, mean ± std over seeds")
     ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=7)
     return save_figure(fig, out / f"probe_{prefix.strip('/').replace('/', '_')}.png")

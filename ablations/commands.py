@@ -160,9 +160,9 @@ def sweep_main(argv: list[str]) -> int:
         sweep = load_sweep(path)
         plan = make_plan(sweep, root=args.root, scale=args.scale, threads=_threads(args),
                          warm=args.warm, stack=args.stack)
-        check_parameters(sweep, path=path, cwd=plan.cwd)
-        if not (args.dry_run or args.quiet):
+        if not (args.dry_run or args.quiet):  # before the parameter check, which imports torch and Lightning
             print(_sweep_start_line(plan, args), flush=True)
+        check_parameters(sweep, path=path, cwd=plan.cwd)
         outcomes = run_sweep(plan, count=args.count, dry_run=args.dry_run, jobs=args.jobs, timeout_s=args.timeout,
                              seed=args.seed, echo=(lambda line: None) if args.quiet else print)
     except (SweepError, FileNotFoundError) as err:

@@ -1,7 +1,8 @@
 """``attnlab dashboard <question> --entity E --project P``: a saved W&B workspace view for one ablation
 question, built with ``wandb-workspaces`` (the optional ``dashboard`` extra).
 
-The view shows only the question's runs (W&B group = question, job type fit), grouped by arm (the
+The view shows only the question's runs (W&B group = question, job type fit, and eval where the answer is a
+``test/*`` number: :func:`job_types`), grouped by arm (the
 question's axes, the same config keys the sweep sets; a question with baseline arms also by ``model.class_path``,
 since a baseline's runs, started with ``--run.experiment=<question>``, share the group but not the axes) in the
 runs table and in every panel:

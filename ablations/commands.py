@@ -4,7 +4,7 @@ for the attention-bottleneck question at quick scale.
     attnlab sweep sweeps/norm.yaml --scale quick --root runs      # every trial, offline
     attnlab sweep sweeps/norm.yaml --dry-run --count 4            # print the trials' commands
     attnlab report runs                                           # runs/<sweep>/report.md + PNGs
-    attnlab demo                                                  # ≈4-11 min on 2 CPU cores
+    attnlab demo                                                  # about 4 min on 2 AMD EPYC cores (measured)
 """
 
 from __future__ import annotations
@@ -20,6 +20,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from ablations.catalog.questions import QUESTIONS, SWEEPS_DIR
+from ablations.engine.estimate import (
+    DEMO_CPU,
+    DEMO_WALL_S,
+    SLOWER_CPU,
+    TIMEOUT_MARGIN,
+    demo_timeout_s,
+    demo_trial,
+    planned_trials,
+    start_line,
+)
 from ablations.engine.stackgroups import STACK_HELP
 from ablations.findings import findings_main
 from attnlab_core.errors import OneLineParser
@@ -102,10 +112,13 @@ def sweep_parser() -> argparse.ArgumentParser:
                    help="start at most N trials (required for random/bayes unless the file sets run_cap)")
     p.add_argument("--dry-run", action="store_true", help="print the trials' commands without running them")
     p.add_argument("--scale", choices=("quick", "full"), default="full",
-                   help="quick: append the question's small-data overrides (a trial takes well under a minute on "
-                        "a CPU core); full: the config as written (default)")
+                   help="quick: append the question's small-data overrides (a trial measured 9 s to 2 min on 2 AMD "
+                        "EPYC cores, by question: docs/findings/<question>/result.json; the start line gives this "
+                        "sweep's estimate); full: the config as written (default)")
     p.add_argument("--root", default="runs", help="runs directory (default: runs)")
-    p.add_argument("--jobs", type=positive_int, default=1, help="trials run at once (default 1)")
+    p.add_argument("--jobs", type=positive_int, default=1,
+                   help="trials run at once (default 1, which leaves the other cores of a multi-core CPU idle: "
+                        "at --scale quick each trial uses one thread, so --jobs N uses N cores)")
     p.add_argument("--threads", type=positive_int, default=None,
                    help="OMP/MKL threads per trial (default: 1 with --scale quick or --jobs > 1, else inherited)")
     p.add_argument("--timeout", type=positive_float, default=None, help="stop a trial after this many seconds")
@@ -144,6 +157,8 @@ def sweep_main(argv: list[str]) -> int:
         sweep = load_sweep(path)
         plan = make_plan(sweep, root=args.root, scale=args.scale, threads=_threads(args),
                          warm=args.warm, stack=args.stack)
+        if not (args.dry_run or args.quiet):  # before the parameter check, which imports torch and Lightning
+            print(_sweep_start_line(plan, args), flush=True)
         check_parameters(sweep, path=path, cwd=plan.cwd)
         outcomes = run_sweep(plan, count=args.count, dry_run=args.dry_run, jobs=args.jobs, timeout_s=args.timeout,
                              seed=args.seed, echo=(lambda line: None) if args.quiet else print)
@@ -166,6 +181,18 @@ def sweep_main(argv: list[str]) -> int:
     elif not args.dry_run:
         print(f"report: attnlab report {plan.root / plan.name}")
     return 1 if counts.get("failed") else 0
+
+
+def _sweep_start_line(plan: SweepPlan, args: argparse.Namespace) -> str:
+    """The sweep's trials, jobs, idle cores and measured estimate (``ablations.engine.estimate``)."""
+    from ablations.catalog.questions import REPO
+    from ablations.engine.estimate import findings_trial, planned_trials, start_line
+
+    trials = planned_trials(plan.sweep, count=args.count, baselines=len(plan.baseline_trials()))
+    measured = findings_trial(plan.name, REPO / "docs" / "findings") if args.scale == "quick" else None
+    threads = _threads(args) or os.cpu_count() or 1
+    idle = max(0, (os.cpu_count() or 1) - args.jobs * threads) if args.scale == "quick" else 0
+    return start_line(plan.name, trials=trials, jobs=args.jobs, measured=measured, idle_cores=idle)
 
 
 def _print_report(exp_dir: Path) -> bool:
@@ -232,7 +259,9 @@ def demo_parser() -> argparse.ArgumentParser:
         description=f"Run the {DEMO_QUESTION!r} question (recurrent seq2seq on reverse: attention none, additive "
                     "and hard, the arms its plan judges) at quick scale on the seeds that resolve its main claim, "
                     "then write the report and print its table, the main claim's answer as the headline and the "
-                    "secondary checks beneath it.")
+                    "secondary checks beneath it. Its start line estimates the time from the demo benchmark "
+                    f"({DEMO_WALL_S:.0f} s for ten trials on {DEMO_CPU}, BENCHMARKS.md); a slower or busy CPU "
+                    f"takes up to ~{SLOWER_CPU}x that.")
     p.add_argument("--root", default="runs/demo", help="runs directory (default: runs/demo)")
     p.add_argument("--seeds", type=positive_int, default=None,
                    help="seeds per arm (default: the most any main comparison needs at 80%% power on the "
@@ -240,8 +269,9 @@ def demo_parser() -> argparse.ArgumentParser:
     p.add_argument("--all-arms", action="store_true",
                    help="also the ranked-only arms (dot and general attention)")
     p.add_argument("--jobs", type=positive_int, default=2, help="trials at once, one thread each (default 2)")
-    p.add_argument("--timeout", type=positive_float, default=240.0,
-                   help="stop a trial after this many seconds (default 240)")
+    p.add_argument("--timeout", type=positive_float, default=demo_timeout_s(),
+                   help=f"stop a trial after this many seconds (default {demo_timeout_s():.0f}: {TIMEOUT_MARGIN}x the "
+                        "demo's measured mean trial)")
     return p
 
 
@@ -272,8 +302,9 @@ def demo_main(argv: list[str]) -> int:
     question = QUESTIONS[DEMO_QUESTION]
     seeds, why = (args.seeds, "--seeds") if args.seeds else demo_seeds(question)
     plan = demo_plan(args.root, seeds=seeds, all_arms=args.all_arms)
-    print(f"demo: {DEMO_QUESTION} at quick scale, {seeds} seeds per arm ({why}), {args.jobs} at once "
-          f"-> {plan.root}")
+    trials = planned_trials(plan.sweep, count=None)
+    print(start_line(f"demo ({DEMO_QUESTION} at quick scale, {seeds} seeds per arm ({why}), -> {plan.root})",
+                     trials=trials, jobs=args.jobs, measured=demo_trial()), flush=True)
     run_sweep(plan, jobs=args.jobs, timeout_s=args.timeout)
     ok = print_demo(plan.root / plan.name, question)
     print(f"demo finished in {time.time() - t0:.0f} s")
@@ -294,7 +325,8 @@ COMMANDS = {"sweep": sweep_main, "report": report_main, "demo": demo_main, "find
 SUMMARIES = {
     "sweep": "run a sweep file offline on W&B's sweeps engine, each trial as `wandb agent` would run it",
     "report": "compare a question's arms: table (mean ± std over seeds), curves, attention maps, verdict",
-    "demo": f"the {DEMO_QUESTION} question at quick scale, then its report (about 4-11 min on 2 CPU cores)",
+    "demo": f"the {DEMO_QUESTION} question at quick scale, then its report (about {DEMO_WALL_S / 60:.0f} min on "
+            f"{DEMO_CPU}, measured)",
     "findings": "every question at quick scale (resumable), then docs/findings/README.md: one row per claim",
     "dashboard": "save a W&B workspace view of a question: metric by arm, runs grouped by arm, probes, images",
 }

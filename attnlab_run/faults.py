@@ -229,7 +229,7 @@ class LastCheckpoint(L.Callback):
         if (trainer.sanity_checking or trainer.fast_dev_run or trainer.state.fn != TrainerFn.FITTING
                 or trainer.global_step == self._saved_step):
             return
-        trainer.save_checkpoint(str(self.path))
+        trainer.save_checkpoint(str(self.path), weights_only=False)  # the whole training state
         self._saved_step = trainer.global_step
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:

@@ -132,7 +132,7 @@ class PreemptionCheckpoint(L.Callback):
         if self._trainer is None:  # Lightning's SIGTERMException before training started: nothing to save
             log.warning("preempted before training started: %s left as it was", self.ckpt_path)
         else:
-            trainer.save_checkpoint(str(self.ckpt_path))
+            trainer.save_checkpoint(str(self.ckpt_path), weights_only=False)  # the whole training state
             log.warning("preempted (signal %s): saved %s", self.signum or int(signal.SIGTERM), self.ckpt_path)
         if trainer.is_global_zero:
             mark_wandb_preempting(trainer)

@@ -63,8 +63,8 @@ class RunOptions:
         figure_drawings: with W&B, the most attention-figure drawings one ``fit`` keeps, at validations
             spread evenly over training (``figures.AttentionFigures``); without W&B one is drawn, at the end.
         log_model: upload the best checkpoint to W&B as a model artifact (Lightning's WandbLogger
-            ``log_model``: true = at the end of the fit, ``all`` = every time one is saved); online only,
-            an offline run keeps its checkpoints in ``<run>/checkpoints``.
+            ``log_model``: true = at the end of the fit, ``all`` = every time one is saved); offline, the
+            artifact is recorded in the offline run and ``wandb sync`` uploads it.
         branch_from: start this new run (``fit``, a new ``--run.name``) from another run's checkpoint: a run
             directory (its ``checkpoints/last.ckpt``) or a ``.ckpt`` file; weights, optimizer and step counters
             carry over and every other option may differ. ``summary.json`` and the W&B config record the parent
@@ -269,6 +269,7 @@ class RunSummary(L.Callback):
         tokens = getattr(pl_module, "tokens_seen", 0)
         diverged = getattr(pl_module, "diverged_at", None)
         status = Status.DIVERGED if diverged is not None else Status.SMOKE if trainer.fast_dev_run else Status.FINISHED
+        warn_if_never_validated(trainer)
         self._update(
             trainer, pl_module, status=status, diverged_at=diverged,
             wall_time_s=wall, tokens_seen=tokens, tokens_per_s=tokens / max(wall, 1e-9),
@@ -314,3 +315,14 @@ class RunSummary(L.Callback):
         status = (Status.PREEMPTED if is_preemption(exception) else
                   Status.INTERRUPTED if isinstance(exception, KeyboardInterrupt) else Status.FAILED)
         self._evaluation_record(status=status.value, error=f"{type(exception).__name__}: {exception}")
+
+
+def warn_if_never_validated(trainer: L.Trainer) -> None:
+    """One line where a fit ended before its first validation: it still finished, but has no ``val/*`` metrics
+    and no best checkpoint (Lightning's own hint there, that the monitored metric was never logged, reads as a
+    bug in the model)."""
+    if trainer.fast_dev_run or any(k.startswith("val/") for k in trainer.callback_metrics):
+        return
+    log.warning("no validation ran: the fit stopped at step %d, before its first validation "
+                "(--trainer.val_check_interval, --trainer.check_val_every_n_epoch), so it has no val/* metrics "
+                "and no best checkpoint", trainer.global_step)

@@ -44,7 +44,17 @@ class RunConfigSaver(SaveConfigCallback):
         flat = flatten(self.parser.dump(self.config, skip_none=False, format="yaml"))
         for logger in trainer.loggers:
             if isinstance(logger, WandbLogger):
-                logger.experiment.config.update(flat, allow_val_change=True)
+                logger.experiment.config.update(_fit_seed_first(flat, logger.experiment.config),
+                                                allow_val_change=True)
+
+
+def _fit_seed_first(flat: dict[str, Any], config: Any) -> dict[str, Any]:
+    """An evaluation's W&B config says the seed of the fit it evaluates (``eval.fit_seed``, as its tags and name do)
+    under ``seed_everything``; the evaluating command's own seed is kept as ``eval.seed_everything``."""
+    fit_seed = config.get("eval.fit_seed")
+    if fit_seed is None or "seed_everything" not in flat:
+        return flat
+    return {**flat, "seed_everything": fit_seed, "eval.seed_everything": flat["seed_everything"]}
 
 
 def evaluation_options(cfg: Any) -> dict[str, Any]:

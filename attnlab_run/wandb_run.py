@@ -62,7 +62,10 @@ def wandb_identity(run_dir: Path, *, subcommand: str, arm: dict[str, Any], seed:
     the evaluating command's), with ``eval.*`` config keys pointing at the fit run and checkpoint.
     """
     summary = read_summary(run_dir)
-    fit_seed = summary.seed if subcommand != "fit" and summary.seed is not None else seed
+    # the fit's seed names it: a resumed fit keeps it whatever the resuming command says, an evaluation takes it;
+    # a run that was not seeded (--seed_everything=false: Lightning's bool) has no seed tag
+    fit_seed = summary.seed if summary.seed is not None else seed
+    fit_seed = None if isinstance(fit_seed, bool) else fit_seed
     tags = tuple(f"{key}={value}" for key, value in arm.items())
     tags += (f"seed={fit_seed}",) if fit_seed is not None else ()
     name = ",".join(tags) if arm else run_dir.name
@@ -81,11 +84,12 @@ class QuietWandbLogger(WandbLogger):
     the run directory created before ``wandb.init`` looks for its git root there, and (given
     ``best_of``) the best value of each ``val/<name>`` metric kept in the W&B summary.
 
-    W&B's summary holds a metric's last logged value unless ``define_metric(name, summary=...)`` says
-    otherwise; each tracked metric is defined, before its first value, with ``summary="max,last"``
-    (``"min,last"`` for a lower-is-better one), so the summary holds ``{"max": best, "last": v}``.
-    The step has no W&B aggregate, so ``best_step/<name>`` (the ``trainer/global_step`` of the logged
-    row) is written beside it, and ``best/<name>`` holds the value as a plain number. ``best`` is
+    W&B's summary keeps each metric's last logged value, a plain number like summary.json's ``metrics``, which
+    is what a sweep's ``metric.name``, a dashboard's bars and its runs table read. (A metric defined with
+    ``define_metric(name, summary=...)`` would instead hold a dict, ``{"max": best, "last": v}``, which W&B shows
+    as ``name.max`` and which no panel or sweep reading ``name`` finds: wandb#2428, #5450.) The best of each
+    tracked metric is kept beside it as plain numbers: ``best/<name>`` (the best value) and ``best_step/<name>``
+    (the ``trainer/global_step`` of the row that logged it). ``best`` is
     saved in checkpoints by :class:`BestValidation`, so a resumed fit reports the best of the whole run.
     On an offline resume, :class:`HistoryStep` hands it the W&B step the preempted attempt stopped at
     (:meth:`continue_history_at`), and its rows continue from there.
@@ -99,7 +103,6 @@ class QuietWandbLogger(WandbLogger):
         super().__init__(**kwargs)
         self._wandb_init.pop("anonymous", None)
         self._best_of = best_of
-        self._defined: set[str] = set()
         self.best: dict[str, tuple[float, int]] = {}
         self._history_from: int | None = None
 
@@ -145,10 +148,6 @@ class QuietWandbLogger(WandbLogger):
             for name, value in metrics.items():
                 if not tracked(name, monitor=self._best_of[0]) or not _scalar(value):
                     continue  # media (e.g. val/confusion images) and breakdowns have no best
-                if name not in self._defined:
-                    summary = f"{self._goal(name)},last"
-                    self.experiment.define_metric(name, summary=summary, step_metric="trainer/global_step")
-                    self._defined.add(name)
                 tracked_now[name] = float(value)
         super().log_metrics(metrics, step)
         for name, value in tracked_now.items():
@@ -173,19 +172,25 @@ def wandb_logger(run_dir: Path, *, identity: WandbIdentity, project: str, mode: 
                  best_of: tuple[str, Literal["min", "max"]] | None = None) -> QuietWandbLogger:
     """The W&B logger of ``identity``, writing under ``<run>/wandb/``.
 
-    ``log_model`` (a fit, online) uploads the best checkpoint as an artifact through Lightning's own
-    mechanism; offline, Lightning refuses it, so it is dropped with a warning (the checkpoints are in
-    ``<run>/checkpoints`` either way).
+    ``log_model`` (a fit) logs the best checkpoint as a model artifact through Lightning's own mechanism; offline,
+    the artifact is recorded in the offline run and ``wandb sync`` uploads it with the rest. The mode goes to
+    ``wandb.init`` as an argument only: Lightning's ``offline=True`` would set ``WANDB_MODE`` in the environment
+    after wandb's settings were read (wandb then warns that "changes to your wandb environment variables will be
+    ignored"), and would refuse ``log_model``.
     """
-    if log_model and mode == "offline":
-        log.warning("--run.log_model: W&B is offline, so no checkpoint is uploaded (they stay in %s)",
-                    run_dir / "checkpoints")
-        log_model = False
     return QuietWandbLogger(
         save_dir=str(run_dir), project=project, group=identity.group, job_type=identity.job_type,
         name=identity.name, tags=list(identity.tags), id=identity.run_id, resume="allow",
-        config=dict(identity.config) or None, log_model=log_model, best_of=best_of,
-        offline=mode == "offline", mode=mode)  # explicit: wandb's settings may predate Lightning's env var
+        config=dict(identity.config) or None, log_model=log_model, best_of=best_of, mode=mode,
+        settings=_quiet_settings())
+
+
+def _quiet_settings() -> Any:
+    """W&B's ``quiet`` setting: no version banner and no end-of-run history and summary block (the run's numbers
+    are in summary.json and on W&B); where an offline run is saved is still printed, and warnings and errors."""
+    import wandb
+
+    return wandb.Settings(quiet=True)
 
 
 def wandb_run_id(trainer: L.Trainer) -> str | None:

@@ -76,6 +76,15 @@ def longest_examples(batch: tuple, n: int) -> tuple:
                          for f in batch))
 
 
+def logged_step(trainer: L.Trainer) -> int:
+    """The step Lightning hands the loggers with a validation's metrics (its fit loop's count of batches that
+    stepped, W&B's ``trainer/global_step`` of that row), which ``trainer.global_step`` can pass by one (it counts
+    optimizer steps, and a validation runs after the step's count moved on). Private in Lightning 2.6:
+    tests/cli/test_lightning_private.py checks it is there."""
+    loop = getattr(trainer.fit_loop, "epoch_loop", None)
+    return int(getattr(loop, "_batches_that_stepped", trainer.global_step))
+
+
 class AttentionFigures(L.Callback):
     """Plot every attention map of the module's fixed figure examples: once when ``fit`` ends, at once
     outside ``fit``, and, when a W&B logger keeps every drawing's images, at up to ``max_drawings``
@@ -162,11 +171,15 @@ class AttentionFigures(L.Callback):
             self._plot(name, spec).save(paths[name])
         for name, record in records.items():  # the weights themselves, for reports that draw them natively
             atomic_write(self.fig_dir / f"{name}.json", json.dumps(record).encode())
-        for logger in trainer.loggers:
-            if isinstance(logger, WandbLogger):
-                for name, path in paths.items():
-                    logger.log_image(key=f"attention/{name.replace('_ex', '/ex')}", images=[str(path)],
-                                     step=trainer.global_step)
+        wandb_loggers = [lg for lg in trainer.loggers if isinstance(lg, WandbLogger)]
+        if wandb_loggers and paths:
+            import wandb
+
+            # one row holding every map of this drawing, at the step its validation's metrics were logged at
+            images = {f"attention/{name.replace('_ex', '/ex')}": [wandb.Image(str(path))]
+                      for name, path in paths.items()}
+            for logger in wandb_loggers:
+                logger.log_metrics(images, step=logged_step(trainer))
 
     def _plot(self, name: str, spec: dict) -> AttentionPlot:
         """The figure of ``name`` with ``spec`` drawn in it: the last drawing's, redrawn in place where it fits."""
@@ -194,6 +207,8 @@ def _heatmaps(pl_module: L.LightningModule, epoch: int) -> tuple[dict[str, dict]
     maps, src_labels, out_labels = pl_module.figure_maps()
     specs, records = {}, {}
     for kind, layers in _group_by_kind(maps).items():
+        if not any(bool(w.any()) for w in layers):  # a model without this attention (attention=none): nothing to draw
+            continue
         for i in range(layers[0].size(0)):
             trimmed = [_trim(w[i], kind, len(out_labels[i]), len(src_labels[i])) for w in layers]
             x_labels, y_labels = _keys(kind, src_labels[i], out_labels[i]), _queries(kind, src_labels[i],

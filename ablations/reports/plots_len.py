@@ -89,11 +89,11 @@ def plot_by_length(arms: Mapping[Arm, list[Any]], order: list[Arm], *, label: Ca
         for arm, stats in arm_series(arms, order, f"{split}/{family}", buckets).items():
             ax.errorbar(xs, [s.mean for s in stats], yerr=[0 if s.n < 2 else s.std for s in stats], color=palette[arm],
                         marker="o", capsize=3, label=f"{label(arm)} (n={max(s.n for s in stats)})")
-        if train_max:
+        if train_max and any(lo > train_max for lo, _ in buckets):  # only where lengths beyond training are shown
             ax.axvline(train_max + 0.5, color="grey", linestyle="--", linewidth=1,
                        label=f"longest training length ({train_max})")
-        ax.set(xlabel=LENGTH_AXIS.get(family, "target length (bucket centre)"), ylabel=families[family],
-               title=f"{split}: {families[family]} by length")
+        ax.set(xlabel=LENGTH_AXIS.get(family, "target length (bucket centre)"),
+               ylabel=f"{families[family]} (mean ± std over seeds)", title=f"{split}: {families[family]} by length")
         ax.set_ylim(*((0.0, None) if family in BLEU_FAMILIES else (-0.02, 1.02)))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)

@@ -29,6 +29,7 @@ from ablations.reports.derived import derive  # noqa: E402
 from ablations.reports.domains import domains_section  # noqa: E402
 from ablations.reports.plots import colors, plot_attention, plot_seeds, save_figure  # noqa: E402
 from ablations.reports.plots_len import ACC_FAMILIES, BLEU_FAMILIES, plot_by_length  # noqa: E402
+from ablations.reports.readable import count_cell, learned_little, length_rows, terminal_text  # noqa: E402
 from ablations.reports.results import RunRecord, arm_stats, group_arms, stat, varying_params  # noqa: E402
 from ablations.verdicts.ranges import is_count, metric_range  # noqa: E402
 from attnlab_run.environment import differences  # noqa: E402
@@ -156,6 +157,21 @@ def _compute_cell(runs: list[RunRecord], key: str) -> str:
     return f"{vals[0]:,}" if len(vals) == 1 else f"{vals[0]:,}-{vals[-1]:,}"
 
 
+def _cell(runs: list[RunRecord], column: str, question: Question) -> str:
+    """One table cell; a step count in whole steps within the steps the arm's runs took."""
+    s = _column_stat(runs, column, question)
+    if column == "curve/steps_to_target":
+        steps = [int(r.info["global_step"]) for r in runs if isinstance(r.info.get("global_step"), (int, float))]
+        return count_cell(s, max(steps) if steps else None)
+    return s.text(4, bounds=metric_range(column), count=is_count(column))
+
+
+def _learned_little(question: Question, arms: Mapping[Arm, list[RunRecord]], order: list[Arm]) -> list[str]:
+    means = {_arm_label(question, arm): stat([run_value(r, question.metric) for r in arms[arm]
+                                              if r.status == "finished"]).mean for arm in order}
+    return learned_little(question.metric, question.goal, metric_range(question.metric), means)
+
+
 def table(question: Question, arms: Mapping[Arm, list[RunRecord]], order: list[Arm]) -> tuple[list[str], Rows]:
     """Header and rows: arm, n (finished/total), ``mean ± std [95% CI]`` per column, params, steps, tokens, notes."""
     all_runs = [r for runs in arms.values() for r in runs]
@@ -166,7 +182,7 @@ def table(question: Question, arms: Mapping[Arm, list[RunRecord]], order: list[A
     for arm in order:
         runs = arms[arm]
         done = [r for r in runs if r.status == "finished"]
-        cells = [_column_stat(done, c, question).text(4, bounds=metric_range(c), count=is_count(c)) for c in cols]
+        cells = [_cell(done, c, question) for c in cols]
         compute = [_compute_cell(done or runs, key) for _, key in COMPUTE]
         notes = _notes(runs) if done else f"no finished run ({_notes(runs)})"
         rows.append([_arm_label(question, arm), f"{len(done)}/{len(runs)}", *cells, *compute, notes])
@@ -182,14 +198,6 @@ def environment_warning(runs: list[RunRecord]) -> str | None:
     if missing and missing < len(records):
         parts.append(f"{missing} run(s) recorded no environment")
     return ("arms ran in different environments (" + "; ".join(parts) + "); compare with care") if parts else None
-
-
-def text_table(header: list[str], rows: list[list[str]]) -> str:
-    """Aligned plain-text table for the terminal."""
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=True)]
-    lines = ["  ".join(str(x).ljust(w) for x, w in zip(line, widths, strict=True)).rstrip()
-             for line in [header, ["-" * w for w in widths], *rows]]
-    return "\n".join(lines)
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:
@@ -242,6 +250,10 @@ def plot_curves(question: Question, arms: Mapping[Arm, list[RunRecord]], order: 
     return save_figure(fig, out / "curves.png")
 
 
+PROBE_UNITS = {"attn_entropy": "nats", "grad_norm": "L2 norm", "grad_qk": "L2 norm"}
+"""The unit of a probe's values, by a word of its key prefix."""
+
+
 def plot_probe(question: Question, prefix: str, arms: Mapping[Arm, list[RunRecord]], order: list[Arm],
                out: Path) -> Path | None:
     """Grouped bars: one group per probe key under ``prefix`` (layer / map), one bar per arm (± std)."""
@@ -250,8 +262,8 @@ def plot_probe(question: Question, prefix: str, arms: Mapping[Arm, list[RunRecor
     if not keys:
         return None
     shown = [(arm, color) for arm, color in zip(order, colors(len(order)), strict=True)
-             if any(r.status == "finished" for r in arms[arm])]
-    if not shown:
+             if any(math.isfinite(run_value(r, k)) for r in arms[arm] if r.status == "finished" for k in keys)]
+    if not shown:  # an arm with no value under the prefix (no attention: no entropy) gets no legend entry
         return None
     width = 0.8 / len(shown)
     fig, ax = plt.subplots(figsize=(max(6.0, 0.6 * len(keys) * len(shown) ** 0.5 + 3), 4))
@@ -262,8 +274,10 @@ def plot_probe(question: Question, prefix: str, arms: Mapping[Arm, list[RunRecor
         ax.bar(xs, [s.mean if s.n else 0.0 for s in stats], width, yerr=[s.std if s.n > 1 else 0 for s in stats],
                color=color, label=_arm_label(question, arm), capsize=2)
     ax.set_xticks(range(len(keys)), [k[len(prefix):] for k in keys], rotation=45, ha="right", fontsize=7)
+    unit = next((u for word, u in PROBE_UNITS.items() if word in prefix), "")
     ax.set(title=prefix.rstrip("/") + (" (mean over logged steps)" if prefix.startswith("train/") else " (final)"),
-           xlabel=f"key under {prefix}", ylabel=f"{prefix.rstrip('/')} (mean ± std over seeds)")
+           xlabel="attention map / layer" if "attn" in prefix else "parameter group / layer",
+           ylabel=f"{prefix.rstrip('/')}{f' ({unit})' if unit else ''}, mean ± std over seeds")
     ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=7)
     return save_figure(fig, out / f"probe_{prefix.strip('/').replace('/', '_')}.png")
@@ -292,8 +306,11 @@ def write_report(name: str, runs: list[RunRecord], out: Path, question: Question
     path = out / "report.md"
     warning = environment_warning(runs)
     domains = domains_section(question, arms, order, label=lambda a: _arm_label(question, a))
-    path.write_text(_markdown(question, runs, header, rows, verdict, figures, warning, domains=domains))
-    return Report(path=path, table=text_table(header, rows), verdict=verdict, figures=figures, warning=warning)
+    flags = _learned_little(question, arms, order)
+    path.write_text(_markdown(question, runs, header, rows, verdict, figures, warning, domains=domains, flags=flags))
+    lengths = length_rows(question.metric, arms, order, label=lambda a: _arm_label(question, a), value=run_value)
+    return Report(path=path, table=terminal_text(header, rows, lengths, flags), verdict=verdict, figures=figures,
+                  warning=warning)
 
 
 FIGURE_TITLES = {"seeds": "Headline metric per arm (every seed)",
@@ -310,6 +327,18 @@ ALIGN_NOTE = ("Alignment mass: the share of cross-attention on each output token
               "label decoder rows `fed→predicted`.")
 
 
+def _curve_notes(header: Sequence[str]) -> str:
+    """What the table's ``curve/*`` columns are, for those it has (a column it lacks is not described)."""
+    notes = []
+    if "curve/steps_to_target" in header:
+        notes.append("`curve/steps_to_target`: first step at which the metric reached the question's target (runs "
+                     "that never did count as their last step + 1, so its interval is one of censored counts, "
+                     "clipped to the steps a run took)")
+    notes += [f"`{h}`: mean over the run's equally spaced validations, the area under the learning curve (larger = "
+              "learned faster)" for h in header if h.startswith("curve/mean/")]
+    return "".join(f"; {n}" for n in notes)
+
+
 def _verdict_lines(verdict: str) -> list[str]:
     """``**Verdict:** <answer>`` and one bullet per check (a verdict joins its checks with `` | ``)."""
     head, _, rest = verdict.partition(": ")
@@ -320,7 +349,8 @@ def _verdict_lines(verdict: str) -> list[str]:
 
 
 def _markdown(question: Question, runs: list[RunRecord], header: list[str], rows: list[list[str]], verdict: str,
-              figures: list[Path], warning: str | None = None, domains: Sequence[str] = ()) -> str:
+              figures: list[Path], warning: str | None = None, domains: Sequence[str] = (),
+              flags: Sequence[str] = ()) -> str:
     axes = ", ".join(f"`{a}`" for a in question.axes) or "(none)"
     baselines = "".join(f" · **baseline arm:** `{label}` (`{config}`)" for label, config in question.baselines.items())
     lines = [
@@ -337,11 +367,9 @@ def _markdown(question: Question, runs: list[RunRecord], header: list[str], rows
         "are counted in notes, never averaged. Intervals are clipped to the range the metric can take (e.g. [0, 1] "
         "for exact match, ≥ 0 for a loss or a step count; the verdict's Δ intervals to ± that range's width); "
         "whole-number columns (steps, counts) print without decimals. Final values; `train/` probes averaged over "
-        "their logged steps; "
-        "`curve/steps_to_target`: first step at which the metric reached the question's target (runs that never "
-        "did count as their last step + 1); `curve/mean/val/exact_match`: mean over the run's equally spaced "
-        "validations, the area under the learning curve (larger = learned faster). Comparisons in the verdict are "
+        "their logged steps" + _curve_notes(header) + ". Comparisons in the verdict are "
         "paired by seed: Δ with its 95% interval, the exact sign-flip p and the effect size d.", "",
+        *[f"> **Learned little:** {line}" for line in flags], *([""] if flags else []),
         *([ALIGN_NOTE, ""] if any(h.startswith("val/align_mass") for h in header) else []),
         markdown_table(header, rows), "",
     ]

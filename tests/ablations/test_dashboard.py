@@ -24,7 +24,7 @@ from ablations.catalog.lookup import question_for
 from ablations.catalog.questions import QUESTIONS, REPO
 from ablations.catalog.questions_real import REAL_QUESTIONS
 from ablations.real_data import data_problem
-from ablations.runner import load_sweep, render_command
+from ablations.runner import load_sweep, render_args, render_command
 
 pytest.importorskip("wandb_workspaces")
 
@@ -99,15 +99,20 @@ def _top(item: Any) -> str:
 
 
 def run_keys(run_dir: Path) -> RunKeys:
-    """The W&B run under ``run_dir/wandb`` as the backend stores it: config keys as logged (flat, dotted),
-    top-level history and summary keys, and the history keys holding images."""
+    """The W&B run under ``run_dir/wandb``: :func:`log_keys` of its log."""
+    (path,) = sorted(run_dir.glob("wandb/offline-run-*/run-*.wandb"))
+    return log_keys(path)
+
+
+def log_keys(path: Path) -> RunKeys:
+    """The W&B run of the offline log ``path`` as the backend stores it: config keys as logged (flat, dotted),
+    top-level history keys, summary values, and the history keys holding images."""
     from tests.cli.wandb_records import complete_records
 
-    (path,) = sorted(run_dir.glob("wandb/offline-run-*/run-*.wandb"))
     attrs: dict[str, Any] = {}
     config: set[str] = set()
     history: set[str] = set()
-    summary: set[str] = set()
+    summary: dict[str, Any] = {}
     media: set[str] = set()
     for rec in complete_records(path):
         kind = rec.WhichOneof("record_type")
@@ -121,9 +126,12 @@ def run_keys(run_dir: Path) -> RunKeys:
             media.update(i.nested_key[0] for i in rec.history.item if list(i.nested_key[1:]) == ["_type"]
                          and json.loads(i.value_json).startswith(("images/", "image-file")))
         elif kind == "summary":
-            summary.update(_top(u) for u in rec.summary.update)
+            for u in rec.summary.update:
+                value = json.loads(u.value_json)
+                # a nested part (name.max) is no number a panel reading the name could show
+                summary[_top(u)] = {".".join(u.nested_key[1:]): value} if len(u.nested_key) > 1 else value
     return RunKeys(run=attrs, config=frozenset(config - {"_wandb"}), history=frozenset(history),
-                   summary=frozenset(summary), media=frozenset(media))
+                   summary=summary, media=frozenset(media))
 
 
 def family_params(name: str) -> dict[str, Any]:
@@ -134,20 +142,54 @@ def family_params(name: str) -> dict[str, Any]:
     return {**params, **tiny}
 
 
-def _tiny_trial(name: str, root: Path, data_dir: Path) -> RunKeys:
-    question = ALL_FAMILIES[name][0]
-    sweep = load_sweep(_question(question).sweep_path)
+def _trial_params(name: str, root: Path, data_dir: Path) -> dict[str, Any]:
     params = {**family_params(name), "seed_everything": 1, "trainer.max_epochs": 1, "trainer.log_every_n_steps": 1,
               "trainer.enable_progress_bar": False, "run.root": str(root)}
     if name in REAL_FAMILIES:
         params["data.data_dir"] = str(data_dir)
-    command = [sys.executable, "-m", "attnlab", *render_command(sweep, params)[3:]]
+    return params
+
+
+def _attnlab(command: list[str], **env_vars: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
-    env.update(WANDB_MODE="offline", WANDB_PROJECT="attnlab", WANDB_RUN_ID=f"{name}-t1", OMP_NUM_THREADS="1",
+    env.update(WANDB_MODE="offline", WANDB_PROJECT="attnlab", OMP_NUM_THREADS="1", **env_vars,
                PYTHONPATH=f"{REPO}{os.pathsep}{env.get('PYTHONPATH', '')}")
-    proc = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([sys.executable, "-m", "attnlab", *command], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def _tiny_trial(name: str, root: Path, data_dir: Path) -> RunKeys:
+    """The sweep agent's trial: the sweep's command with the family's values (W&B run id from the agent)."""
+    question = ALL_FAMILIES[name][0]
+    sweep = load_sweep(_question(question).sweep_path)
+    _attnlab(render_command(sweep, _trial_params(name, root, data_dir))[3:], WANDB_RUN_ID=f"{name}-t1")
     return run_keys(root / question / f"{name}-t1")
+
+
+def _manual_fit_and_test(name: str, root: Path, data_dir: Path) -> tuple[RunKeys, RunKeys]:
+    """The README's manual path on the family's config: ``attnlab fit`` (no test inside the fit), then
+    ``attnlab test --ckpt_path best`` of the same run: (the fit's W&B run, the evaluation's)."""
+    question = ALL_FAMILIES[name][0]
+    command = [str(c) for c in load_sweep(_question(question).sweep_path)["command"]]
+    config = command[command.index("--config") + 1]
+    params = {**_trial_params(name, root, data_dir), "run.test_after_fit": False}
+    args = ["--config", config, f"--run.experiment={question}", "--run.name=manual", *render_args(params)]
+    _attnlab(["fit", *args])
+    _attnlab(["test", *args, "--ckpt_path=best"])
+    fit, evaluation = (log_keys(p) for p in _two_runs(root / question / "manual"))
+    return fit, evaluation
+
+
+def _two_runs(run_dir: Path) -> list[Path]:
+    """The fit's and the evaluation's .wandb logs (the fit's has job type fit), in that order."""
+    from tests.cli.wandb_records import complete_records
+
+    logs = sorted(run_dir.glob("**/offline-run-*/run-*.wandb"))
+    jobs = {p: next(r.run.job_type for r in complete_records(p) if r.WhichOneof("record_type") == "run")
+            for p in logs}
+    assert sorted(jobs.values()) == ["eval", "fit"], jobs
+    return sorted(logs, key=lambda p: jobs[p] != "fit")
 
 
 @pytest.fixture(scope="session")
@@ -162,6 +204,22 @@ def tiny_run(tmp_path_factory):
     def get(name: str) -> RunKeys:
         if name not in cache:
             cache[name] = _tiny_trial(name, tmp_path_factory.mktemp(name), data_dir)
+        return cache[name]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def tiny_manual(tmp_path_factory):
+    """family -> (fit, evaluation) of its manual fit + test (:func:`_manual_fit_and_test`), once a session."""
+    cache: dict[str, tuple[RunKeys, RunKeys]] = {}
+    data_dir = tmp_path_factory.mktemp("data")
+    if (REPO / "data" / "downloads").is_dir():
+        (data_dir / "downloads").symlink_to(REPO / "data" / "downloads")
+
+    def get(name: str) -> tuple[RunKeys, RunKeys]:
+        if name not in cache:
+            cache[name] = _manual_fit_and_test(name, tmp_path_factory.mktemp(f"{name}-manual"), data_dir)
         return cache[name]
 
     return get
@@ -214,6 +272,8 @@ def test_every_key_of_the_workspace_resolves_against_a_real_run(name, tiny_run):
     assert {(r.store, r.key) for r in refs if r.where == "runset grouping"} == {
         ("config", f"{key}.value") for key in grouped}
     assert ("summary", question.metric) in {(r.store, r.key) for r in refs if r.where == "runs table"}
+    # the sweep's metric.name (what a W&B sweep and its bayes search read) is a number in the trial's summary
+    assert isinstance(run.summary.get(question.metric), (int, float)), (question.metric, run.summary)
     kinds = {type(p).__name__ for s in view.sections for p in s.panels}
     assert {"BarPlot", "LinePlot", "ParallelCoordinatesPlot"} <= kinds, kinds
     assert ("MediaBrowser" in kinds) == bool(run.media), (kinds, run.media)
@@ -330,3 +390,34 @@ def test_saving_reads_the_bucket_keys_from_the_runs_and_saves(capsys, monkeypatc
     bars = [p for s in calls["saved"].sections for p in s.panels if getattr(p, "title", "") == "test/acc_by_len/"]
     assert [type(p).__name__ for p in bars] == ["BarPlot"] and bars[0].metrics == buckets
     assert "saved: https://wandb.ai/someone/attnlab?nw=x" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", REAL_RUN_CASES)
+def test_a_manual_fit_and_test_fills_every_panel(name, tiny_manual):
+    """The README's manual path (`attnlab fit`, then `attnlab test --ckpt_path best`): the evaluation is a W&B
+    run of its own (job type eval), which the workspace shows beside the fit where the answer is a test/* number;
+    every key resolves against the pair, each summary key to a number, the question's metric included."""
+    question = _question(name)
+    if name in REAL_QUESTIONS and (problem := data_problem(question)):
+        pytest.skip(problem)
+    fit, evaluation = (RunKeys(run={**r.run, "group": name}, config=r.config, history=r.history, summary=r.summary,
+                               media=r.media) for r in tiny_manual(family(name)))
+    view = build_workspace(question, entity="someone", project="attnlab", run_keys={**fit.summary,
+                                                                                     **evaluation.summary})
+    refs = references(view)
+    other_arms = _other_arms_images(name, family_params(family(name)).get(question.axes[0]))
+    shown = [fit, evaluation] if question.metric.startswith("test/") else [fit]
+    assert unresolved([r for r in refs if r.key not in other_arms], *shown) == []
+    home = evaluation if question.metric.startswith("test/") else fit
+    assert isinstance(home.summary.get(question.metric), (int, float)), (question.metric, home.summary)
+
+
+def test_a_summary_key_holding_a_dict_is_unresolved(tiny_run):
+    """``define_metric(summary="max,last")`` leaves ``{"max": ..., "last": ...}`` under the name, which W&B shows
+    as ``name.max``: a bar, a table column or a sweep reading the name finds no number (wandb#2428)."""
+    run = question_run("positions", tiny_run)
+    view = build_workspace(QUESTIONS["positions"], entity="someone", project="attnlab", run_keys=run.summary)
+    broken = RunKeys(run=run.run, config=run.config, history=run.history, media=run.media,
+                     summary={**run.summary, "test/exact_match": {"max": 0.5, "last": 0.5}})
+    found = unresolved(references(view), broken)
+    assert found and all("test/exact_match" in line for line in found), found

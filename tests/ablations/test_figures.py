@@ -51,3 +51,16 @@ def test_heatmap_records_hold_the_head_mean_weights_and_labels_drawn():
     ax = plot.figure.axes[0]
     assert [t.get_text() for t in ax.get_yticklabels()] == record["y_labels"] and ax.get_ylabel() == record["y_title"]
     plot.close()
+
+
+def test_a_model_without_attention_draws_no_all_zero_map():
+    """attention=none: the recurrent model reports zero cross-attention weights, which are no figure to draw."""
+    from lit_models.figures import _heatmaps
+
+    class NoAttention:
+        def figure_maps(self):
+            return ({"cross/layer1": torch.zeros(1, 1, 3, 3), "enc_self/layer1": torch.eye(3).view(1, 1, 3, 3)},
+                    [["x", "y", "z"]], [["z", "y", "</s>"]])
+
+    specs, records = _heatmaps(NoAttention(), epoch=0)
+    assert set(specs) == set(records) == {"enc_self_ex0"}

@@ -85,9 +85,11 @@ def test_report_table_plots_and_verdict(runs_dir: Path):
     report = write_report("scaling", runs, runs_dir / "scaling")
     lines = report.table.splitlines()
     assert lines[0].split()[:3] == ["arm", "n", "val/exact_match"]
-    assert "params" in lines[0] and "steps" in lines[0] and "tokens seen" in lines[0]
-    assert "curve/steps_to_target" in lines[0]
-    sqrt_row, none_row, dk_row = (next(ln for ln in lines if ln.startswith(f"attn_scale={a} ")) for a in ACC)
+    assert max(map(len, lines)) <= 100, "a terminal table is split into column groups, not 300 columns wide"
+    heads = " ".join(ln for ln in lines if ln.startswith("arm "))
+    assert "params" in heads and "steps" in heads and "tokens seen" in heads and "curve/steps_to_target" in heads
+    assert "[95% Student-t interval of the mean]" in report.table, "what ± and the brackets are"
+    sqrt_row, none_row, dk_row = (" ".join(ln for ln in lines if ln.startswith(f"attn_scale={a} ")) for a in ACC)
     # 0.92 ± 0.01 over 3 seeds: t_{0.975,2} = 4.303, half-width 4.303 * 0.01 / sqrt(3) = 0.0248
     assert "3/3" in sqrt_row and "0.9200 ± 0.0100 [0.8952, 0.9448]" in sqrt_row
     assert "1,000" in sqrt_row and "5,001-5,003" in sqrt_row

@@ -70,6 +70,7 @@ def test_two_tests_leave_the_fit_as_it_was_and_are_read_separately(tmp_path):
     for key, record in records.items():
         wb = evals[key]
         assert (wb["group"], wb["tags"], wb["config"]["eval.fit_run"]) == ("positions", ["seed=2"], identity_before[0])
+        assert wb["config"]["seed_everything"] == 2, "the config's seed is the fit's, as its tags say"
         assert wb["config"]["eval.checkpoint"] == record["checkpoint"] == "checkpoints/best.ckpt"
         assert wb["config"]["decode.strategy"] == record["options"]["decode.strategy"]
         assert wb["summary"]["test/exact_match"] == pytest.approx(record["metrics"]["test/exact_match"])
@@ -101,10 +102,11 @@ def test_the_wandb_summary_keeps_the_best_validation_and_its_step(tmp_path):
     best_loss = max(rows, key=lambda r: r[1])
     assert best_loss[1] > rows[-1][1] + 1e-3, f"val/loss did not fall: {rows}"
     summary = fit["summary"]
-    assert summary["val/loss"] == {"max": pytest.approx(best_loss[1]), "last": pytest.approx(rows[-1][1])}
+    # the plain key is a number (the last value, as summary.json's metrics), which sweeps and panels can read
+    assert summary["val/loss"] == pytest.approx(rows[-1][1])
     assert summary["best/val/loss"] == pytest.approx(best_loss[1]) and summary["best_step/val/loss"] == best_loss[0]
     best_acc = max(rows, key=lambda r: r[2])  # not monitored: higher is better by its name
-    assert summary["val/token_acc"]["max"] == pytest.approx(best_acc[2])
+    assert summary["val/token_acc"] == pytest.approx(rows[-1][2])
     assert summary["best/val/token_acc"] == pytest.approx(best_acc[2])
     assert read_summary(run).best["score"] == pytest.approx(best_loss[1])
 
@@ -285,7 +287,7 @@ def test_a_wandb_that_does_not_say_its_step_costs_no_checkpoint_and_no_row(tmp_p
 
 
 @pytest.mark.parametrize("mode", ["online", "offline"])
-def test_log_model_uploads_the_best_checkpoint_through_lightning_when_online(tmp_path, monkeypatch, mode):
+def test_log_model_logs_the_best_checkpoint_through_lightning_online_and_offline(tmp_path, monkeypatch, mode):
     from attnlab_run.recording import RunOptions, build_loggers
     from attnlab_run.wandb_run import QuietWandbLogger, WandbIdentity
 
@@ -296,7 +298,7 @@ def test_log_model_uploads_the_best_checkpoint_through_lightning_when_online(tmp
         (wb,) = [lg for lg in build_loggers(tmp_path, opts, subcommand=subcommand, identity=identity,
                                             evaluation="test-0" if subcommand == "test" else None)
                  if isinstance(lg, QuietWandbLogger)]
-        expected = log_model if mode == "online" and subcommand == "fit" else False
+        expected = log_model if subcommand == "fit" else False  # offline: `wandb sync` uploads it later
         assert wb._log_model == expected, (mode, log_model, subcommand)
 
 
@@ -305,3 +307,16 @@ def test_an_online_record_reads_the_last_value_beside_a_kept_best():
 
     summary = {"val/acc": {"max": 0.9, "last": 0.5}, "val/loss": {"min": 0.1}, "test/acc": 0.7}
     assert _last_values(summary) == {"val/acc": 0.5, "val/loss": {"min": 0.1}, "test/acc": 0.7}
+
+
+def test_a_run_is_named_by_its_fits_seed(tmp_path):
+    """A resumed fit keeps its seed tag whatever the resuming command says; an unseeded fit has none."""
+    from attnlab_run.rundir import Summary, write_summary
+    from attnlab_run.wandb_run import wandb_identity
+
+    assert wandb_identity(tmp_path, subcommand="fit", arm={}, seed=False).tags == ()
+    assert wandb_identity(tmp_path, subcommand="fit", arm={"model.norm": "pre"}, seed=3).tags == ("model.norm=pre",
+                                                                                                 "seed=3")
+    write_summary(tmp_path, Summary(seed=2))
+    for subcommand in ("fit", "test"):
+        assert wandb_identity(tmp_path, subcommand=subcommand, arm={}, seed=1).tags == ("seed=2",), subcommand

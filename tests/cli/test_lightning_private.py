@@ -28,3 +28,13 @@ def test_csv_logger_still_has_the_private_state_we_use(tmp_path):
     resumable.log_metrics({"a": 1.0}, step=0)
     resumable.save()
     assert (tmp_path / "metrics.csv").read_text().splitlines()[0] == "a,step"
+
+
+def test_the_loggers_step_is_still_the_fit_loops_batches_that_stepped():
+    """lit_models.figures.logged_step puts a drawing's images at the step of its validation's metrics: the one
+    Lightning's logger connector hands the loggers when no step is given."""
+    from lightning.pytorch.loops.training_epoch_loop import _TrainingEpochLoop
+    from lightning.pytorch.trainer.connectors.logger_connector.logger_connector import _LoggerConnector
+
+    assert "fit_loop.epoch_loop._batches_that_stepped" in inspect.getsource(_LoggerConnector.log_metrics)
+    assert "_batches_that_stepped" in inspect.getsource(_TrainingEpochLoop.__init__)

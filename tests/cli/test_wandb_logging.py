@@ -68,3 +68,20 @@ def test_what_reaches_wandb(family, tmp_path):
     if family != "regressor":
         assert figures and images, "attention maps / overlays / glimpses reach figures/ and W&B"
     assert read_summary(run).wandb_run_id == wb["runs"][0]["id"]
+
+
+def test_one_drawing_is_one_row_at_its_validations_step(tmp_path):
+    """Every map of one drawing reaches W&B in one row (one slider position, not one per map), and that row's
+    ``trainer/global_step`` is the one its validation's metrics were logged at (not one past it)."""
+    from tests.cli.wandb_records import offline_runs
+
+    main(["fit", "--config", str(CONFIGS / "transformer_reverse.yaml"), f"--run.root={tmp_path}", "--run.name=r",
+          "--trainer.max_steps=6", "--trainer.val_check_interval=3", "--trainer.enable_progress_bar=false",
+          "--trainer.num_sanity_val_steps=0", "--run.figure_drawings=2", *TRANSFORMER])
+    (fit,) = offline_runs(tmp_path / "transformer_reverse" / "r")
+    drawings = [r for r in fit["history"] if any(k.startswith("attention/") for k in r)]
+    maps = [{k.rsplit("/", 1)[0] for k in row if k.startswith("attention/") and k.endswith("/_type")}
+            for row in drawings]
+    assert len(drawings) == 2 and len(maps[0]) > 1 and maps[0] == maps[1], maps
+    validations = sorted(r["trainer/global_step"] for r in fit["history"] if "val/loss" in r)
+    assert [r["trainer/global_step"] for r in drawings] == validations, (drawings, validations)

@@ -15,11 +15,13 @@ REPO = Path(__file__).parents[2]
 KEY = "a" * 40  # wandb's API key format (40 characters)
 
 
-def _mode(home: Path, **env: str) -> str:
-    """``wandb_mode()`` in a fresh process (wandb caches its settings per process) with only ``env`` set."""
+def _mode(home: Path, code: str = "from attnlab_run.wandb_mode import wandb_mode; print(wandb_mode())",
+          **env: str) -> str:
+    """``wandb_mode()`` (or ``code``) in a fresh process (wandb caches its settings per process) with only ``env``
+    set."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_") and k != "NETRC"}
     base.update(HOME=str(home), PYTHONPATH=str(REPO), XDG_CONFIG_HOME=str(home / ".config"), **env)
-    proc = subprocess.run([sys.executable, "-c", "from attnlab_run.wandb_mode import wandb_mode; print(wandb_mode())"],
+    proc = subprocess.run([sys.executable, "-c", code],
                           cwd=home, env=base, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.strip().splitlines()[-1]
@@ -85,3 +87,12 @@ def test_without_credentials_a_fit_logs_offline(home, tmp_path):
                            "--run.name=r", *tiny], cwd=home, env=base, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert list((tmp_path / "transformer_reverse" / "r").glob("wandb/offline-run-*")), "an offline W&B run"
+
+
+def test_the_dashboard_asks_wandb_for_credentials_as_the_mode_does(home, tmp_path):
+    """``attnlab dashboard`` refuses to save without credentials by the same lookup (no netrc read by hand)."""
+    ask = "from ablations.reports.dashboard import credentials_problem; print(credentials_problem() is None)"
+    elsewhere = _netrc(tmp_path / "custom-netrc", "wandb.example.org")
+    assert _mode(home, ask, NETRC=str(elsewhere), WANDB_BASE_URL="https://wandb.example.org") == "True"
+    assert _mode(home, ask, NETRC=str(elsewhere)) == "False", "a self-hosted entry does not cover the cloud"
+    assert _mode(home, ask, WANDB_API_KEY=KEY) == "True"

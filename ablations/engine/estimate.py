@@ -1,0 +1,87 @@
+"""How long a sweep will take, said before its first trial starts: its trials × one trial's measured time / jobs.
+
+The times are measurements, never guesses: a question's quick-scale trial time is its committed findings run's
+(``docs/findings/<question>/result.json``: the trials' summed fit wall over their count, on the CPU that file names),
+and the demo's is its benchmark (:data:`DEMO_WALL_S`). Where nothing was measured (full scale, an installed package
+without docs/, an ad-hoc sweep) the start line says so instead of inventing a number.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DEMO_WALL_S = 246.0
+"""``attnlab demo`` as it runs by default (10 trials, 2 at once, one thread each, warm): 246 s on AMD EPYC, 2 cores,
+quiet (BENCHMARKS.md, "Time to answer on AMD EPYC after the figure and logging cuts", at 4fc0673). The README,
+``attnlab demo --help`` and docs/sweeps.md quote this number; tests/ablations/test_estimate.py checks they do."""
+DEMO_CPU = "AMD EPYC, 2 cores"
+DEMO_TRIALS, DEMO_JOBS = 10, 2
+SLOWER_CPU = 3
+"""How much slower than the measuring machine a user's 2-core CPU was seen to be (an Intel Xeon kind ran the demo
+at 2.6× its AMD EPYC time, BENCHMARKS.md; a newcomer's busy AMD EPYC at about 2.6× too): the start line's upper end."""
+TIMEOUT_MARGIN = 10
+"""A trial's default time limit is this many times its measured time (a hung trial is stopped; a slow CPU is not)."""
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One trial's measured wall time and where it was measured."""
+
+    trial_s: float
+    where: str
+
+
+def demo_trial() -> Measured:
+    """The demo's mean trial, from its benchmark: the wall over the trials each job ran."""
+    return Measured(DEMO_WALL_S * DEMO_JOBS / DEMO_TRIALS, f"{DEMO_CPU}, BENCHMARKS.md")
+
+
+def demo_timeout_s() -> float:
+    """The demo's default per-trial limit: :data:`TIMEOUT_MARGIN` × its measured mean trial."""
+    return round(TIMEOUT_MARGIN * demo_trial().trial_s, -1)
+
+
+def findings_trial(question: str, findings_dir: Path) -> Measured | None:
+    """A question's quick-scale trial time from its committed findings run, or None where there is none."""
+    try:
+        result = json.loads((findings_dir / question / "result.json").read_text())
+        trials = result["trials"] if isinstance(result["trials"], int) else len(result["trials"])
+        wall = float(result["trial_wall_s"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if trials <= 0 or not wall > 0:
+        return None
+    cpu = (result.get("cpus") or ["an unnamed CPU"])[0].split(" (")[0]
+    return Measured(wall / trials, f"{cpu}, 2 cores, docs/findings/{question}/result.json")
+
+
+def planned_trials(sweep: Mapping[str, Any], *, count: int | None, baselines: int = 0) -> int | None:
+    """The trials a sweep will start: its grid (times the baseline arms' trials), or ``count``/``run_cap``."""
+    limit = count or sweep.get("run_cap")
+    if sweep.get("method") != "grid":
+        return limit
+    grid = math.prod(len(spec["values"]) for spec in sweep["parameters"].values() if "values" in spec)
+    return min(grid, limit) + baselines if limit else grid + baselines
+
+
+def minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+
+
+def start_line(name: str, *, trials: int | None, jobs: int, measured: Measured | None, idle_cores: int = 0) -> str:
+    """What a sweep says before its first trial: how many trials, how many at once, and the estimate;
+    ``idle_cores``: cores no trial will use (named, with the option that would use them)."""
+    idle = (f" ({idle_cores} core{'s' * (idle_cores > 1)} left idle: --jobs {jobs + idle_cores} would use "
+            f"{'them' if idle_cores > 1 else 'it'})")
+    head = (f"{name}: {trials if trials is not None else 'an open number of'} trials, {jobs} at once"
+            + (idle if idle_cores > 0 else ""))
+    if trials is None or measured is None:
+        return f"{head}; no measured trial time for this sweep at this scale, so no estimate"
+    total = math.ceil(trials / jobs) * measured.trial_s
+    return (f"{head}; about {minutes(total)} ({measured.trial_s:.0f} s a trial measured on {measured.where}; "
+            f"a slower or busy CPU up to ~{minutes(SLOWER_CPU * total)}). A line follows as each trial ends.")

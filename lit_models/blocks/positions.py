@@ -27,9 +27,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from lit_models.blocks.rope_scaling import RopeScaling, rope_frequencies
+from lit_models.blocks.rope_scaling import RopeScale, rope_frequencies
 
-NO_SCALING = RopeScaling()
+NO_SCALING = RopeScale()
 """Plain RoPE: the identity scaling."""
 
 
@@ -129,7 +129,7 @@ class RotaryEmbedding(nn.Module):
     and multiplies the rotated vectors by its magnitude, in evaluation mode only unless its ``in_training``.
     """
 
-    def __init__(self, *, d_head: int, base: float = 10000.0, scaling: RopeScaling = NO_SCALING) -> None:
+    def __init__(self, *, d_head: int, base: float = 10000.0, scaling: RopeScale = NO_SCALING) -> None:
         super().__init__()
         if d_head % 2:
             raise ValueError(f"rope needs an even head size, got d_head={d_head}")
@@ -157,7 +157,7 @@ class RotaryPositions(PositionScheme):
     scaling (``blocks.rope_scaling``; the builder passes it from the spec's ``rope_scaling`` axis).
     """
 
-    def __init__(self, sizes: SchemeSizes, *, base: float = 10000.0, scaling: RopeScaling = NO_SCALING) -> None:
+    def __init__(self, sizes: SchemeSizes, *, base: float = 10000.0, scaling: RopeScale = NO_SCALING) -> None:
         super().__init__(sizes)
         self.rope = RotaryEmbedding(d_head=sizes.d_head, base=base, scaling=scaling)
 

@@ -19,7 +19,7 @@ a scale factor s = L' / L, L being the training length and L' the length to reac
   so q·k is multiplied by 1/t.
 
 A factor of 1 leaves every θ_i and the temperature unchanged (each method is then plain RoPE).
-:class:`RopeScaling` is the resolved object a RoPE scheme holds; ``in_training`` says whether the
+:class:`RopeScale` is the resolved object a RoPE scheme holds; ``in_training`` says whether the
 scaling acts in training mode too (fine-tuning with it, Chen et al. §3.2) or only in evaluation mode
 (the zero-fine-tune case: a model trained with plain RoPE, evaluated with the scaled angles).
 """
@@ -39,7 +39,7 @@ def rope_frequencies(d_head: int, base: float) -> Tensor:
 
 
 @dataclass(frozen=True)
-class RopeScaling:
+class RopeScale:
     """The identity scaling (plain RoPE) and the base of every method.
 
     Args:
@@ -65,21 +65,21 @@ class RopeScaling:
         return 1.0
 
 
-class LinearScaling(RopeScaling):
+class LinearScale(RopeScale):
     """Position interpolation (Chen et al. 2023, eq. 4): θ'_i = θ_i / s."""
 
     def frequencies(self, d_head: int, base: float) -> Tensor:
         return rope_frequencies(d_head, base) / self.factor
 
 
-class NtkScaling(RopeScaling):
+class NtkScale(RopeScale):
     """NTK-aware base change (Peng et al. 2023, eq. 16): θ'_i = (b·s^(d/(d-2)))^(-2i/d)."""
 
     def frequencies(self, d_head: int, base: float) -> Tensor:
         return rope_frequencies(d_head, base * self.factor ** (d_head / (d_head - 2)))
 
 
-class YarnScaling(RopeScaling):
+class YarnScale(RopeScale):
     """YaRN (Peng et al. 2023, eqs. 17-22): NTK-by-parts ramp between θ_i/s and θ_i, and sqrt(1/t) on q and k.
 
     ``alpha``/``beta`` are the paper's α = 1, β = 32. Deviation: none in the formulas; the temperature is

@@ -8,13 +8,13 @@ import pytest
 import torch
 
 from lit_models.blocks.positions import RotaryEmbedding
-from lit_models.blocks.rope_scaling import LinearScaling, NtkScaling, RopeScaling, YarnScaling
+from lit_models.blocks.rope_scaling import LinearScale, NtkScale, RopeScale, YarnScale
 
 D_HEAD, BASE, L = 16, 10000.0, 64
-METHODS = {"none": RopeScaling, "linear": LinearScaling, "ntk": NtkScaling, "yarn": YarnScaling}
+METHODS = {"none": RopeScale, "linear": LinearScale, "ntk": NtkScale, "yarn": YarnScale}
 
 
-def _scaling(method: str, factor: float, *, in_training: bool = False) -> RopeScaling:
+def _scaling(method: str, factor: float, *, in_training: bool = False) -> RopeScale:
     return METHODS[method](factor=factor, train_len=L, in_training=in_training)
 
 
@@ -76,12 +76,12 @@ def test_methods_differ_where_the_papers_say():
     lowest by exactly s; YaRN leaves pairs that turn more than 32 times over L alone."""
     theta = torch.tensor([BASE ** (-2 * i / D_HEAD) for i in range(D_HEAD // 2)], dtype=torch.float64)
     s = 4.0
-    torch.testing.assert_close(LinearScaling(factor=s).frequencies(D_HEAD, BASE), theta / s)
-    ntk = NtkScaling(factor=s).frequencies(D_HEAD, BASE)
+    torch.testing.assert_close(LinearScale(factor=s).frequencies(D_HEAD, BASE), theta / s)
+    ntk = NtkScale(factor=s).frequencies(D_HEAD, BASE)
     assert ntk[0] == theta[0]
     torch.testing.assert_close(ntk[-1], theta[-1] / s)
     long = 512  # a training length over which the fastest pairs turn more than 32 times
-    yarn = YarnScaling(factor=s, train_len=long).frequencies(D_HEAD, BASE)
+    yarn = YarnScale(factor=s, train_len=long).frequencies(D_HEAD, BASE)
     fast = long * theta / (2 * math.pi) > 32
     assert fast.any() and torch.equal(yarn[fast], theta[fast])
     slow = long * theta / (2 * math.pi) < 1
@@ -100,6 +100,16 @@ def test_scaling_acts_in_evaluation_and_in_training_only_when_asked(in_training)
 
 def test_bad_scalings_are_refused():
     with pytest.raises(ValueError, match=">= 1"):
-        LinearScaling(factor=0.5)
+        LinearScale(factor=0.5)
     with pytest.raises(ValueError, match="training length"):
-        YarnScaling(factor=2.0)
+        YarnScale(factor=2.0)
+
+
+def test_registry_covers_the_rope_scaling_axis():
+    from typing import get_args
+
+    from lit_models.axes import RopeScaling
+    from lit_models.registries import ROPE_SCALINGS
+
+    assert list(ROPE_SCALINGS) == list(get_args(RopeScaling))
+    assert {name: cls for name, cls in METHODS.items()} == ROPE_SCALINGS

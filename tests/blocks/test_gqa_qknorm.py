@@ -210,3 +210,9 @@ def test_beam_one_is_greedy_and_cache_bytes_scale_with_kv_heads(build, kv_heads)
         return sum(t.numel() * t.element_size() for layer in state["layers"] for t in layer.values())
 
     assert cache_bytes(net) * H == cache_bytes(build(H)) * kv_heads
+    if build is _causal:  # the figure the causal LM logs at test: the measured growth of its cache per token
+        with torch.no_grad():
+            state = net.encode(prompt)
+            before = cache_bytes(net)
+            grown = sum(t.numel() * t.element_size() for layer in state["layers"] for t in layer.values())
+        assert before - grown == prompt.size(0) * net.cache_bytes_per_token()

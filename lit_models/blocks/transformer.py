@@ -55,6 +55,8 @@ class LayerOptions(NamedTuple):
         pre_norm: LayerNorm on each sublayer's input (Pre-Norm) instead of after the residual sum.
         kv_heads: G key/value heads shared by groups of h/G query heads (GQA; 1 = MQA); None = h (MHA).
         qk_norm: LayerNorm on each head's queries and keys before the score (Dehghani et al. 2023).
+        ffn_absorbs_kv: widen the FFN by the parameters grouped keys and values save (:meth:`ffn_width`), so
+            a GQA/MQA layer has the parameters of the MHA layer (equal-budget comparisons).
     """
 
     heads: int
@@ -66,6 +68,7 @@ class LayerOptions(NamedTuple):
     pre_norm: bool
     kv_heads: int | None = None
     qk_norm: bool = False
+    ffn_absorbs_kv: bool = False
 
     @property
     def d_model(self) -> int:
@@ -76,8 +79,18 @@ class LayerOptions(NamedTuple):
                                   dropout=self.attn_dropout, positions=positions, kv_heads=self.kv_heads,
                                   qk_norm=self.qk_norm)
 
-    def feed_forward(self) -> FeedForward:
-        return FeedForward(d_model=self.d_model, d_ff=self.d_ff)
+    def ffn_width(self, attentions: int) -> int:
+        """The FFN's inner width in a layer with ``attentions`` attention modules: ``d_ff``, plus, with
+        ``ffn_absorbs_kv``, round(saved / (2D + 1)). Each module with G < h key/value heads saves
+        2·(h − G)·d_k·(D + 1) parameters (W^K, W^V rows and biases); each FFN unit costs 2D + 1 (a row of
+        W1, its bias, a column of W2). The layer then has the MHA layer's parameters within D + 1."""
+        if not self.ffn_absorbs_kv:
+            return self.d_ff
+        saved = attentions * 2 * (self.heads - (self.kv_heads or self.heads)) * self.d_head * (self.d_model + 1)
+        return self.d_ff + round(saved / (2 * self.d_model + 1))
+
+    def feed_forward(self, attentions: int = 1) -> FeedForward:
+        return FeedForward(d_model=self.d_model, d_ff=self.ffn_width(attentions))
 
     def residual(self) -> Residual:
         return Residual(d_model=self.d_model, pre_norm=self.pre_norm, dropout=self.dropout)
@@ -133,7 +146,7 @@ class DecoderLayer(nn.Module):
         super().__init__()
         self.self_attn = options.attention(positions)
         self.cross_attn = options.attention()
-        self.ffn = options.feed_forward()
+        self.ffn = options.feed_forward(attentions=2)
         self.res_self, self.res_cross, self.res_ffn = options.residual(), options.residual(), options.residual()
 
     def memory_cache(self, memory: Tensor) -> dict[str, Tensor]:

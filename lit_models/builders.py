@@ -70,13 +70,15 @@ def build_positions(spec: TransformerSpec, *, causal: bool) -> PositionScheme:
     causality and the spec's options for the scheme (each defaults in the class)."""
     sizes = SchemeSizes(d_model=spec.d_model, heads=spec.heads, d_head=spec.d_head, max_len=spec.max_len,
                         causal=causal)
-    return POSITIONS[spec.positions](sizes, **spec.position_options)
+    scaling = {"scaling": spec.rope_scale} if spec.rope_scaling != "none" else {}  # the spec checked: rope only
+    return POSITIONS[spec.positions](sizes, **spec.position_options, **scaling)
 
 
 def _layer_options(spec: TransformerSpec) -> LayerOptions:
     """What every Transformer layer takes, resolved: h heads of d_head, FFN width, dropouts, scale, Pre-Norm."""
     return LayerOptions(heads=spec.heads, d_head=spec.d_head, d_ff=spec.d_ff, dropout=spec.dropout,
-                        attn_dropout=spec.attn_dropout, scale=spec.scale, pre_norm=spec.pre_norm)
+                        attn_dropout=spec.attn_dropout, scale=spec.scale, pre_norm=spec.pre_norm,
+                        kv_heads=spec.kv_heads, qk_norm=spec.qk_norm, ffn_absorbs_kv=spec.ffn_absorbs_kv)
 
 
 def _final_norm(spec: TransformerSpec) -> nn.LayerNorm | None:

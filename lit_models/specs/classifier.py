@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from attnlab_core.errors import UsageError
-from lit_models.axes import AttnScale, Cell, EncoderFamily, Norm, Pooling, Positions
+from lit_models.axes import AttnScale, Cell, EncoderFamily, Norm, Pooling, Positions, RopeScaling
 from lit_models.registries import PREPENDS_CLS
 from lit_models.specs.recurrent import RecurrentEncoderSpec, resolve
-from lit_models.specs.transformer import TransformerSpec
+from lit_models.specs.transformer import TransformerSpec, rope_and_heads
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,6 +79,8 @@ class ClassifierArgs:
         max_positions: rows of the learned position table (positions=learned).
         position_options: the Transformer encoder's position-scheme options, e.g. ``{"base": 500}`` for rope
             (``TransformerArgs.position_options``); null = the scheme's defaults.
+        qk_norm, kv_heads, ffn_absorbs_kv, rope_scaling, rope_factor, rope_train_len, rope_scaling_train: the
+            Transformer encoder's (``TransformerArgs`` documents each).
         attn_size: size of u_t in attention pooling (Yang et al. 2016).
         dropout: on embeddings, between layers, before the head.
 
@@ -101,6 +103,13 @@ class ClassifierArgs:
     attn_scale: AttnScale = "sqrt_dk"
     max_positions: int = 512
     position_options: dict[str, float | int | bool] | None = None
+    qk_norm: bool = False
+    kv_heads: int | None = None
+    ffn_absorbs_kv: bool = False
+    rope_scaling: RopeScaling = "none"
+    rope_factor: float = 1.0
+    rope_train_len: int = 0
+    rope_scaling_train: bool = False
     attn_size: int = 64
     dropout: float = 0.1
     spec: ClassifierSpec = field(init=False, repr=False)
@@ -111,6 +120,7 @@ class ClassifierArgs:
             d_model=self.d_model, heads=self.heads, d_ff=self.d_ff, encoder_layers=self.num_layers,
             dropout=self.dropout, attn_dropout=0.0, norm=self.norm, positions=self.positions,
             attn_scale=self.attn_scale, max_len=self.max_positions, position_options=self.position_options or {},
+            **rope_and_heads(self),
         ) if self.encoder == "transformer" else None
         object.__setattr__(self, "spec", ClassifierSpec(
             encoder=self.encoder, pooling=self.pooling, attn_size=self.attn_size, dropout=self.dropout,

@@ -1,8 +1,8 @@
 """The data contract both sides import: batch types, id rendering and image normalisation.
 
 Datamodules build these batches; LightningModules, callbacks and benchmarks read them. Plain torch,
-no Lightning, so ``lit_models`` never needs to import ``datamodules`` (DESIGN.md, revisions of
-2026-12-01: "data contracts live in the core").
+no Lightning, so ``lit_models`` never needs to import ``datamodules`` (DESIGN.md's revisions: "data contracts
+live in the core").
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ def field_docs(spec: type | Callable[..., Any]) -> dict[str, str]:
     docs: dict[str, str] = {}
     for owner in reversed(getattr(spec, "__mro__", (spec,))):
         docs.update(_args_section(inspect.cleandoc(owner.__doc__ or "")))
+        docs.update(vars(owner).get("included_docs", {}))
     return docs
 
 
@@ -92,6 +93,53 @@ def with_defaults(
     summary = (inspect.getdoc(spec) or "").split("\n\n")[0]
     construct.__doc__ = _docstring(summary, {name: docs[field] for name, field in shown.items() if field in docs})
     return construct
+
+
+def include(
+    spec: type, *, after: str, omit: tuple[str, ...] = (), prefix: str = "", **defaults: Any,
+) -> Callable[[type[T]], type[T]]:
+    """A class decorator, under ``@dataclass``, that gives the class ``spec``'s fields (their types, defaults
+    and docs, declared once in ``spec``) after its own field ``after``: a spec whose options include
+    another's (the classifier's Transformer encoder) declares none of them twice.
+
+    A field the class declares itself is shared (its value goes to both); ``omit`` names fields the class
+    does not show; ``defaults`` replace ``spec``'s; ``prefix`` starts each included field's doc (in
+    ``included_docs``, which :func:`field_docs` reads). An unknown name is a TypeError at import.
+    ``pick(obj, spec)`` gives back the values ``spec`` takes.
+    """
+
+    def add(cls: type[T]) -> type[T]:
+        own = dict(vars(cls).get("__annotations__", {}))
+        taken = {name: p for name, p in inspect.signature(spec).parameters.items()
+                 if name not in omit and name not in own}
+        unknown = sorted(set(omit) - set(inspect.signature(spec).parameters) | set(defaults) - set(taken)
+                         | {after} - set(own))
+        if unknown:  # a default for a shared or omitted field would be silently unused: refused too
+            raise TypeError(f"{cls.__name__} includes {spec.__name__}: no included field {', '.join(unknown)}")
+        required = sorted(name for name, p in taken.items() if p.default is p.empty and name not in defaults)
+        if required:
+            raise TypeError(f"{cls.__name__} includes {spec.__name__}: give {', '.join(required)} a default")
+        hints = typing.get_type_hints(spec)
+        annotations: dict[str, Any] = {}
+        for name, annotation in own.items():
+            annotations[name] = annotation
+            if name == after:
+                annotations.update({name: hints[name] for name in taken})
+        for name, p in taken.items():
+            setattr(cls, name, defaults.get(name, p.default))
+        cls.__annotations__ = annotations
+        docs = field_docs(spec)
+        cls.included_docs = {name: prefix + docs[name] for name in taken if name in docs}  # type: ignore[attr-defined]
+        return cls
+
+    return add
+
+
+def pick(obj: object, spec: type[T], **given: Any) -> T:
+    """``spec`` built from ``obj``'s attributes of the same names as its fields (what :func:`include` gave
+    ``obj``'s class, and the fields it shares), then ``given``."""
+    names = set(inspect.signature(spec).parameters) - set(given)
+    return spec(**{name: getattr(obj, name) for name in names if hasattr(obj, name)}, **given)
 
 
 class Groups(tuple):

@@ -38,7 +38,7 @@ def cpu_from_cpuinfo(text: str) -> str | None:
 
     A virtual machine may show only a family name ("AMD EPYC"): two such machines of different generations then
     read alike, while their trials differ in speed (two "AMD EPYC" machines ran the quick ``norm`` trials about 1.45x
-    apart, BENCHMARKS.md, 2026-12-05); the numbers tell them apart, so reports and the time benchmark do too.
+    apart, docs/benchmarks-history.md); the numbers tell them apart, so reports and the time benchmark do too.
     """
     fields: dict[str, str] = {}
     for line in text.splitlines():

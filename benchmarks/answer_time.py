@@ -1,6 +1,6 @@
 """Time to answer, before and after issue #26 (part of ``python -m benchmarks run --sections time``).
 
-"Before" is how a trial started until 2026-12-03 and how ``wandb agent`` still starts one: a fresh interpreter
+"Before" is how a trial started before issue #26 and how ``wandb agent`` still starts one: a fresh interpreter
 (cold). "After" is the runner's default now: forked from a server that has already imported torch, Lightning
 and the project (warm, ``ablations.engine.warm``). Each row is measured in this run on this machine, except the whole
 findings set, which takes hours and is read from what the runner recorded:

@@ -59,12 +59,12 @@ def spec(size: Size) -> TransformerSpec:
     """The benchmarked Transformer: the paper's base choices (Post-Norm, sinusoids, 1/sqrt(d_k)) at ``size``."""
     return TransformerSpec(d_model=size.d_model, heads=size.heads, d_ff=size.d_ff, encoder_layers=size.layers,
                            decoder_layers=size.layers, dropout=DROPOUT, attn_dropout=0.0, norm="post",
-                           positions="sinusoidal", attn_scale="sqrt_dk", max_len=512)
+                           positions="sinusoidal", attn_scale="sqrt_dk", max_positions=512, tying="all")
 
 
 def build_attnlab(size: Size) -> System:
     """``lit_models.builders.build_transformer`` — the net ``TransformerSeq2Seq`` trains."""
-    net = build_transformer(spec(size), src_vocab_size=size.vocab, tgt_vocab_size=size.vocab, tying="all")
+    net = build_transformer(spec(size), src_vocab_size=size.vocab, tgt_vocab_size=size.vocab)
     no_eos_bias(net.generator)
 
     def loss(src: Tensor, tgt: Tensor) -> Tensor:

@@ -31,6 +31,9 @@ AttnScale = Literal["sqrt_dk", "none", "dk"]
 Forcing = Literal["teacher", "student", "scheduled"]
 """What the decoder is fed during training: gold tokens, its own predictions, or a scheduled mix (Bengio 2015)."""
 
+ScheduledMode = Literal["two_pass", "per_step"]
+"""How scheduled sampling mixes gold and own tokens: two passes (Mihaylova & Liu 2019) or a per-step loop (Bengio)."""
+
 ScheduledDecay = Literal["linear", "exponential", "inverse_sigmoid"]
 """Decay of the gold-token probability in scheduled sampling (Bengio et al. 2015, §2.4)."""
 

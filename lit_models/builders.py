@@ -6,14 +6,14 @@ axis through ``lit_models.registries``, and hand the blocks resolved objects and
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from dataclasses import fields
 from itertools import pairwise
 from typing import cast
 
 from torch import nn
 
 from attnlab_core.tokens import PAD
-from lit_models.axes import Tying, VisionBackbone
+from lit_models.axes import VisionBackbone
 from lit_models.blocks.causal import CausalLayer, CausalTransformer
 from lit_models.blocks.classifier_net import RecurrentStates, TextClassifierNet, TransformerStates
 from lit_models.blocks.encoder_decoder import Decoder, Encoder, EncoderDecoder, TokenEmbedding
@@ -25,7 +25,7 @@ from lit_models.blocks.recurrent_decoder import AttentionalDecoder
 from lit_models.blocks.recurrent_net import RecurrentEncoderDecoder
 from lit_models.blocks.transformer import DecoderLayer, EncoderLayer, LayerOptions
 from lit_models.blocks.vision import CaptionNet, GridEncoder
-from lit_models.registries import POOLINGS, POSITIONS, VISION_ENCODERS
+from lit_models.registries import POOLINGS, POSITIONS, TYING, VISION_ENCODERS
 from lit_models.specs import (
     CaptionerSpec,
     ClassifierSpec,
@@ -37,48 +37,19 @@ from lit_models.specs import (
 )
 
 
-def _tie_none(src: TokenEmbedding, tgt: TokenEmbedding, out: nn.Linear) -> TokenEmbedding:
-    return src
-
-
-def _tie_decoder(src: TokenEmbedding, tgt: TokenEmbedding, out: nn.Linear) -> TokenEmbedding:
-    out.weight = tgt.table.weight  # Press & Wolf 2017: output projection = decoder input embedding
-    return src
-
-
-def _tie_all(src: TokenEmbedding, tgt: TokenEmbedding, out: nn.Linear) -> TokenEmbedding:
-    """Vaswani §3.4: one matrix for both embeddings and the output projection (shared vocabulary)."""
-    if src.table.num_embeddings != tgt.table.num_embeddings:
-        raise ValueError(
-            f"tying='all' needs one shared vocabulary, got src_vocab_size={src.table.num_embeddings} "
-            f"and tgt_vocab_size={tgt.table.num_embeddings}"
-        )
-    _tie_decoder(src, tgt, out)
-    return tgt
-
-
-TYING: dict[Tying, Callable[[TokenEmbedding, TokenEmbedding, nn.Linear], TokenEmbedding]] = {
-    "none": _tie_none,
-    "decoder": _tie_decoder,
-    "all": _tie_all,
-}
-"""Weight tying; each returns the source embedding to use."""
-
-
 def build_positions(spec: TransformerSpec, *, causal: bool) -> PositionScheme:
     """The one way to build a position scheme: the arm's class with the model's sizes, the side's
     causality and the spec's options for the scheme (each defaults in the class)."""
-    sizes = SchemeSizes(d_model=spec.d_model, heads=spec.heads, d_head=spec.d_head, max_len=spec.max_len,
+    sizes = SchemeSizes(d_model=spec.d_model, heads=spec.heads, d_head=spec.d_head, max_len=spec.max_positions,
                         causal=causal)
     scaling = {"scaling": spec.rope_scale} if spec.rope_scaling != "none" else {}  # the spec checked: rope only
     return POSITIONS[spec.positions](sizes, **spec.position_options, **scaling)
 
 
-def _layer_options(spec: TransformerSpec) -> LayerOptions:
-    """What every Transformer layer takes, resolved: h heads of d_head, FFN width, dropouts, scale, Pre-Norm."""
-    return LayerOptions(heads=spec.heads, d_head=spec.d_head, d_ff=spec.d_ff, dropout=spec.dropout,
-                        attn_dropout=spec.attn_dropout, scale=spec.scale, pre_norm=spec.pre_norm,
-                        kv_heads=spec.kv_heads, qk_norm=spec.qk_norm, ffn_absorbs_kv=spec.ffn_absorbs_kv)
+def layer_options(spec: TransformerSpec) -> LayerOptions:
+    """What every Transformer layer takes (``LayerOptions``), each read from the spec's field or derived value
+    of the same name: a block declares what it needs, the spec declares it once, no list is copied."""
+    return LayerOptions(**{f.name: getattr(spec, f.name) for f in fields(LayerOptions) if f.init})
 
 
 def _final_norm(spec: TransformerSpec) -> nn.LayerNorm | None:
@@ -89,17 +60,15 @@ def _final_norm(spec: TransformerSpec) -> nn.LayerNorm | None:
 def build_encoder(spec: TransformerSpec, *, positions: PositionScheme) -> Encoder:
     """Vaswani §3.1: N = ``spec.encoder_layers`` identical self-attention + FFN layers (+ a final LayerNorm
     for Pre-Norm), every self-attention holding the side's position scheme."""
-    made = [EncoderLayer(_layer_options(spec), positions=positions) for _ in range(spec.encoder_layers)]
+    made = [EncoderLayer(layer_options(spec), positions=positions) for _ in range(spec.encoder_layers)]
     return Encoder(layers=made, final_norm=_final_norm(spec))
 
 
-def build_transformer(
-    spec: TransformerSpec, *, src_vocab_size: int, tgt_vocab_size: int, tying: Tying,
-) -> EncoderDecoder:
+def build_transformer(spec: TransformerSpec, *, src_vocab_size: int, tgt_vocab_size: int) -> EncoderDecoder:
     """Vaswani et al. 2017, Figure 1: embeddings + positions -> N encoder layers -> N decoder
     layers with cross-attention -> linear -> (softmax in the loss).
 
-    One position scheme per side, built once (the source bidirectional, the target causal): the
+    One position scheme per side (the source bidirectional, the target causal): the
     network registers it and applies its embedding hook; the side's self-attention modules hold it
     for their q/k and score-bias hooks.
     """
@@ -108,14 +77,14 @@ def build_transformer(
     src_embed = TokenEmbedding(vocab_size=src_vocab_size, d_model=spec.d_model)
     tgt_embed = TokenEmbedding(vocab_size=tgt_vocab_size, d_model=spec.d_model)
     generator = nn.Linear(spec.d_model, tgt_vocab_size)
-    src_embed = TYING[tying](src_embed, tgt_embed, generator)
+    src_embed = TYING[spec.tying](src_embed, tgt_embed, generator)
     return EncoderDecoder(
         src_embed=src_embed,
         tgt_embed=tgt_embed,
         src_positions=src_pos,
         tgt_positions=tgt_pos,
         encoder=build_encoder(spec, positions=src_pos),
-        decoder=Decoder(layers=[DecoderLayer(_layer_options(spec), positions=tgt_pos)
+        decoder=Decoder(layers=[DecoderLayer(layer_options(spec), positions=tgt_pos)
                                 for _ in range(spec.decoder_layers)], final_norm=_final_norm(spec)),
         generator=generator,
         dropout=spec.dropout,
@@ -201,19 +170,19 @@ def build_full_view(spec: FullViewSpec, *, num_classes: int) -> FullViewNet:
     return FullViewNet(hidden=hidden, classifier=nn.Linear(spec.hidden_size, num_classes))
 
 
-def build_causal_lm(spec: TransformerSpec, *, vocab_size: int, tying: Tying) -> CausalTransformer:
+def build_causal_lm(spec: TransformerSpec, *, vocab_size: int) -> CausalTransformer:
     """Radford et al. 2018 (GPT), §3.1: token embedding + positions -> N = ``spec.decoder_layers`` masked
     self-attention + FFN layers (Vaswani sublayers, no cross-attention) -> linear -> (softmax in the loss).
 
-    One causal position scheme, built once and held by every layer's self-attention. With one vocabulary
-    the input embedding is the only one: ``tying`` "decoder" and "all" both tie it to the output
+    One causal position scheme, held by every layer's self-attention. With one vocabulary
+    the input embedding is the only one: ``spec.tying`` "decoder" and "all" both tie it to the output
     projection (Press & Wolf 2017), "none" keeps them apart.
     """
     pos = build_positions(spec, causal=True)
     embed = TokenEmbedding(vocab_size=vocab_size, d_model=spec.d_model)
     generator = nn.Linear(spec.d_model, vocab_size)
-    TYING[tying](embed, embed, generator)
-    made = [CausalLayer(_layer_options(spec), positions=pos) for _ in range(spec.decoder_layers)]
+    TYING[spec.tying](embed, embed, generator)
+    made = [CausalLayer(layer_options(spec), positions=pos) for _ in range(spec.decoder_layers)]
     return CausalTransformer(embed=embed, positions=pos, layers=made, final_norm=_final_norm(spec),
                              generator=generator, dropout=spec.dropout)
 
@@ -222,7 +191,7 @@ def build_vision_encoder(
     backbone: VisionBackbone, *, grid_size: int = 14, fine_tune: bool = False, weights: str | None = None,
     width: int = 128,
 ) -> GridEncoder:
-    """Resolve the captioner's ``encoder`` axis once (Xu et al. 2015 §3.1.1: a grid of annotation vectors).
+    """Resolve the captioner's ``encoder`` axis (Xu et al. 2015 §3.1.1: a grid of annotation vectors).
 
     Args:
         backbone: :data:`VisionBackbone`.

@@ -32,13 +32,12 @@ from torch import Tensor
 from torchmetrics import Metric
 
 from attnlab_core.batches import Seq2SeqBatch, TextBatch
-from attnlab_core.options import with_defaults
 from attnlab_core.tokens import BOS, EOS, PAD
 from lit_models.builders import build_causal_lm
 from lit_models.metrics import Ratio, label_smoothed_loss
 from lit_models.protocols import UnigramBaseline
 from lit_models.seq2seq import Seq2SeqModule
-from lit_models.specs import TransformerArgs
+from lit_models.specs.transformer import CAUSAL_LM_OPTIONS
 
 
 class ContextPerplexity(Metric):
@@ -73,14 +72,13 @@ class CausalLM(Seq2SeqModule):
 
     Args:
         tgt_vocab_size: vocabulary size (linked from the datamodule).
-        options: the architecture (``specs.TransformerArgs`` with ``layers`` N causal layers and no
-            encoder), then ``decoder_training.DecoderTraining``'s knobs. ``forcing`` is the feed of the
+        options: the architecture (``specs.TransformerSpec``'s fields with ``layers`` N causal layers and
+            no encoder), then ``decoder_training.DecoderTraining``'s knobs. ``forcing`` is the feed of the
             answer: text windows are always teacher-forced (there is no answer to free-run), and the
             evaluation NLL of text is never label-smoothed.
     """
 
-    option_groups = (with_defaults(TransformerArgs, rename={"decoder_layers": "layers"},
-                                   fixed={"encoder_layers": 0}, norm="pre", max_positions=512),)
+    option_groups = (CAUSAL_LM_OPTIONS,)
 
     def __init__(self, *, tgt_vocab_size: int, **options: Any) -> None:
         groups = self.options(**options)
@@ -88,7 +86,7 @@ class CausalLM(Seq2SeqModule):
         super().__init__(training)
         self.save_hyperparameters()
         self.save_options(groups)
-        self.net = build_causal_lm(arch.spec, vocab_size=tgt_vocab_size, tying=arch.tying)
+        self.net = build_causal_lm(arch, vocab_size=tgt_vocab_size)
         self.text_metrics = torch.nn.ModuleDict(
             {s: torch.nn.ModuleDict({"loss": Ratio(), "ppl_by_ctx": ContextPerplexity()}) for s in ("val", "test")}
         )

@@ -17,7 +17,7 @@ What is scored and drawn (``_evaluate``, metrics, figures) stays with each famil
 The ten knobs of all this (forcing, its schedule, the loss, the optimiser) are declared once, in
 ``DecoderTraining`` (``Feeding`` and ``optim.Optimisation``, the optimiser knobs every family shares); a family
 takes them in its ``**options`` and names only the defaults it changes. Its other groups (its
-architecture's arguments, e.g. ``specs.TransformerArgs``) come before them, in ``option_groups``
+architecture's arguments, e.g. ``specs.transformer.ENCODER_DECODER_OPTIONS``) come before them, in ``option_groups``
 (``attnlab_core.options.TakesOptions``); ``self.options(**options)`` builds every group at once.
 """
 
@@ -34,10 +34,10 @@ from torchmetrics import Metric
 from attnlab_core.batches import ids_to_text
 from attnlab_core.options import with_defaults
 from attnlab_core.tokens import BOS, EOS, PAD
-from lit_models.axes import Forcing, ScheduledDecay
+from lit_models.axes import Forcing, ScheduledDecay, ScheduledMode
 from lit_models.blocks.decoding import DecodeConfig, decode
 from lit_models.evaluation import EvaluationModule
-from lit_models.forcing import ForcingPolicy, ScheduledMode
+from lit_models.forcing import ForcingPolicy
 from lit_models.metrics import label_smoothed_loss
 from lit_models.optim import Optimisation, scheduled_adamw
 

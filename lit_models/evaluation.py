@@ -29,12 +29,12 @@ def batch_head(batch: Any, n: int) -> Any:
 
 
 class EvaluationModule(TakesOptions, StochasticModule):
-    """Base of every family: ``validation_step``/``test_step`` and their epoch ends, once.
+    """Base of every family: ``validation_step``/``test_step`` and their epoch ends.
 
     Subclasses set ``self.net`` (their network, from ``builders``; the probes read it) and implement
     ``_evaluate(batch, split)``; they may override ``_split_values`` (e.g. to drop NaN entries) and
     ``_after_split(split, values)`` (e.g. a confusion-matrix figure). A family's arguments beyond its
-    data-given sizes are its ``option_groups`` (``attnlab_core.options.TakesOptions``), each declared once.
+    data-given sizes are its ``option_groups`` (``attnlab_core.options.TakesOptions``).
     """
 
     net: torch.nn.Module

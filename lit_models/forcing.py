@@ -17,14 +17,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Protocol
 
 import torch
 from torch import Tensor
 
-from lit_models.axes import Forcing, ScheduledDecay
-
-ScheduledMode = Literal["two_pass", "per_step"]
+from lit_models.axes import Forcing, ScheduledDecay, ScheduledMode
 
 
 class ForcedDecoder(Protocol):
@@ -50,14 +48,14 @@ def _inverse_sigmoid(steps: int) -> Callable[[int], float]:
 
 
 Decay = Callable[[int], float]
-"""p(gold) before the floor, as a function of the training step i (its constants resolved once)."""
+"""p(gold) before the floor, as a function of the training step i (its constants resolved when it is built)."""
 
 DECAYS: dict[ScheduledDecay, Callable[[int], Decay]] = {
     "linear": lambda steps: lambda i: 1.0 - i / steps,
     "exponential": lambda steps: lambda i: 0.01 ** (i / steps),
     "inverse_sigmoid": _inverse_sigmoid,
 }
-"""Decay -> its p(gold) curve over ``steps``, built once per policy."""
+"""Decay -> its p(gold) curve over ``steps``, built per policy."""
 
 
 def gold_schedule(decay: ScheduledDecay, *, steps: int, floor: float) -> Callable[[int], float]:
@@ -110,24 +108,37 @@ def two_pass(net: ForcedDecoder, state: object, tgt_in: Tensor, *, p_gold: float
 
 PolicyFn = Callable[..., tuple[Tensor, object]]
 SCHEDULED_MODES: dict[ScheduledMode, PolicyFn] = {"two_pass": two_pass, "per_step": _mixed_loop}
+"""Scheduled mode -> how the gold/own mix is fed: two passes (parallel decoders) or a per-step loop."""
 
-
-FEEDS: dict[Forcing, PolicyFn | None] = {"teacher": teacher, "student": student, "scheduled": None}
-"""Forcing arm -> what is fed back (``scheduled`` runs the ``SCHEDULED_MODES`` entry of its mode)."""
+FEEDS: dict[Forcing, Callable[[ScheduledMode], PolicyFn]] = {
+    "teacher": lambda mode: teacher,
+    "student": lambda mode: student,
+    "scheduled": lambda mode: SCHEDULED_MODES[mode],
+}
+"""Forcing arm -> (scheduled_mode -> what is fed back); only ``scheduled`` reads its mode."""
 
 
 def build_forcing(forcing: Forcing, *, scheduled_mode: ScheduledMode) -> PolicyFn:
-    """Resolve the forcing axis once, at construction."""
-    return FEEDS[forcing] or SCHEDULED_MODES[scheduled_mode]
+    """Resolve the forcing axis at construction."""
+    return FEEDS[forcing](scheduled_mode)
 
 
-FIXED_GOLD: dict[Forcing, float | None] = {"teacher": 1.0, "student": 0.0, "scheduled": None}
-"""Forcing arm -> its constant p(gold) (what ``train/p_gold`` logs); ``scheduled`` follows ``gold_schedule``."""
+def _constant(p: float) -> Callable[..., Callable[[int], float]]:
+    return lambda decay, *, steps, floor: lambda step: p
+
+
+GOLD_SCHEDULES: dict[Forcing, Callable[..., Callable[[int], float]]] = {
+    "teacher": _constant(1.0),
+    "student": _constant(0.0),
+    "scheduled": gold_schedule,
+}
+"""Forcing arm -> ``(decay, *, steps, floor) -> p(gold) per step`` (what ``train/p_gold`` logs): a constant
+for teacher and student, which ignore the schedule's knobs; ``gold_schedule`` for scheduled."""
 
 
 @dataclass(frozen=True)
 class ForcingPolicy:
-    """One forcing arm, resolved once at construction: what is fed back (``feed``) and p(gold) per step.
+    """One forcing arm, resolved at construction: what is fed back (``feed``) and p(gold) per step.
 
     Args:
         forcing: the arm (teacher | student | scheduled).
@@ -146,8 +157,7 @@ class ForcingPolicy:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "feed", build_forcing(self.forcing, scheduled_mode=self.scheduled_mode))
-        fixed = FIXED_GOLD[self.forcing]
-        gold = gold_schedule(self.decay, steps=self.steps, floor=self.floor) if fixed is None else lambda step: fixed
+        gold = GOLD_SCHEDULES[self.forcing](self.decay, steps=self.steps, floor=self.floor)
         object.__setattr__(self, "p_gold", gold)
 
     def __call__(self, net: ForcedDecoder, state: object, tgt_in: Tensor, *, step: int) -> tuple[Tensor, object, float]:

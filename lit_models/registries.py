@@ -1,9 +1,11 @@
 """Every axis word -> the object it means, each resolved in this one place.
 
-Each registry is keyed by exactly ``typing.get_args`` of its axis in :mod:`lit_models.axes` (the
-coverage tests check it); the builders read them, so the blocks receive resolved objects and
-numbers (a scale factor, a Pre-Norm flag, a scheme class, a cell, an attention arm, a pooling, a
-backbone) and never an axis string.
+Each registry is keyed by exactly ``typing.get_args`` of its axis in :mod:`lit_models.axes`, and
+``BY_AXIS`` names every axis's registries (a test checks both); the builders read them, so the blocks
+receive resolved objects and numbers (a scale factor, a Pre-Norm flag, a scheme class, a cell, an
+attention arm, a pooling, a backbone) and never an axis string. The training policies' registries sit
+beside the functions they name (``forcing``, ``schedules``: those modules resolve them) and are
+re-exported here, so this module is the one place to look an axis word up.
 """
 
 from __future__ import annotations
@@ -13,8 +15,24 @@ from collections.abc import Callable
 
 from torch import nn
 
-from lit_models.axes import Attention, AttnScale, Cell, Norm, Pooling, Positions, RopeScaling, VisionBackbone
+from lit_models.axes import (
+    Attention,
+    AttnScale,
+    Baseline,
+    Cell,
+    Forcing,
+    LRSchedule,
+    Norm,
+    Pooling,
+    Positions,
+    RopeScaling,
+    ScheduledDecay,
+    ScheduledMode,
+    Tying,
+    VisionBackbone,
+)
 from lit_models.blocks.alignment import AttentionArm
+from lit_models.blocks.encoder_decoder import TokenEmbedding, tie_all, tie_decoder, tie_none
 from lit_models.blocks.pooling import AttentionPooling, ClsPooling, LastPooling, MaxPooling, MeanPooling
 from lit_models.blocks.positions import (
     ALiBiPositions,
@@ -33,6 +51,8 @@ from lit_models.blocks.recurrent import (
 )
 from lit_models.blocks.rope_scaling import LinearScale, NtkScale, RopeScale, YarnScale
 from lit_models.blocks.vision import GridEncoder, resnet_grid, small_cnn_grid
+from lit_models.forcing import DECAYS, FEEDS, GOLD_SCHEDULES, SCHEDULED_MODES
+from lit_models.schedules import LR_SCHEDULES
 
 ATTN_SCALES: dict[AttnScale, Callable[[int], float]] = {
     "sqrt_dk": lambda d_k: d_k**-0.5,  # Vaswani eq. 1
@@ -60,6 +80,13 @@ ROPE_SCALINGS: dict[RopeScaling, type[RopeScale]] = {
     "yarn": YarnScale,
 }
 """RoPE scaling arm -> its class, built as ``cls(factor=, train_len=, in_training=)`` and handed to the rope scheme."""
+
+TYING: dict[Tying, Callable[[TokenEmbedding, TokenEmbedding, nn.Linear], TokenEmbedding]] = {
+    "none": tie_none,
+    "decoder": tie_decoder,
+    "all": tie_all,
+}
+"""Tying arm -> ``(src_embed, tgt_embed, generator) -> the source embedding to use``, tying in place."""
 
 CELLS: dict[Cell, CellSpec] = {
     "rnn": CellSpec(
@@ -110,3 +137,28 @@ VISION_ENCODERS: dict[VisionBackbone, Callable[..., GridEncoder]] = {
     "resnet101": resnet_grid("resnet101", 2048),
 }
 """Backbone arm -> ``(*, grid_size, fine_tune, weights, width) -> GridEncoder``."""
+
+LEARNED_VALUE: dict[Baseline, bool] = {"moving_average": False, "learned": True}
+"""REINFORCE baseline arm -> whether it is a learned value of the memory (else a moving average of the reward)."""
+
+BY_AXIS: dict[object, tuple[dict, ...]] = {
+    AttnScale: (ATTN_SCALES,),
+    Norm: (PRE_NORM,),
+    Positions: (POSITIONS,),
+    RopeScaling: (ROPE_SCALINGS,),
+    Tying: (TYING,),
+    Cell: (CELLS,),
+    Attention: (ATTENTION_ARMS,),
+    Pooling: (POOLINGS, PREPENDS_CLS),
+    VisionBackbone: (VISION_ENCODERS,),
+    Baseline: (LEARNED_VALUE,),
+    Forcing: (FEEDS, GOLD_SCHEDULES),
+    ScheduledMode: (SCHEDULED_MODES,),
+    ScheduledDecay: (DECAYS,),
+    LRSchedule: (LR_SCHEDULES,),
+}
+"""Axis (its ``Literal``) -> the registries that resolve its words, each keyed by exactly its values."""
+
+__all__ = ["ATTENTION_ARMS", "ATTN_SCALES", "BY_AXIS", "CELLS", "DECAYS", "FEEDS", "GOLD_SCHEDULES", "LEARNED_VALUE",
+           "LR_SCHEDULES", "POOLINGS", "POSITIONS", "PREPENDS_CLS", "PRE_NORM", "SCHEDULED_MODES", "TYING",
+           "VISION_ENCODERS"]

@@ -30,6 +30,7 @@ from torch import Tensor, nn
 
 from attnlab_core.tokens import PAD
 from lit_models.axes import Baseline
+from lit_models.registries import LEARNED_VALUE
 
 
 def sequence_reward(logits: Tensor, labels: Tensor) -> Tensor:
@@ -92,7 +93,7 @@ class ReinforceTerm(nn.Module):
         self, *, baseline: Baseline, value_size: int, momentum: float, reinforce_weight: float, entropy_weight: float
     ) -> None:
         super().__init__()
-        self.value = nn.Linear(value_size, 1) if baseline == "learned" else None
+        self.value = nn.Linear(value_size, 1) if LEARNED_VALUE[baseline] else None
         self.momentum, self.reinforce_weight, self.entropy_weight = momentum, reinforce_weight, entropy_weight
         self.reward_average: float | None = None
 

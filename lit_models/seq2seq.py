@@ -14,14 +14,13 @@ import torch
 from torch import Tensor
 
 from attnlab_core.batches import Seq2SeqBatch
-from attnlab_core.options import with_defaults
 from attnlab_core.tokens import PAD
 from lit_models.bleu_by_length import BLEUByLength, CountByLength
 from lit_models.builders import build_transformer
 from lit_models.decoder_training import DecoderTraining, DecoderTrainingModule
 from lit_models.figures import longest_examples
 from lit_models.metrics import build_seq2seq_metrics, metric_signatures, positions_matched, sequences_equal
-from lit_models.specs import TransformerArgs
+from lit_models.specs.transformer import ENCODER_DECODER_OPTIONS
 
 FIGURE_EXAMPLES = 1
 
@@ -106,11 +105,11 @@ class TransformerSeq2Seq(Seq2SeqModule):
     Args:
         src_vocab_size: source vocabulary size (linked from the datamodule).
         tgt_vocab_size: target vocabulary size (linked from the datamodule).
-        options: the architecture (``specs.TransformerArgs``: d_model, heads, ..., tying), then
+        options: the architecture (``specs.TransformerSpec``'s fields: d_model, heads, ..., tying), then
             ``decoder_training.DecoderTraining``'s knobs (forcing, label_smoothing, lr, ...).
     """
 
-    option_groups = (with_defaults(TransformerArgs),)
+    option_groups = (ENCODER_DECODER_OPTIONS,)
     training_defaults = {"label_smoothing": 0.1}
 
     def __init__(self, *, src_vocab_size: int, tgt_vocab_size: int, **options: Any) -> None:
@@ -119,8 +118,7 @@ class TransformerSeq2Seq(Seq2SeqModule):
         super().__init__(training)
         self.save_hyperparameters()
         self.save_options(groups)
-        self.net = build_transformer(arch.spec, src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size,
-                                     tying=arch.tying)
+        self.net = build_transformer(arch, src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size)
 
 
 def count_parameters(module: torch.nn.Module) -> int:

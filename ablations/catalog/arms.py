@@ -24,7 +24,7 @@ from typing import Any, Final, Literal
 from ablations.engine.sweepspec import load_sweep, proposable_values
 from ablations.verdicts.rules import Arm
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 REST: Final = "rest"
 """``Question.ranked_only=REST``: every swept arm the verdict does not judge is ranked (e.g. position schemes

@@ -100,8 +100,8 @@ def cells_adding(stats: ArmStats, arms: Arms | None = None) -> str:
     return join(checks, gate)
 
 
-# Spans an Elman RNN still bridges through the fixed vector: on the quick preset's 3-15 tokens it beat every
-# gated cell (rnn 0.39, gru 0.32, lstm 0.13; 3 seeds, 2026-12-01), so the long-span claim needs longer sequences.
+# Spans an Elman RNN still bridges through the fixed vector: on the quick preset's 3-15 tokens it beat every gated
+# cell (docs/findings/preset_history.md), so the long-span claim needs longer sequences.
 LONG_SPAN = 30
 
 

@@ -26,29 +26,19 @@ from ablations.catalog.question import (  # noqa: F401 - the Question API, re-ex
 from ablations.verdicts.rules import Arm, better, join  # noqa: F401
 from ablations.verdicts.stats import Stat  # noqa: F401
 
-# Positions must first learn reversal before extrapolation can be compared, and "learned ≈ sinusoidal" needs
-# converged arms: at 3 epochs (~560 steps) learned 0.63 ± 0.17 vs sinusoidal 0.83 ± 0.14 val exact match left the
-# equivalence unreadable; at 6 epochs (1128 steps; seeds 1, 2, 2026-12-01, Xeon with AMX, two at once) learned
-# 0.955 / 0.97, sinusoidal 1.0 / 0.955, 70-83 s a trial.
+# Each quick preset's measurements, dated, per question: docs/findings/preset_history.md.
+# Positions must first learn reversal before extrapolation can be compared: 6 epochs (measured: preset_history.md).
 QUICK_POSITIONS = ("--trainer.max_epochs=6", "--data.train_size=12000", "--data.val_size=200", "--data.test_size=400",
                    "--trainer.log_every_n_steps=10", "--model.warmup_steps=150")
-# Norm: 8 arms x 3 seeds, so shorter trials (~375 steps); its warm-up arm (NORM_WARMUP) fits well inside them.
-# At lr 0.002 (depth 6, seed 1) Post-Norm trained without warm-up (post cold 0.52, post warm-up 100 0.365, pre cold
-# 0.815 exact match): Xiong et al.'s failure needs a larger lr. At lr 0.005 (seed 1, under load): post cold 0.000 at
-# every validation, post warm-up 100 0.20, pre cold 0.565 -- the paper's pattern, so sweeps/norm.yaml sets
-# lr 0.005 (both scales).
+# Norm: 8 arms x 3 seeds, so shorter trials (~375 steps); its warm-up arm (NORM_WARMUP) fits well inside them,
+# and sweeps/norm.yaml's lr 0.005 is where Post-Norm fails without warm-up (preset_history.md).
 QUICK_NORM = ("--trainer.max_epochs=3", "--data.train_size=8000", "--data.val_size=200", "--data.test_size=200",
               "--trainer.log_every_n_steps=10", "--trainer.val_check_interval=0.5")
-# Adding problem at T = 100 as adding.yaml trains it (lr 0.01): 60k training sequences (Hochreiter &
-# Schmidhuber's LSTM needed 74k), ~940 steps; the old 8k-sequence preset left every cell at the mean predictor.
+# Adding problem at T = 100 as adding.yaml trains it (lr 0.01): 60k training sequences, ~940 steps (preset_history.md).
 QUICK_ADDING = ("--trainer.max_epochs=6", "--data.train_size=10000", "--data.val_size=256",
                 "--data.test_size=256", "--trainer.log_every_n_steps=10")
 # Recurrent decoders step through time on CPU: short sequences (lengths 3-15: three full exact-match buckets,
-# 1-5 / 6-10 / 11-15, so the longest bucket is not a handful of length-16 examples), 256 validation examples.
-# 8 epochs (512 steps) left the soft arms falling at the longest bucket (dot 0.96 -> 0.72, seed 1). Measured at
-# 20 epochs (1280 steps; seeds 1, 2; one thread, two trials at once, Xeon with AMX, 2026-12-01): shortest minus
-# longest bucket dot 0.08 / 0.04, general 0.09 / 0.07, additive 0.14 / 0.13, none 1.00 -> 0.00; hard 0.96 -> 0.18;
-# 58-69 s a trial (none 39 s), so the demo (10 trials, 2 at once) takes ~6 min.
+# 1-5 / 6-10 / 11-15), 256 validation examples, 20 epochs (1280 steps; measured: preset_history.md).
 QUICK_RECURRENT = ("--trainer.max_epochs=20", "--data.train_size=4096", "--data.val_size=256", "--data.test_size=128",
                    "--trainer.log_every_n_steps=5", "--trainer.val_check_interval=0.5", "--model.warmup_steps=10",
                    "--data.min_len=3", "--data.max_len=15",
@@ -60,26 +50,15 @@ NORM_WARMUP = 100
 
 
 # Transformer presets that learn reversal at CPU scale: ~560 steps (12k examples x 3 epochs), validation
-# every half epoch for the curves (steps to target, exposure gap over training). Measured (seed 1, one thread,
-# two trials at once under the shared lock, load ~4): forcing teacher 0.925 exact match (68 s of training),
-# scheduled 0.95 (127 s), student 0.79 (124 s); scaling at d_k 128: sqrt_dk 0.895 (reaches 0.5 at step 281,
-# 342 s), dk 0.91 (step 375, 252 s), none 0.000 (never; first-validation entropy 0.10 vs 0.99 for sqrt_dk).
+# every half epoch for the curves (steps to target, exposure gap over training; measured: preset_history.md).
 QUICK_TF = ("--trainer.max_epochs=3", "--data.train_size=12000", "--data.val_size=200", "--data.test_size=200",
             "--trainer.log_every_n_steps=10", "--trainer.val_check_interval=0.5")
 QUICK_TF_WARM = (*QUICK_TF, "--model.warmup_steps=150")
 # Scaling compares steps to the target: validating every quarter epoch (~47 steps) instead of every half (~94),
-# since at half-epoch resolution sqrt_dk (344 ± 54) and dk (375 ± 0) could not be told apart.
+# since at half-epoch resolution sqrt_dk and dk could not be told apart.
 QUICK_SCALING = tuple(a.replace("val_check_interval=0.5", "val_check_interval=0.25") for a in QUICK_TF_WARM)
-# Forcing at 3 epochs left one scheduled seed at 0.195 (the others 0.985, 0.91) and the gap comparisons within seed
-# noise: twice the steps. With the scheduled decay stretched to the run (scheduled_steps 1120; 3 seeds, 2026-12-01)
-# every arm converged (0.975-0.99) and every gap closed to 0; teacher's mean gap over training 0.046 > student's
-# 0.007, but scheduled's 0.047 equalled teacher's: the gap lives in steps ~190-470, where that decay still fed ~70%
-# gold tokens. So the inverse-sigmoid decay reaches p(gold) = 1/2 at step 280, inside that window (560 steps).
-# At 560 (3 seeds) scheduled's gap was 0.036 against teacher's 0.046 (d = 0.82), student's 0.007: the gap is
-# largest in the first ~300 steps, so the decay now reaches p(gold) = 1/2 at step 140, and validation runs every
-# quarter epoch (~47 steps) so the gap's mean over training rests on twice the points. Measured (5 seeds each,
-# 2026-12-01): scheduled's gap 0.018 (decay 280) and 0.025 (420) against teacher's 0.052, both narrower (p = 0.031);
-# its area under the learning curve 0.546 and 0.583 against student's 0.561 and teacher's 0.682.
+# Forcing: twice the steps, the inverse-sigmoid decay reaching p(gold) = 1/2 at step 140, where the exposure gap
+# is largest, and validation every quarter epoch (preset_history.md).
 QUICK_FORCING = ("--trainer.max_epochs=6", *QUICK_SCALING[1:], "--model.scheduled_steps=280")
 
 # The figures the runs draw, as W&B image keys (``Question.media``; ``lit_models.figures.AttentionFigures``:

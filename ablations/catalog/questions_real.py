@@ -10,11 +10,10 @@ offline"); :func:`data_versions` names the versions a findings README was made w
 
 The quick presets are sized for 2 CPU cores (two trials at once, one thread each): each question is meant to
 finish within 30 minutes and the whole set within 3 hours. They were sized from the synthetic questions' trial
-times at comparable shapes; each preset's comment gives what its run then measured. bottleneck_bible's and
-norm_bible's first presets were over the 30 minutes and were shrunk after their verdicts had been seen
+times at comparable shapes; what each then measured is in docs/findings/preset_history.md. bottleneck_bible's
+and norm_bible's first presets were over the 30 minutes and were shrunk after their verdicts had been seen
 (``Question.preset_changed`` says so in their reports). They shrink data, epochs, width and warm-up, never a
-question's own axis. The whole set took 1:10:13 in one invocation on a quiet AMD EPYC (0cf26a8, 2026-12-05),
-every question within 18 minutes there (docs/sweeps.md has each).
+question's own axis.
 """
 
 from __future__ import annotations
@@ -26,11 +25,9 @@ from ablations.catalog.questions import CROSS_MAP, POOLING_MEDIA, TRANSFORMER_MA
 CLIPART_SOURCE = ("Tux Paint's clip-art stamps (Debian tuxpaint-stamps-default): 785 PNG stamps with one English "
                   "caption each, 639 / 82 / 64 split by stamp group (datamodules/clipart.py)")
 
-# The GRU encoder-decoder at width 128 on a seeded 12,000 of the 28k training verse pairs, 3 epochs (324 steps of
-# <= 4000 tokens), warm-up 50 steps. Sized for time on seed 2001 (neither the verdict's seeds nor the replication's):
-# 9:25 a trial with additive attention (Intel Xeon, one thread, beside another fit, first data preparation
-# included); see BIBLE_GRU_PRESET_CHANGE for the preset it replaced. The question then measured (e95809e, one
-# trial at a time): 6 trials summed 30:24, 4.5-8 min each, so 15-20 min with 2 at once.
+# Each quick preset's measurements, dated, per question: docs/findings/preset_history.md.
+# The GRU encoder-decoder at width 128 on a seeded 12,000 of the 28k training verse pairs, 3 epochs, warm-up 50
+# steps; sized for time (preset_history.md).
 QUICK_BIBLE_GRU = ("--trainer.max_epochs=3", "--data.train_size=12000", "--data.val_size=200",
                    "--data.vocab_size=4000", "--model.embed_dim=128", "--model.hidden_size=128",
                    "--model.warmup_steps=50", "--trainer.log_every_n_steps=20")
@@ -42,11 +39,8 @@ BIBLE_GRU_PRESET_CHANGE = (
     "most of the 324 steps. Both were chosen on seed 2001 with additive attention: test BLEU 2.6 with warm-up 200 "
     "(9:25), 3.5 with 50 (7:34, data prepared). The smaller preset cannot make the fall with length show; the "
     "full-config acceptance runs (docs/findings/real/acceptance.md) give the curve at 4 epochs of the whole split.")
-# 6+6-layer Transformers at width 64 on a seeded 5000 verse pairs x 3 epochs (54 steps an epoch of <= 4000
-# tokens), validated at each epoch's end. Sized for time on seed 2001 (post-norm, warm-up 100; AMD EPYC, two
-# fits at once, one thread each, first data preparation included): 157 s a trial, against 207 s for the preset
-# it replaced (NORM_BIBLE_PRESET_CHANGE). The question then measured (0cf26a8, AMD EPYC, quiet): 12 trials of
-# 120-128 s, 12:20 with 2 at once.
+# 6+6-layer Transformers at width 64 on a seeded 5000 verse pairs x 3 epochs, validated at each epoch's end;
+# sized for time (preset_history.md).
 QUICK_BIBLE_NORM = ("--trainer.max_epochs=3", "--data.train_size=5000", "--data.val_size=200",
                     "--data.vocab_size=2000", "--model.d_model=64", "--model.d_ff=256",
                     "--trainer.log_every_n_steps=10")
@@ -56,26 +50,19 @@ NORM_BIBLE_PRESET_CHANGE = (
     "'not shown at this scale' (best arm pre/0 at val BLEU 0.7). The training set became a seeded 5000 pairs "
     "validated once an epoch, chosen on seed 2001 (post-norm, warm-up 100, AMD EPYC, two fits at once): 157 s a "
     "trial against 207 s for the old preset (val BLEU 0.9 with the old preset, 0.3 with the new; time alone decided).")
-# 2+2 layers at width 128 on the verse pairs of <= 40 tokens among 10000 drawn (about half), 4 epochs;
-# measured 2026-12-03 (Intel Xeon, 2 cores): 48 steps an epoch, 12 trials of 221-306 s, 2 at once, 25:52.
+# 2+2 layers at width 128 on the verse pairs of <= 40 tokens among 10000 drawn (about half), 4 epochs.
 QUICK_BIBLE_POSITIONS = ("--trainer.max_epochs=4", "--data.train_size=10000", "--data.val_size=200",
                          "--data.vocab_size=4000", "--model.warmup_steps=150", "--trainer.log_every_n_steps=10")
-# 8.4k snippets x 4 epochs with the config's BiLSTM. Estimated at ~1 min a trial; measured 2026-12-02 (AMD EPYC,
-# 2 cores, commit 9f29b8f): 15 trials summed 1:07:45 (~4.5 min each), about 34 min with 2 at once; 2026-12-03
-# (Intel Xeon, e95809e, the same preset): 15 trials summed 32:05, 25:31 wall with the 45 out-of-domain tests;
-# 2026-12-05 (AMD EPYC, quiet, 0cf26a8): 15 trials of 57-60 s, about 11 min with the out-of-domain tests.
+# 8.4k snippets x 4 epochs with the config's BiLSTM (preset_history.md).
 QUICK_MR = ("--trainer.max_epochs=4", "--trainer.log_every_n_steps=20")
-# RAM on 16k translated canvases x 4 epochs; measured 2026-12-02 (Intel Xeon, commit 8eac641): 12 trials (9 RAM,
-# 3 full-view) summed 11:35, about 6 min with 2 at once.
+# RAM on 16k translated canvases x 4 epochs.
 QUICK_RAM = ("--trainer.max_epochs=4", "--data.train_size=16000", "--trainer.log_every_n_steps=20")
 # 4000 training windows of 128 characters (512k characters, one epoch), 128 validation and 256 test windows at
-# each context; measured 2026-12-02 (AMD EPYC, commit bd4d04b): 15 trials summed 17:54, about 9 min with 2 at once.
+# each context (preset_history.md).
 QUICK_LM_WEB = ("--trainer.max_epochs=1", "--data.train_size=4000", "--data.val_size=128", "--data.test_size=256",
                 "--model.warmup_steps=50", "--trainer.log_every_n_steps=10")
 
-# 12 epochs of the 639 training stamps at 64x64 (clipart_soft.yaml writes 30): measured (one thread, Intel Xeon)
-# about 5 s of CPU an epoch with additive or hard attention, 2.5 s without, plus ~20 s to start, render and test;
-# 15 trials (3 arms x 5 seeds), 2 at once: ~9 min on 2 idle cores.
+# 12 epochs of the 639 training stamps at 64x64 (clipart_soft.yaml writes 30); ~9 min on 2 idle cores.
 QUICK_CLIPART = ("--trainer.max_epochs=12", "--trainer.log_every_n_steps=10")
 
 NORM_BIBLE_WARMUP = 100  # the warm-up arm of sweeps/norm_bible.yaml (steps); quick runs are 162 steps

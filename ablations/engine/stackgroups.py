@@ -37,14 +37,14 @@ REFUSAL = "not stacked"
 NOTHING_TO_STACK_WITH = "no other fresh seed of its arm, run by attnlab fit, to stack with"
 STACK_HELP = ("train the fresh seeds of an arm as one vectorised model in one process (each writes its own run "
               "directory; trial.json says how each ran), or --no-stack: every trial in its own process; default: "
-              "stacked where a GPU is visible, alone on CPU (no gain measured there: BENCHMARKS.md)")
+              "stacked where a GPU is visible, alone on CPU (no gain measured there: docs/benchmarks-history.md)")
 """``--stack/--no-stack`` of ``attnlab sweep`` and ``attnlab findings``."""
 
 
 def default_stack() -> bool:
     """Stack by default only where an NVIDIA GPU is visible (``nvidia-smi`` on the PATH, CUDA_VISIBLE_DEVICES not
     emptied), where packing seeds is what fills the device. On CPU it stays off: the quick ``lm_positions``
-    question took 409 s stacked against 394 s alone (Intel Xeon, 2 cores, 2026-12-03, BENCHMARKS.md), and a
+    question took 409 s stacked against 394 s alone (Intel Xeon, 2 cores, docs/benchmarks-history.md), and a
     stacked seed's dropout masks come from the group's random stream, so a stacked rerun would not reproduce
     the findings recorded alone."""
     return shutil.which("nvidia-smi") is not None and os.environ.get("CUDA_VISIBLE_DEVICES", "0") not in ("", "-1")

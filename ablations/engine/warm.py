@@ -58,7 +58,7 @@ SERVER_CODE = "from ablations.engine.warm import main; main()"
 
 def warm_wanted() -> bool:
     """Warm on Linux unless :data:`WARM_ENV` says 0/false/no (the default since the runner's signal, resume
-    and CLI tests passed with every trial warm, 2026-12-03; fork is Linux-only here)."""
+    and CLI tests passed with every trial warm; fork is Linux-only here)."""
     off = os.environ.get(WARM_ENV, "").strip().lower() in ("0", "false", "no")
     return sys.platform.startswith("linux") and not off
 

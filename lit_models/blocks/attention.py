@@ -9,6 +9,7 @@ attend) so the fused SDPA kernel still runs.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -123,6 +124,28 @@ def logit_max(q: Tensor, k: Tensor, *, mask: Tensor | None, scale: float, is_cau
         return scores.amax()
 
 
+@dataclass(frozen=True, kw_only=True)
+class AttentionOptions:
+    """What one multi-head attention takes, resolved (the builder reads each from the model's spec field or
+    derived value of the same name, ``builders.layer_options``).
+
+    Attributes:
+        heads: number of heads h.
+        d_head: width d_k of each head; the model width is D = h·d_k (no check needed: the spec validated it).
+        scale: the multiplier of the logits q·k (Vaswani eq. 1: 1/sqrt(d_k)), resolved by the builder.
+        attn_dropout: dropout on the attention weights.
+        kv_heads: G key/value heads, dividing h (the spec checks it); None = h (multi-head attention).
+        qk_norm: LayerNorm on each head's queries and keys before the score.
+    """
+
+    heads: int
+    d_head: int
+    scale: float
+    attn_dropout: float
+    kv_heads: int | None = None
+    qk_norm: bool = False
+
+
 class MultiHeadAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
 
@@ -144,34 +167,26 @@ class MultiHeadAttention(nn.Module):
     stored normalised, so incremental decoding still equals a full pass.
 
     Args:
-        heads: number of heads h.
-        d_head: width d_k of each head; the model width is D = h·d_k.
-        scale: the multiplier of the logits q·k (Vaswani eq. 1: 1/sqrt(d_k)), resolved by the builder.
-        dropout: dropout on the attention weights.
+        options: h, d_k, the logit scale, the attention dropout, G and QK-norm (:class:`AttentionOptions`).
         positions: the position scheme of the sequence this module attends over (self-attention):
             its ``rotate`` hook transforms q and k, its ``score_bias`` hook biases the scores. None
             for cross-attention, whose queries and keys index different sequences. The scheme is
-            held by reference, not registered here: the network that owns it registers it once.
-        kv_heads: G, dividing h (the spec checks it); None = h.
-        qk_norm: LayerNorm on q and k per head.
+            held by reference, not registered here: the network that owns it registers it.
 
     ``logit_tap``: when a probe sets it to a callable, :meth:`attend` passes it :func:`logit_max` of
     every call (a device tensor); None (the default) costs nothing.
     """
 
-    def __init__(
-        self, *, heads: int, d_head: int, scale: float, dropout: float, positions: PositionScheme | None = None,
-        kv_heads: int | None = None, qk_norm: bool = False,
-    ) -> None:
+    def __init__(self, options: AttentionOptions, *, positions: PositionScheme | None = None) -> None:
         super().__init__()
-        self.heads, self.d_k, self.scale = heads, d_head, scale
-        self.kv_heads = kv_heads or heads
-        d_model = heads * d_head
-        self.dropout = dropout
+        self.heads, self.d_k, self.scale = options.heads, options.d_head, options.scale
+        self.kv_heads = options.kv_heads or options.heads
+        d_head, d_model = options.d_head, options.heads * options.d_head
+        self.dropout = options.attn_dropout
         self.in_proj = nn.Linear(d_model, d_model + 2 * self.kv_heads * d_head)
         self.out_proj = nn.Linear(d_model, d_model)
-        self.q_norm = nn.LayerNorm(d_head) if qk_norm else nn.Identity()
-        self.k_norm = nn.LayerNorm(d_head) if qk_norm else nn.Identity()
+        self.q_norm = nn.LayerNorm(d_head) if options.qk_norm else nn.Identity()
+        self.k_norm = nn.LayerNorm(d_head) if options.qk_norm else nn.Identity()
         object.__setattr__(self, "positions", positions)  # shared, owned (registered) by the network
         self.logit_tap: Callable[[Tensor], None] | None = None
 

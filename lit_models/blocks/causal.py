@@ -3,7 +3,7 @@
 Radford et al. 2018 (GPT, §3.1): the Transformer decoder without cross-attention, trained as a
 language model L(U) = sum_i log P(u_i | u_<i). The layers are the Vaswani et al. 2017 sublayers
 (``MultiHeadAttention``, ``FeedForward`` inside ``Residual`` with Post- or Pre-Norm); the position
-scheme is built once and held by every self-attention (embedding, q/k and score-bias hooks).
+scheme is built by the builder and held by every self-attention (embedding, q/k and score-bias hooks).
 
 Prompt -> answer framing (the decoder protocol of ``decoding.py`` / ``forcing.py``)::
 

@@ -35,6 +35,29 @@ class TokenEmbedding(nn.Module):
         return self.table(ids) * self.scale  # (B, T, D)
 
 
+def tie_none(src: TokenEmbedding, tgt: TokenEmbedding, out: nn.Linear) -> TokenEmbedding:
+    """No tying: each embedding and the output projection keep their own matrix; returns ``src``."""
+    return src
+
+
+def tie_decoder(src: TokenEmbedding, tgt: TokenEmbedding, out: nn.Linear) -> TokenEmbedding:
+    """Press & Wolf 2017: the output projection is the decoder input embedding; returns ``src``."""
+    out.weight = tgt.table.weight
+    return src
+
+
+def tie_all(src: TokenEmbedding, tgt: TokenEmbedding, out: nn.Linear) -> TokenEmbedding:
+    """Vaswani §3.4: one matrix for both embeddings and the output projection (shared vocabulary); returns
+    ``tgt``, the embedding the source side uses too."""
+    if src.table.num_embeddings != tgt.table.num_embeddings:
+        raise ValueError(
+            f"tying='all' needs one shared vocabulary, got src_vocab_size={src.table.num_embeddings} "
+            f"and tgt_vocab_size={tgt.table.num_embeddings}"
+        )
+    tie_decoder(src, tgt, out)
+    return tgt
+
+
 class Encoder(nn.Module):
     """N encoder layers, plus a final LayerNorm for Pre-Norm (``final_norm`` is None for Post-Norm)."""
 

@@ -11,13 +11,13 @@ logit ``scale`` and ``pre_norm`` (the builder derives them from the model's ``Tr
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lit_models.blocks.attention import MultiHeadAttention, causal_mask
+from lit_models.blocks.attention import AttentionOptions, MultiHeadAttention, causal_mask
 from lit_models.blocks.positions import PositionScheme
 
 Sublayer = Callable[[Tensor], Tensor]
@@ -45,29 +45,22 @@ class Residual(nn.Module):
         return self.combine(x, fn, self.norm, self.drop)
 
 
-class LayerOptions(NamedTuple):
-    """What every encoder, decoder and causal layer takes, resolved (Vaswani §3.1-3.3, §5.4).
+@dataclass(frozen=True, kw_only=True)
+class LayerOptions(AttentionOptions):
+    """What every encoder, decoder and causal layer takes, resolved (Vaswani §3.1-3.3, §5.4): its attentions'
+    options (:class:`~lit_models.blocks.attention.AttentionOptions`), then
 
     Attributes:
-        heads, d_head: h heads of width d_k; the model width is D = h·d_k (no check needed).
-        d_ff: inner width of the FFN (eq. 2). dropout: on each sublayer's output (P_drop).
-        attn_dropout: on the attention weights. scale: the logit multiplier (eq. 1: 1/sqrt(d_k)).
+        d_ff: inner width of the FFN (eq. 2).
+        dropout: on each sublayer's output (P_drop).
         pre_norm: LayerNorm on each sublayer's input (Pre-Norm) instead of after the residual sum.
-        kv_heads: G key/value heads shared by groups of h/G query heads (GQA; 1 = MQA); None = h (MHA).
-        qk_norm: LayerNorm on each head's queries and keys before the score (Dehghani et al. 2023).
         ffn_absorbs_kv: widen the FFN by the parameters grouped keys and values save (:meth:`ffn_width`), so
             a GQA/MQA layer has the parameters of the MHA layer (equal-budget comparisons).
     """
 
-    heads: int
-    d_head: int
     d_ff: int
     dropout: float
-    attn_dropout: float
-    scale: float
     pre_norm: bool
-    kv_heads: int | None = None
-    qk_norm: bool = False
     ffn_absorbs_kv: bool = False
 
     @property
@@ -75,9 +68,7 @@ class LayerOptions(NamedTuple):
         return self.heads * self.d_head
 
     def attention(self, positions: PositionScheme | None = None) -> MultiHeadAttention:
-        return MultiHeadAttention(heads=self.heads, d_head=self.d_head, scale=self.scale,
-                                  dropout=self.attn_dropout, positions=positions, kv_heads=self.kv_heads,
-                                  qk_norm=self.qk_norm)
+        return MultiHeadAttention(self, positions=positions)
 
     def ffn_width(self, attentions: int) -> int:
         """The FFN's inner width in a layer with ``attentions`` attention modules: ``d_ff``, plus, with

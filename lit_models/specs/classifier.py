@@ -1,10 +1,10 @@
 """The text classifier's frozen spec (what ``builders.build_classifier`` takes) and its CLI arguments, declared once.
 
 ``ClassifierSpec`` holds the encoder family, the pooling and the chosen encoder's own spec
-(``RecurrentEncoderSpec`` or ``TransformerSpec``) and derives the pooled width once. ``ClassifierArgs`` is
+(``RecurrentEncoderSpec`` or ``TransformerSpec``) and derives the pooled width. ``ClassifierArgs`` is
 what ``classifier.SentimentClassifier`` shows on the CLI (``--model.pooling``, ``--model.cell``,
 ``--model.d_model``, ...): both encoders' arguments, flat for sweeps (those of the encoder not chosen are
-unused), with their defaults and docs; it builds the spec as ``args.spec``.
+unused), the Transformer's included from ``TransformerSpec``; it builds the spec as ``args.spec``.
 """
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from attnlab_core.errors import UsageError
-from lit_models.axes import AttnScale, Cell, EncoderFamily, Norm, Pooling, Positions, RopeScaling
+from attnlab_core.options import include, pick
+from lit_models.axes import Cell, EncoderFamily, Pooling
 from lit_models.registries import PREPENDS_CLS
 from lit_models.specs.recurrent import RecurrentEncoderSpec, resolve
-from lit_models.specs.transformer import TransformerSpec, rope_and_heads
+from lit_models.specs.transformer import TransformerSpec
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,6 +60,8 @@ class ClassifierSpec:
 
 
 @dataclass(frozen=True, kw_only=True)
+@include(TransformerSpec, after="bidirectional", omit=("encoder_layers", "decoder_layers", "attn_dropout", "tying"),
+         prefix="Transformer encoder: ", d_model=64, d_ff=256, norm="pre", max_positions=512)
 class ClassifierArgs:
     """The text classifier's architecture arguments (both encoders' flat, for sweeps).
 
@@ -70,19 +73,12 @@ class ClassifierArgs:
         hidden_size: recurrent encoder's hidden size H per direction.
         num_layers: recurrent layers or Transformer encoder layers.
         bidirectional: recurrent encoder reads both directions.
-        d_model: Transformer encoder's width.
-        heads: Transformer encoder's attention heads (must divide d_model).
-        d_ff: Transformer encoder's feed-forward inner width.
-        norm: Transformer encoder's residual LayerNorm placement (post | pre).
-        positions: Transformer encoder's position scheme (``axes.Positions``: the type lists every scheme).
-        attn_scale: Transformer encoder's dot-product scaling (sqrt_dk | none | dk).
-        max_positions: rows of the learned position table (positions=learned).
-        position_options: the Transformer encoder's position-scheme options, e.g. ``{"base": 500}`` for rope
-            (``TransformerArgs.position_options``); null = the scheme's defaults.
-        qk_norm, kv_heads, ffn_absorbs_kv, rope_scaling, rope_factor, rope_train_len, rope_scaling_train: the
-            Transformer encoder's (``TransformerArgs`` documents each).
         attn_size: size of u_t in attention pooling (Yang et al. 2016).
         dropout: on embeddings, between layers, before the head.
+
+    After ``bidirectional`` come the Transformer encoder's fields, included from ``TransformerSpec`` with
+    their docs (``attnlab_core.options.include``) and the classifier's defaults; its ``dropout`` is the one
+    above, its depth ``num_layers``, and it has no attention dropout and no decoder to tie.
 
     Derived (not an argument): ``spec``, the ``ClassifierSpec`` (with only the chosen encoder's spec, so an
     unused Transformer width is never validated).
@@ -95,33 +91,14 @@ class ClassifierArgs:
     hidden_size: int = 64
     num_layers: int = 1
     bidirectional: bool = True
-    d_model: int = 64
-    heads: int = 4
-    d_ff: int = 256
-    norm: Norm = "pre"
-    positions: Positions = "sinusoidal"
-    attn_scale: AttnScale = "sqrt_dk"
-    max_positions: int = 512
-    position_options: dict[str, float | int | bool] | None = None
-    qk_norm: bool = False
-    kv_heads: int | None = None
-    ffn_absorbs_kv: bool = False
-    rope_scaling: RopeScaling = "none"
-    rope_factor: float = 1.0
-    rope_train_len: int = 0
-    rope_scaling_train: bool = False
     attn_size: int = 64
     dropout: float = 0.1
     spec: ClassifierSpec = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         recurrent = RecurrentEncoderSpec.of(self) if self.encoder == "recurrent" else None
-        transformer = TransformerSpec(
-            d_model=self.d_model, heads=self.heads, d_ff=self.d_ff, encoder_layers=self.num_layers,
-            dropout=self.dropout, attn_dropout=0.0, norm=self.norm, positions=self.positions,
-            attn_scale=self.attn_scale, max_len=self.max_positions, position_options=self.position_options or {},
-            **rope_and_heads(self),
-        ) if self.encoder == "transformer" else None
+        transformer = pick(self, TransformerSpec, encoder_layers=self.num_layers, decoder_layers=0, attn_dropout=0.0,
+                           ) if self.encoder == "transformer" else None
         object.__setattr__(self, "spec", ClassifierSpec(
             encoder=self.encoder, pooling=self.pooling, attn_size=self.attn_size, dropout=self.dropout,
             recurrent=recurrent, transformer=transformer,

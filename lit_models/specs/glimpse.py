@@ -2,7 +2,7 @@
 
 Each spec is also its family's CLI arguments (defaults and docs declared here, the paper's values in the
 docs; ``glimpse.RecurrentAttentionModel`` and ``full_view.FullViewClassifier`` take them as ``**options``);
-it derives, once, the sizes the builder needs (the glimpse vector's length, the flattened canvas) and the
+it derives the sizes the builder needs (the glimpse vector's length, the flattened canvas) and the
 resolved core cell.
 """
 

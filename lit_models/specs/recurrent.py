@@ -1,6 +1,6 @@
 """Frozen specs of the recurrent architectures: the encoder, seq2seq, the image captioner.
 
-As ``TransformerSpec``: a spec holds the hyper-parameters under their axis names and resolves, once in
+As ``TransformerSpec``: a spec holds the hyper-parameters under their axis names and resolves, in
 ``__post_init__``, what the builder needs (the cell arm's layer and step, the attention arm, the
 encoder's directions and output width), validating the combinations there. ``RecurrentSeq2SeqSpec``
 and ``CaptionerSpec`` are also their family's CLI arguments (defaults and docs declared here, the

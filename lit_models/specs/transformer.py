@@ -1,11 +1,13 @@
-"""The Transformer's frozen spec (what the builders take) and its CLI arguments, declared once.
+"""The Transformer's frozen spec: each field declared once, with its doc and the encoder-decoder's default.
 
-``TransformerSpec`` holds the architecture's hyper-parameters under their axis names, and derives once, in
-``__post_init__``, what the blocks need as numbers: the head size (validated there, the one place
-``d_model / heads`` is checked), the logit scale and the norm placement; Python users build one
-directly. ``TransformerArgs`` is what the Transformer families show on the CLI (``--model.d_model``,
-...), declared once with its docs; each family names only the defaults it changes
-(``attnlab_core.options.with_defaults``) and gets the spec it builds from as ``args.spec``.
+``TransformerSpec`` holds the architecture's hyper-parameters under their axis names, and derives in
+``__post_init__`` what the blocks need as numbers: the head size (validated there, the one place
+``d_model / heads`` is checked), the logit scale and the norm placement. Python users build one directly;
+the Transformer families show its fields on the CLI (``--model.d_model``, ...) through the constructors
+declared below, which name only a family's renames and the defaults it changes
+(``attnlab_core.options.with_defaults``); the classifier includes them beside its own
+(``specs.classifier``). The blocks take ``LayerOptions`` read from the spec by field name
+(``builders.layer_options``), so a new knob is a field here, its use in a block, and a test.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from attnlab_core.errors import UsageError
+from attnlab_core.options import with_defaults
 from lit_models.axes import AttnScale, Norm, Positions, RopeScaling, Tying
 from lit_models.blocks.rope_scaling import RopeScale
 from lit_models.registries import ATTN_SCALES, POSITIONS, PRE_NORM, ROPE_SCALINGS
@@ -26,33 +29,51 @@ class TransformerSpec:
     """A Transformer (Vaswani et al. 2017): encoder stack, decoder stack, or both.
 
     Args:
-        d_model: model width D. heads: h, which must divide D (d_head = D / h, §3.2.2).
-        d_ff: inner width of the position-wise FFN (eq. 2).
-        encoder_layers, decoder_layers: stack depths N (0 = that stack is absent: a causal LM is
-            decoder-only, a classifier encoder-only).
-        dropout: on sublayer outputs and embeddings (§5.4). attn_dropout: on the attention weights.
-        norm: residual LayerNorm placement (``axes.Norm``). attn_scale: logit scaling (``axes.AttnScale``).
-        positions: position scheme (``axes.Positions``); max_len: its table length (learned positions).
-        position_options: the scheme's own keyword options (e.g. RoPE's ``base``); empty = its defaults.
-        qk_norm, kv_heads, ffn_absorbs_kv, rope_scaling, rope_factor, rope_train_len, rope_scaling_train:
-            as ``TransformerArgs`` documents them.
+        d_model: model width (paper base: 512).
+        heads: attention heads h; d_k = d_model / h.
+        d_ff: feed-forward inner width (paper: 4·d_model).
+        encoder_layers: N encoder layers.
+        decoder_layers: N decoder layers (a decoder-only model's ``layers``).
+        dropout: dropout on sublayer outputs and embeddings (P_drop).
+        attn_dropout: dropout on attention weights.
+        norm: residual LayerNorm placement (post | pre).
+        positions: position scheme (``axes.Positions``: the type lists every scheme; its options: position_options).
+        attn_scale: dot-product scaling (sqrt_dk | none | dk).
+        max_positions: rows of the learned position table (only used by positions=learned); a longer
+            sequence is an error, not a silent wrap.
+        position_options: the scheme's own options, e.g. ``{"base": 500}`` for rope (each scheme class's
+            keyword arguments, ``blocks.positions``); null = its defaults. An option the scheme does not
+            take is an error.
+        tying: weight tying of embeddings and output projection (none | decoder | all; with one
+            vocabulary, decoder and all are the same).
+        qk_norm: LayerNorm on each head's queries and keys before the score (Dehghani et al. 2023).
+        kv_heads: key/value heads G dividing heads: 1 = multi-query (Shazeer 2019), between = grouped-query
+            (Ainslie et al. 2023); null = heads (multi-head). The KV cache holds G heads.
+        ffn_absorbs_kv: widen each FFN by the parameters grouped keys/values save (equal-parameter arms).
+        rope_scaling: RoPE beyond the training length (none | linear | ntk | yarn; positions=rope only),
+            applied in evaluation; see rope_scaling_train.
+        rope_factor: its scale s = L'/L (>= 1; 1 = plain RoPE).
+        rope_train_len: the training length L (yarn only: its ramp compares L with each wavelength).
+        rope_scaling_train: apply the scaling in training too (fine-tuning with it); false = evaluation only.
 
-    Derived (not arguments): ``d_head``, ``scale`` (the logit multiplier, eq. 1), ``pre_norm``, ``rope_scale``
-    (the resolved ``blocks.rope_scaling.RopeScale``).
+    A stack of 0 layers is absent (a causal LM is decoder-only, a classifier encoder-only).
+    Derived (not arguments): ``d_head`` (§3.2.2), ``scale`` (the logit multiplier, eq. 1), ``pre_norm``,
+    ``rope_scale`` (the resolved ``blocks.rope_scaling.RopeScale``).
     """
 
-    d_model: int
-    heads: int
-    d_ff: int
-    encoder_layers: int = 0
-    decoder_layers: int = 0
-    dropout: float
-    attn_dropout: float
-    norm: Norm
-    attn_scale: AttnScale
-    positions: Positions
-    max_len: int
-    position_options: Mapping[str, float | int | bool] = field(default_factory=dict, hash=False)
+    d_model: int = 128
+    heads: int = 4
+    d_ff: int = 512
+    encoder_layers: int = 2
+    decoder_layers: int = 2
+    dropout: float = 0.1
+    attn_dropout: float = 0.0
+    norm: Norm = "post"
+    positions: Positions = "sinusoidal"
+    attn_scale: AttnScale = "sqrt_dk"
+    max_positions: int = 256
+    position_options: dict[str, float | int | bool] | None = field(default=None, hash=False)
+    tying: Tying = "decoder"
     qk_norm: bool = False
     kv_heads: int | None = None
     ffn_absorbs_kv: bool = False
@@ -68,11 +89,20 @@ class TransformerSpec:
     def __post_init__(self) -> None:
         d_head = head_size(d_model=self.d_model, heads=self.heads)
         kv_head_count(heads=self.heads, kv_heads=self.kv_heads)
+        object.__setattr__(self, "position_options", dict(self.position_options or {}))
         object.__setattr__(self, "d_head", d_head)
         object.__setattr__(self, "scale", ATTN_SCALES[self.attn_scale](d_head))
         object.__setattr__(self, "pre_norm", PRE_NORM[self.norm])
         check_position_options(self.positions, self.position_options)
         object.__setattr__(self, "rope_scale", rope_scale(self))
+
+
+ENCODER_DECODER_OPTIONS = with_defaults(TransformerSpec)
+"""The encoder-decoder's CLI arguments (``seq2seq.TransformerSeq2Seq``): the spec's fields and defaults."""
+
+CAUSAL_LM_OPTIONS = with_defaults(TransformerSpec, rename={"decoder_layers": "layers"}, fixed={"encoder_layers": 0},
+                                  norm="pre", max_positions=512)
+"""The causal LM's (``causal_lm.CausalLM``): ``layers`` causal layers, no encoder, Pre-Norm, 512 positions."""
 
 
 def rope_scale(spec: TransformerSpec) -> RopeScale:
@@ -104,79 +134,3 @@ def check_position_options(positions: Positions, options: Mapping[str, object]) 
         if not fits:
             raise UsageError(f"position_options: {name}={value!r} is not allowed: positions={positions} takes a "
                              f"{kind.__name__}")
-
-
-@dataclass(frozen=True, kw_only=True)
-class TransformerArgs:
-    """The Transformer families' architecture arguments, with the encoder-decoder's defaults.
-
-    Args:
-        d_model: model width (paper base: 512).
-        heads: attention heads h; d_k = d_model / h.
-        d_ff: feed-forward inner width (paper: 4·d_model).
-        encoder_layers: N encoder layers.
-        decoder_layers: N decoder layers (a decoder-only model's ``layers``).
-        dropout: dropout on sublayer outputs and embeddings (P_drop).
-        attn_dropout: dropout on attention weights.
-        norm: residual LayerNorm placement (post | pre).
-        positions: position scheme (``axes.Positions``: the type lists every scheme; its options: position_options).
-        attn_scale: dot-product scaling (sqrt_dk | none | dk).
-        max_positions: rows of the learned position table (only used by positions=learned); a longer
-            sequence is an error, not a silent wrap.
-        position_options: the scheme's own options, e.g. ``{"base": 500}`` for rope (each scheme class's
-            keyword arguments, ``blocks.positions``); null = its defaults. An option the scheme does not
-            take is an error.
-        tying: weight tying of embeddings and output projection (none | decoder | all; with one
-            vocabulary, decoder and all are the same).
-        qk_norm: LayerNorm on each head's queries and keys before the score (Dehghani et al. 2023).
-        kv_heads: key/value heads G dividing heads: 1 = multi-query (Shazeer 2019), between = grouped-query
-            (Ainslie et al. 2023); null = heads (multi-head). The KV cache holds G heads.
-        ffn_absorbs_kv: widen each FFN by the parameters grouped keys/values save (equal-parameter arms).
-        rope_scaling: RoPE beyond the training length (none | linear | ntk | yarn; positions=rope only),
-            applied in evaluation; see rope_scaling_train.
-        rope_factor: its scale s = L'/L (>= 1; 1 = plain RoPE).
-        rope_train_len: the training length L (yarn only: its ramp compares L with each wavelength).
-        rope_scaling_train: apply the scaling in training too (fine-tuning with it); false = evaluation only.
-
-    Derived (not an argument): ``spec``, the ``TransformerSpec`` the builders take (validated here).
-    """
-
-    d_model: int = 128
-    heads: int = 4
-    d_ff: int = 512
-    encoder_layers: int = 2
-    decoder_layers: int = 2
-    dropout: float = 0.1
-    attn_dropout: float = 0.0
-    norm: Norm = "post"
-    positions: Positions = "sinusoidal"
-    attn_scale: AttnScale = "sqrt_dk"
-    max_positions: int = 256
-    position_options: dict[str, float | int | bool] | None = None
-    tying: Tying = "decoder"
-    qk_norm: bool = False
-    kv_heads: int | None = None
-    ffn_absorbs_kv: bool = False
-    rope_scaling: RopeScaling = "none"
-    rope_factor: float = 1.0
-    rope_train_len: int = 0
-    rope_scaling_train: bool = False
-    spec: TransformerSpec = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "spec", TransformerSpec(
-            d_model=self.d_model, heads=self.heads, d_ff=self.d_ff, encoder_layers=self.encoder_layers,
-            decoder_layers=self.decoder_layers, dropout=self.dropout, attn_dropout=self.attn_dropout, norm=self.norm,
-            positions=self.positions, attn_scale=self.attn_scale, max_len=self.max_positions,
-            position_options=self.position_options or {}, **rope_and_heads(self),
-        ))
-
-
-NEW_FIELDS = ("qk_norm", "kv_heads", "ffn_absorbs_kv", "rope_scaling", "rope_factor", "rope_train_len",
-              "rope_scaling_train")
-"""The fields of issue #47 that the CLI argument classes pass to the spec under the same names."""
-
-
-def rope_and_heads(args: object) -> dict[str, object]:
-    """The :data:`NEW_FIELDS` of an argument class, by name."""
-    return {name: getattr(args, name) for name in NEW_FIELDS}

@@ -96,7 +96,7 @@ def test_the_readme_says_when_the_trials_ran(tmp_path: Path):
     root, out = tmp_path / "runs", tmp_path / "docs"
     _finished_scaling(root)
     runs = sorted(p for p in (root / "scaling").iterdir() if p.is_dir())
-    t0 = 1_764_583_200.0  # 2025-12-01 10:00 UTC
+    t0 = 1_764_583_200.0  # 10:00 UTC, the day the lines below read
     for i, run in enumerate(runs):
         (run / "trial.json").write_text(json.dumps({"status": "finished", "wall_s": 50.0, "finished": t0 + 10 * i}))
     assert findings_main(["--root", str(root), "--out", str(out), "--only", "scaling", "--report-only"]) == 0
@@ -131,7 +131,7 @@ def test_a_question_rerun_days_later_is_its_own_sitting_not_days_of_running():
         return QuestionResult(name=name, verdict="", key_numbers="", report="", figures=[],
                               trials_span=[start, start + 60 * minutes], trials=trials)
 
-    t0 = 1_764_583_200.0  # 2025-12-01 10:00 UTC
+    t0 = 1_764_583_200.0  # 10:00 UTC, the day the lines below read
     together = [result("a", t0, 30, 10), result("b", t0 + 60 * 31, 20, 5)]  # back to back: one sitting
     (line,) = _span_line(together)
     assert "2025-12-01 10:00 UTC to 2025-12-01 10:51 UTC: 0:51:00 from the first" in line

@@ -270,7 +270,7 @@ def test_findings_real_without_data_fails_in_one_line_and_creates_nothing(tmp_pa
 
 
 def test_data_versions_survive_absent_packages(tmp_path: Path, monkeypatch):
-    monkeypatch.setattr(real_data.shutil, "which", lambda _: None)
+    monkeypatch.setattr(provenance.shutil, "which", lambda _: None)
     assert provenance.debian_version("sword-text-kjv") == "sword-text-kjv: dpkg-query not available"
     assert provenance.python_version("no-such-package-attnlab") == "no-such-package-attnlab: not installed"
     assert provenance.sword_modules(tmp_path) == []

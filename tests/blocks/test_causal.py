@@ -37,7 +37,7 @@ def test_causal_stack_matches_nn_transformer_encoder_with_causal_mask(norm):
                                 enable_nested_tensor=False)
     net = build_causal_lm(TransformerSpec(d_model=D, heads=H, d_ff=FF, decoder_layers=2, dropout=0.0,
                                           attn_dropout=0.0, norm=norm, positions="none", attn_scale="sqrt_dk",
-                                          max_len=64), vocab_size=V, tying="none")
+                                          max_positions=64, tying="none"), vocab_size=V)
     for ours, theirs in zip(net.layers, ref.layers, strict=True):
         _copy_layer(ours, theirs)
     if PRE_NORM[norm]:
@@ -60,7 +60,7 @@ def _net(positions: Positions, norm: Norm = "pre") -> nn.Module:
     torch.manual_seed(1)
     return build_causal_lm(TransformerSpec(d_model=D, heads=H, d_ff=FF, decoder_layers=2, dropout=0.0,
                                            attn_dropout=0.0, norm=norm, positions=positions, attn_scale="sqrt_dk",
-                                           max_len=64), vocab_size=V, tying="decoder").eval()
+                                           max_positions=64), vocab_size=V).eval()
 
 
 def _batch() -> tuple[torch.Tensor, torch.Tensor]:
@@ -125,7 +125,7 @@ def test_left_pad_and_mask_never_leave_an_empty_row():
 def test_learned_table_refuses_positions_beyond_it():
     net = build_causal_lm(TransformerSpec(d_model=D, heads=H, d_ff=FF, decoder_layers=1, dropout=0.0,
                                           attn_dropout=0.0, norm="pre", positions="learned", attn_scale="sqrt_dk",
-                                          max_len=8), vocab_size=V, tying="decoder")
+                                          max_positions=8), vocab_size=V)
     with pytest.raises(ValueError, match="max_len=8"):
         net.lm_logits(torch.randint(4, V, (1, 9)))
 

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnlab_core.tokens import BOS, EOS, PAD
-from lit_models.blocks.attention import MultiHeadAttention
+from lit_models.blocks.attention import AttentionOptions, MultiHeadAttention
 from lit_models.blocks.causal import CausalLayer, CausalTransformer
 from lit_models.blocks.decoding import beam_search, greedy
 from lit_models.blocks.encoder_decoder import Decoder, Encoder, EncoderDecoder, TokenEmbedding
@@ -22,7 +22,8 @@ D, H, DH, FF, V = 32, 4, 8, 48, 19
 
 def _mha(kv_heads=None, qk_norm=False, seed=0) -> MultiHeadAttention:
     torch.manual_seed(seed)
-    return MultiHeadAttention(heads=H, d_head=DH, scale=DH**-0.5, dropout=0.0, kv_heads=kv_heads, qk_norm=qk_norm)
+    return MultiHeadAttention(AttentionOptions(heads=H, d_head=DH, scale=DH**-0.5, attn_dropout=0.0, kv_heads=kv_heads,
+                                               qk_norm=qk_norm))
 
 
 def _vaswani(mha: MultiHeadAttention, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from lit_models.blocks.attention import MultiHeadAttention
+from lit_models.blocks.attention import AttentionOptions, MultiHeadAttention
 from lit_models.blocks.encoder_decoder import Decoder, Encoder
 from lit_models.blocks.transformer import DecoderLayer, EncoderLayer, LayerOptions
 from lit_models.registries import PRE_NORM
@@ -28,7 +28,7 @@ def _copy_ffn_norms(ours, ref, res_names) -> None:
 def test_multihead_matches_torch_with_padding_mask():
     torch.manual_seed(0)
     ref = nn.MultiheadAttention(D, H, batch_first=True)
-    ours = MultiHeadAttention(heads=H, d_head=D // H, scale=(D // H) ** -0.5, dropout=0.0)
+    ours = MultiHeadAttention(AttentionOptions(heads=H, d_head=D // H, scale=(D // H) ** -0.5, attn_dropout=0.0))
     _copy_mha(ours, ref)
     x, mem = torch.randn(3, 5, D), torch.randn(3, 7, D)
     pad = torch.zeros(3, 7, dtype=torch.bool)

@@ -80,9 +80,9 @@ def test_an_option_the_scheme_does_not_take_is_one_line(tmp_path, capsys, option
 
 def test_python_users_get_the_same_check():
     from attnlab_core.errors import UsageError
-    from lit_models.specs import TransformerArgs
+    from lit_models.specs import TransformerSpec
 
     with pytest.raises(UsageError, match=r"^position_options: base=True is not allowed: positions=rope takes a float$"):
-        TransformerArgs(positions="rope", position_options={"base": True})
+        TransformerSpec(positions="rope", position_options={"base": True})
     with pytest.raises(UsageError, match=r"positions=sinusoidal has no option 'base' \(its options: none\)$"):
-        TransformerArgs(position_options={"base": 500})
+        TransformerSpec(position_options={"base": 500})

@@ -12,7 +12,7 @@ import torch
 from attnlab_run.cli import main
 from attnlab_run.compile import CompileModel
 from datamodules.batching import BOS, EOS, PAD
-from lit_models.blocks.attention import MultiHeadAttention
+from lit_models.blocks.attention import AttentionOptions, MultiHeadAttention
 from lit_models.blocks.decoding import BeamReorderable, beam_search
 from lit_models.builders import build_transformer
 from lit_models.metrics import label_smoothed_loss
@@ -31,7 +31,7 @@ SMALL_RUN = [
 def test_fully_masked_rows_are_finite_under_bf16_autocast(need_weights, train):
     """A query row with no allowed key gives a finite output and finite gradients in bf16."""
     torch.manual_seed(0)
-    layer = MultiHeadAttention(heads=4, d_head=8, scale=8**-0.5, dropout=0.1).train(train)
+    layer = MultiHeadAttention(AttentionOptions(heads=4, d_head=8, scale=8**-0.5, attn_dropout=0.1)).train(train)
     x = torch.randn(2, 5, 32, requires_grad=True)
     mask = torch.ones(2, 1, 1, 5, dtype=torch.bool)
     mask[1] = False  # example 1: every key masked
@@ -52,8 +52,8 @@ def test_all_pad_source_under_bf16_gives_finite_loss_and_grads():
     torch.manual_seed(0)
     net = build_transformer(TransformerSpec(d_model=32, heads=4, d_ff=64, encoder_layers=1, decoder_layers=1,
                                             dropout=0.1, attn_dropout=0.1, norm="pre", positions="sinusoidal",
-                                            attn_scale="sqrt_dk", max_len=32),
-                            src_vocab_size=16, tgt_vocab_size=16, tying="decoder")
+                                            attn_scale="sqrt_dk", max_positions=32),
+                            src_vocab_size=16, tgt_vocab_size=16)
     src = torch.tensor([[4, 5, 6, 7], [PAD, PAD, PAD, PAD]])
     tgt = torch.tensor([[BOS, 7, 6, 5, 4, EOS], [BOS, 8, 9, EOS, PAD, PAD]])
     with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -153,8 +153,8 @@ def test_beam_reorder_hook_equals_generic_reorder():
     torch.manual_seed(0)
     net = build_transformer(TransformerSpec(d_model=32, heads=4, d_ff=64, encoder_layers=2, decoder_layers=2,
                                             dropout=0.0, attn_dropout=0.0, norm="post", positions="sinusoidal",
-                                            attn_scale="sqrt_dk", max_len=32),
-                            src_vocab_size=16, tgt_vocab_size=16, tying="decoder").eval()
+                                            attn_scale="sqrt_dk", max_positions=32),
+                            src_vocab_size=16, tgt_vocab_size=16).eval()
     src = torch.tensor([[4, 5, 6, 7, 8], [9, 10, 11, PAD, PAD], [12, 13, 14, 15, 4]])
     max_len = torch.tensor([8, 6, 9])
     kw = dict(beam_size=4, max_len=max_len, bos=BOS, eos=EOS, pad=PAD, length_penalty=0.6, n_best=3)

@@ -32,7 +32,7 @@ def net(encoder: EncoderFamily, pooling: Pooling, seed: int = 0, **kw: object) -
     a = {**ARCH, **kw}
     spec = TransformerSpec(d_model=a["d_model"], heads=a["heads"], d_ff=a["d_ff"], encoder_layers=a["num_layers"],
                            dropout=a["dropout"], attn_dropout=0.0, norm=a["norm"], attn_scale=a["attn_scale"],
-                           positions=a["positions"], max_len=a["max_positions"])  # type: ignore[arg-type]
+                           positions=a["positions"], max_positions=a["max_positions"])  # type: ignore[arg-type]
     rnn = RecurrentEncoderSpec(cell=a["cell"], embed_dim=a["embed_dim"], hidden_size=a["hidden_size"],
                                num_layers=a["num_layers"], bidirectional=a["bidirectional"],
                                dropout=a["dropout"])  # type: ignore[arg-type]

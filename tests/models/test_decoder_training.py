@@ -63,7 +63,8 @@ def test_the_policy_resolves_its_strings_once(monkeypatch):
     policy = ForcingPolicy(forcing="scheduled", scheduled_mode="two_pass", decay="inverse_sigmoid", steps=100,
                            floor=0.1)
     monkeypatch.setattr(forcing, "DECAYS", {})  # no lookup is left for the step
-    monkeypatch.setattr(forcing, "FIXED_GOLD", {})
+    monkeypatch.setattr(forcing, "GOLD_SCHEDULES", {})
+    monkeypatch.setattr(forcing, "FEEDS", {})
     monkeypatch.setattr(forcing, "_inverse_sigmoid_k", None)
     got = [policy.p_gold(s) for s in (0, 50, 500)]
     monkeypatch.undo()

@@ -11,13 +11,13 @@ import torch
 import torch.nn.functional as F
 
 from datamodules.batching import BOS, EOS, PAD, collate_pairs
-from lit_models.axes import AttnScale, Forcing, LRSchedule, Norm, Positions, ScheduledDecay, Tying
+from lit_models.axes import AttnScale, Forcing, LRSchedule, Norm, Positions, ScheduledDecay, ScheduledMode, Tying
 from lit_models.blocks.decoding import DecodeConfig, decode
 from lit_models.builders import build_transformer
-from lit_models.forcing import DECAYS, SCHEDULED_MODES, ScheduledMode, build_forcing, gold_probability
+from lit_models.forcing import build_forcing, gold_probability
 from lit_models.metrics import LengthBucketAccuracy, label_smoothed_loss, sequences_equal, smoothed_distribution
-from lit_models.registries import ATTN_SCALES, POSITIONS, PRE_NORM
-from lit_models.schedules import LR_SCHEDULES, noam, paper_noam_lr
+from lit_models.registries import ATTN_SCALES, DECAYS, LR_SCHEDULES, POSITIONS, PRE_NORM, SCHEDULED_MODES
+from lit_models.schedules import noam, paper_noam_lr
 from lit_models.seq2seq import TransformerSeq2Seq, count_parameters
 from lit_models.specs import TransformerSpec
 
@@ -358,8 +358,8 @@ def test_transformer_base_parameter_count():
     with torch.device("meta"):
         net = build_transformer(TransformerSpec(d_model=d, heads=h, d_ff=d_ff, encoder_layers=n, decoder_layers=n,
                                                 dropout=0.1, attn_dropout=0.0, norm="post", positions="sinusoidal",
-                                                attn_scale="sqrt_dk", max_len=512),
-                                src_vocab_size=vocab, tgt_vocab_size=vocab, tying="all")
+                                                attn_scale="sqrt_dk", max_positions=512, tying="all"),
+                                src_vocab_size=vocab, tgt_vocab_size=vocab)
     count = sum(p.numel() for p in net.parameters())  # parameters() yields each tied tensor once
     attn, ffn, ln = 4 * d * d + 4 * d, 2 * d * d_ff + d_ff + d, 2 * d
     expected = vocab * d + vocab + n * (attn + ffn + 2 * ln) + n * (2 * attn + ffn + 3 * ln)
@@ -406,8 +406,3 @@ def test_overfit_one_batch(axis, arm):
     if teacher:
         assert exact, f"{axis}={arm}: greedy decode does not reproduce the batch after {step} steps"
 
-
-def test_tying_registry_covers_the_axis():
-    from lit_models.builders import TYING
-
-    assert set(TYING) == set(get_args(Tying))

@@ -222,37 +222,53 @@ def report_main(argv: list[str]) -> int:
 def demo_parser() -> argparse.ArgumentParser:
     p = OneLineParser(
         prog="attnlab demo",
-        description=f"Run the {DEMO_QUESTION!r} question (recurrent seq2seq with attention none / additive / dot / "
-                    "general / hard on reverse) at quick scale, all arms, 2 seeds, then write and print the report. "
-                    "About 4 (AMD EPYC) to 11 (Intel Xeon) minutes on 2 CPU cores.")
+        description=f"Run the {DEMO_QUESTION!r} question (recurrent seq2seq on reverse: attention none, additive "
+                    "and hard, the arms its plan judges) at quick scale on the seeds that resolve its main claim, "
+                    "then write the report and print its table, the main claim's answer as the headline and the "
+                    "secondary checks beneath it.")
     p.add_argument("--root", default="runs/demo", help="runs directory (default: runs/demo)")
-    p.add_argument("--seeds", type=positive_int, default=2, help="seeds per arm (default 2)")
+    p.add_argument("--seeds", type=positive_int, default=None,
+                   help="seeds per arm (default: the most any main comparison needs at 80%% power on the "
+                        "exploratory seeds, from the question's plan file)")
+    p.add_argument("--all-arms", action="store_true",
+                   help="also the ranked-only arms (dot and general attention)")
     p.add_argument("--jobs", type=positive_int, default=2, help="trials at once, one thread each (default 2)")
     p.add_argument("--timeout", type=positive_float, default=240.0,
                    help="stop a trial after this many seconds (default 240)")
     return p
 
 
-def demo_plan(root: str | Path, *, seeds: int) -> SweepPlan:
-    """The demo's sweep: every arm of ``DEMO_QUESTION`` at quick scale on seeds 1..``seeds``, one thread a trial."""
+def demo_plan(root: str | Path, *, seeds: int, all_arms: bool = False) -> SweepPlan:
+    """The demo's sweep: the arms ``DEMO_QUESTION``'s verdict judges (every arm with ``all_arms``) at quick scale
+    on seeds 1..``seeds``, one thread a trial."""
+    from ablations.catalog.plans import comparisons
     from ablations.runner import load_sweep, make_plan
 
-    sweep = load_sweep(QUESTIONS[DEMO_QUESTION].sweep_path)
+    question = QUESTIONS[DEMO_QUESTION]
+    sweep = load_sweep(question.sweep_path)
     sweep["parameters"]["seed_everything"] = {"values": list(range(1, seeds + 1))}
+    if not all_arms:
+        judged = comparisons(question)[1]
+        axis = sweep["parameters"][question.axes[0]]
+        axis["values"] = [v for v in axis["values"] if str(v) in judged]
     return make_plan(sweep, root=root, scale="quick", threads=1)
 
 
 def demo_main(argv: list[str]) -> int:
     """``attnlab demo``: exit 0 when the report was written."""
+    from ablations.reports.demo_lines import demo_seeds, print_demo
     from ablations.runner import run_sweep
 
     args = demo_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     t0 = time.time()
-    plan = demo_plan(args.root, seeds=args.seeds)
-    print(f"demo: {DEMO_QUESTION} at quick scale, {args.seeds} seeds per arm, {args.jobs} at once -> {plan.root}")
+    question = QUESTIONS[DEMO_QUESTION]
+    seeds, why = (args.seeds, "--seeds") if args.seeds else demo_seeds(question)
+    plan = demo_plan(args.root, seeds=seeds, all_arms=args.all_arms)
+    print(f"demo: {DEMO_QUESTION} at quick scale, {seeds} seeds per arm ({why}), {args.jobs} at once "
+          f"-> {plan.root}")
     run_sweep(plan, jobs=args.jobs, timeout_s=args.timeout)
-    ok = _print_report(plan.root / plan.name)
+    ok = print_demo(plan.root / plan.name, question)
     print(f"demo finished in {time.time() - t0:.0f} s")
     return 0 if ok else 1
 

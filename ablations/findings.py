@@ -8,6 +8,11 @@
     attnlab findings --power                 # more seeds (2001..) where a comparison sat within seed noise, n per
                                              # question fixed first in docs/findings/power/plan.json
                                              # (ablations.reports.power)
+    attnlab findings --write-plans           # render every question's plan to docs/findings/plans/ (real:
+                                             # docs/findings/real/plans/); commit them before --confirm
+    attnlab findings --confirm               # each question's confirmatory seeds (3001..), as its committed
+                                             # plan file names them, under runs/findings/confirm; the README
+                                             # headlines these answers only (ablations.reports.headline)
     attnlab findings --real                  # the questions on real data (ablations.catalog.questions_real) instead:
                                              # runs/findings/real -> docs/findings/real/README.md
 
@@ -36,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ablations.catalog.plan import CONFIRM_FIRST, CONFIRM_SUBDIR
 from ablations.catalog.questions import ORDER, QUESTIONS, Question
 from ablations.catalog.questions_real import REAL_ORDER, REAL_QUESTIONS
 from ablations.engine.stackgroups import STACK_HELP
@@ -90,11 +96,14 @@ class Progress:
 
 
 def _plan(question: Question, root: Path, seeds: int | None, replicate: bool = False, stack: bool | None = None,
-          power: dict[str, Any] | None = None) -> Any:
+          power: dict[str, Any] | None = None, confirm: dict[str, list[int]] | None = None) -> Any:
     from ablations.runner import load_sweep, make_plan
 
     sweep = load_sweep(question.sweep_path)
-    values = planned_seeds(power, question.name) if power else seed_values(sweep, seeds, replicate=replicate)
+    if confirm is not None:
+        values: list[int] | None = confirm[question.name]
+    else:
+        values = planned_seeds(power, question.name) if power else seed_values(sweep, seeds, replicate=replicate)
     if values is not None:
         sweep["parameters"]["seed_everything"] = {"values": values}
     return make_plan(sweep, root=root, scale="quick", threads=1, stack=stack)
@@ -120,16 +129,18 @@ def run_questions(
     replicate: bool = False,
     stack: bool | None = None,
     power: dict[str, Any] | None = None,
+    confirm: dict[str, list[int]] | None = None,
 ) -> Progress:
     """Run every question's quick sweep (skipping finished trials), echoing each trial and the overall ETA;
     ``replicate``: on the disjoint replication seeds (``ablations.verdicts.replication``); ``stack``: an arm's seeds
     trained stacked where they can be (None: ``ablations.engine.stackgroups.default_stack``); ``power``: each
     question on
-    the fresh seeds its plan gives it (``ablations.reports.power``)."""
+    the fresh seeds its plan gives it (``ablations.reports.power``); ``confirm``: each question on the confirmatory
+    seeds its committed plan file names (``confirm_seeds``)."""
     from ablations.reports.domains import run_domain_tests
     from ablations.runner import run_sweep
 
-    plans = [_plan(q, root, seeds, replicate, stack, power) for q in questions]
+    plans = [_plan(q, root, seeds, replicate, stack, power, confirm) for q in questions]
     progress = Progress(total=sum(_trials(p) for p in plans), jobs=jobs)
     for question, plan in zip(questions, plans, strict=True):
         echo(f"== {question.name} ({_trials(plan)} trials) -> {plan.root / plan.name}")
@@ -223,10 +234,21 @@ def findings_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="list the trials (done ones marked skipped), run nothing")
     p.add_argument("--stack", action=argparse.BooleanOptionalAction, default=None, help=STACK_HELP)
     p.add_argument("--report-only", action="store_true", help="write the README from the runs already there")
+    p.add_argument("--readme-only", action="store_true",
+                   help="rebuild OUT/README.md from the saved results (OUT/<question>/result.json) alone: no run "
+                        "is read or judged again")
     p.add_argument("--replicate", action="store_true",
                    help=f"run a second, disjoint seed set ({FIRST_SEED}, {FIRST_SEED + 1}, ...: never used while "
                         f"choosing a preset) under ROOT/{SUBDIR}, report it under OUT/{SUBDIR}, and mark in the "
                         "README whether each verdict replicated")
+    p.add_argument("--confirm", action="store_true",
+                   help=f"the confirmatory seeds each question's committed plan file names ({CONFIRM_FIRST}.. for a "
+                        f"first plan) under ROOT/{CONFIRM_SUBDIR}, reported under OUT/{CONFIRM_SUBDIR}: the only "
+                        "answers the README headlines. Refused when a plan file is missing or differs from its "
+                        "rendering (commit the plans first: --write-plans)")
+    p.add_argument("--write-plans", action="store_true",
+                   help="render every question's plan to its file (docs/findings/plans/, docs/findings/real/plans/) "
+                        "and stop")
     p.add_argument("--power", action="store_true",
                    help=f"more seeds where a comparison sits at the seeds' resolution: a third, disjoint set whose "
                         f"size per question is fixed once, from both earlier sets' verdicts, in "
@@ -264,6 +286,10 @@ def _missing_data_line(questions: Sequence[Question]) -> str | None:
 def findings_main(argv: list[str]) -> int:
     """``attnlab findings``: exit 0 when the README was written, 1 when no question had runs, 2 on bad input."""
     args = findings_parser().parse_args(argv)
+    if args.write_plans:
+        from ablations.catalog.plans import main as write_plans
+
+        return write_plans([])
     pool, order, wrong = _selection(args)
     clash = _power_clash(args)
     if args.jobs < 1 or (args.seeds is not None and args.seeds < 1) or wrong or clash:
@@ -274,8 +300,13 @@ def findings_main(argv: list[str]) -> int:
     questions = [pool[n] for n in names]
     sub = "/real" if args.real else ""
     root, out, t0 = Path(args.root or f"runs/findings{sub}"), Path(args.out or f"docs/findings{sub}"), time.time()
-    runs_at, reports_at = folders(root, out, POWER_SUBDIR if args.power else SUBDIR if args.replicate else None)
-    if args.real and not args.report_only:
+    subdir = CONFIRM_SUBDIR if args.confirm else POWER_SUBDIR if args.power else SUBDIR if args.replicate else None
+    runs_at, reports_at = folders(root, out, subdir)
+    confirm, problem = confirm_seeds(questions) if args.confirm else (None, None)
+    if problem:
+        print(f"attnlab findings: error: {problem}", file=sys.stderr)
+        return 2
+    if args.real and not (args.report_only or args.readme_only):
         missing = _missing_data_line(questions)
         if missing and not args.dry_run:
             print(f"attnlab findings: error: {missing}", file=sys.stderr)
@@ -284,13 +315,14 @@ def findings_main(argv: list[str]) -> int:
     power = _power_plan(out, order, pool, write=not args.dry_run) if args.power else None
     if power is not None:
         questions = [q for q in questions if planned_seeds(power, q.name)]
-    if not args.report_only:
+    if not (args.report_only or args.readme_only):
         run_questions(questions, root=runs_at, jobs=args.jobs, timeout_s=args.timeout, seeds=args.seeds,
-                      dry_run=args.dry_run, replicate=args.replicate, stack=args.stack, power=power)
+                      dry_run=args.dry_run, replicate=args.replicate, stack=args.stack, power=power, confirm=confirm)
     if args.dry_run:
         return 0
-    reported = [r for q in questions if (r := report_question(q, root=runs_at, out=reports_at)) is not None]
-    if not reported and power is None:
+    reported = [] if args.readme_only else [
+        r for q in questions if (r := report_question(q, root=runs_at, out=reports_at)) is not None]
+    if not reported and power is None and confirm is None and not args.readme_only:
         print(f"attnlab findings: error: no runs under {runs_at}", file=sys.stderr)
         return 1
     results = load_results(out, order, questions=pool)
@@ -300,13 +332,44 @@ def findings_main(argv: list[str]) -> int:
     path = out / "README.md"
     path.write_text(readme(results, command=command.strip(), wall_s=time.time() - t0, missing=missing_q,
                            real=args.real, replications=again, more_seeds=more,
-                           plan=read_plan(out)))
+                           plan=read_plan(out), confirmed=_by_name(out / CONFIRM_SUBDIR, order, pool)))
     print(f"findings: {path} ({len(reported)} question(s) reported now, {len(results)} in the README)")
     return 0
 
 
+def committed(path: Path) -> bool:
+    """Whether ``path`` is committed and unchanged since (git; a checkout without git cannot register a plan)."""
+    from ablations.reports.headline import _git, plan_commit_time
+
+    return plan_commit_time(path) is not None and not _git(["status", "--porcelain", "--", path.name], path.parent)
+
+
+def confirm_seeds(questions: Sequence[Question]) -> tuple[dict[str, list[int]] | None, str | None]:
+    """(question -> the confirmatory seeds its committed plan file names, None) or (None, one-line error) when a
+    plan file is missing or differs from its rendering from code (the registration must be committed first)."""
+    from ablations.catalog import plans
+
+    seeds, stale = {}, []
+    for q in questions:
+        path = plans.plan_path(q)
+        if not path.is_file() or path.read_text(encoding="utf-8") != plans.text(q) or not committed(path):
+            stale.append(str(path.relative_to(plans.REPO)))
+            continue
+        seeds[q.name] = list(plans.load(q)["seeds"]["values"])
+    if stale:
+        return None, (f"{', '.join(stale)} missing, not its plan's rendering or not committed: run attnlab findings "
+                      "--write-plans, commit the plan files, then --confirm")
+    return seeds, None
+
+
 def _power_clash(args: argparse.Namespace) -> str | None:
     """The one-line error of --power with an option that would choose the seeds another way, else None."""
+    chosen = [flag for flag, on in (("--confirm", args.confirm), ("--power", args.power),
+                                    ("--replicate", args.replicate)) if on]
+    if len(chosen) > 1:
+        return f"{' and '.join(chosen)} are different seed sets: choose one"
+    if args.confirm and args.seeds:
+        return "--confirm takes each question's seeds from its plan file: drop --seeds"
     if args.power and args.seeds:
         return "--power takes each question's seed count from its plan: drop --seeds"
     if args.power and args.replicate:

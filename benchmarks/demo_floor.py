@@ -1,6 +1,7 @@
 """The demo's compute floor: its training steps alone, at the speed this machine runs them (issue #26).
 
-``attnlab demo`` trains every arm of its question at quick scale, ``seeds`` seeds an arm, ``jobs`` trials at once,
+``attnlab demo`` trains the arms its question judges at quick scale, ``seeds`` seeds an arm (its default: the
+power estimate in the question's plan file), ``jobs`` trials at once,
 one thread each. Whatever is cut from its trials' start-up, Lightning loop, logging, probes, figures, validation and
 test, the demo cannot take less than its training steps. Each arm's step is measured here as the trial runs it:
 the trial's own model and batches, built by the project's CLI from the trial's own command line (as
@@ -58,9 +59,14 @@ def arm_step_s(args: list[str], *, timed: int = TIMED_STEPS, warmup: int = WARMU
     return statistics.median(times[warmup:]), steps
 
 
-def demo_floor(root: Path, *, seeds: int = 2, jobs: int = 2) -> dict[str, Any]:
+def demo_floor(root: Path, *, seeds: int | None = None, jobs: int = 2) -> dict[str, Any]:
     """{"arms": [{arm, params, step_ms, steps}], "floor_s", "seeds", "jobs", "threads"} for ``attnlab demo``'s
     defaults, each step timed at the threads a demo trial gets (its ``OMP_NUM_THREADS``, 1)."""
+    from ablations.catalog.questions import QUESTIONS
+    from ablations.commands import DEMO_QUESTION
+    from ablations.reports.demo_lines import demo_seeds
+
+    seeds = seeds or demo_seeds(QUESTIONS[DEMO_QUESTION])[0]
     plan = demo_plan(root, seeds=1)
     threads, before = int(plan.env.get("OMP_NUM_THREADS", "1")), torch.get_num_threads()
     arms = []

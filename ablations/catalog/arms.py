@@ -24,7 +24,7 @@ from typing import Any, Final, Literal
 from ablations.engine.sweepspec import load_sweep, proposable_values
 from ablations.verdicts.rules import Arm
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[2]  # ablations/catalog/arms.py -> the repository
 
 REST: Final = "rest"
 """``Question.ranked_only=REST``: every swept arm the verdict does not judge is ranked (e.g. position schemes
@@ -90,7 +90,8 @@ class Arms:
     """
 
     def __init__(self, *, swept: Iterable[Arm], ranked_only: RankedOnly = (), strict: bool = True,
-                 where: str = "the sweep", shows_at: str = FULL_PRESET, baselines: Iterable[Arm] = ()) -> None:
+                 where: str = "the sweep", shows_at: str = FULL_PRESET, baselines: Iterable[Arm] = (),
+                 chosen: Mapping[str, Any] | None = None) -> None:
         self.swept: tuple[Arm, ...] = tuple(swept)
         self.baselines: tuple[Arm, ...] = tuple(baselines)
         self._ranked_only = ranked_only
@@ -99,11 +100,20 @@ class Arms:
         self.shows_at = shows_at
         self.judged: list[Arm] = []
         self.ranked_read = False
+        self._chosen = dict(chosen or {})
 
     @classmethod
-    def of(cls, stats: Mapping[Arm, Any], *, shows_at: str = FULL_PRESET) -> Arms:
+    def of(cls, stats: Mapping[Arm, Any], *, shows_at: str = FULL_PRESET, chosen: Mapping[str, Any] | None = None
+           ) -> Arms:
         """The arms present in ``stats``, not strict: a verdict called without its question's arms."""
-        return cls(swept=stats, strict=False, where="the statistics", shows_at=shows_at)
+        return cls(swept=stats, strict=False, where="the statistics", shows_at=shows_at, chosen=chosen)
+
+    def chosen(self, role: str) -> Arm:
+        """The arm the question's plan chose for ``role`` on exploratory seeds (``Plan.chosen``), recorded as
+        judged; never one picked on the seeds being judged. KeyError when the plan names none."""
+        if role not in self._chosen:
+            raise KeyError(f"the question's plan chooses no arm for {role!r} (Plan.chosen)")
+        return self.arm(*as_arm(self._chosen[role]))
 
     def arm(self, *values: Any) -> Arm:
         """The arm with these axis values, recorded as judged; UnsweptArm when the sweep does not sweep it."""

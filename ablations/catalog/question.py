@@ -23,6 +23,7 @@ import yaml
 
 from ablations.catalog import claims
 from ablations.catalog.arms import FULL_PRESET, REPO, SWEEPS_DIR, Arms, RankedOnly, sweep_metric, swept_arms
+from ablations.catalog.plan import Plan
 from ablations.engine.sweepspec import command_config, load_sweep
 from ablations.verdicts.rules import Arm, better, join
 from ablations.verdicts.stats import Stat
@@ -92,6 +93,8 @@ class Question:
             it; the verdict reads it as the arm ``(label,)`` (``Arms.arm(label)``). See the module docstring.
         preset_changed: how and why the quick preset changed after its verdict had been seen (the report and the
             findings README print it, so a reader knows the preset was not chosen blind); empty if it never did.
+        plan: the pre-registered plan its confirmatory seeds are judged on (``ablations.catalog.plan``); the
+            verdict reads the arms it chose (``Arms.chosen``).
 
     The registries' order (``ablations.catalog.questions.QUESTIONS``,
     ``ablations.catalog.questions_real.REAL_QUESTIONS``) is the
@@ -118,6 +121,7 @@ class Question:
     test_domains: tuple[str, ...] = ()
     baselines: Mapping[str, str] = field(default_factory=dict, hash=False)
     preset_changed: str = ""
+    plan: Plan | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "baselines", MappingProxyType(dict(self.baselines)))
@@ -169,12 +173,18 @@ class Question:
     def arms(self) -> Arms:
         """The arms a verdict reads: the sweep's and the baselines, strict (a verdict naming another arm fails)."""
         return Arms(swept=self.swept, ranked_only=self.ranked_only, where=f"sweeps/{self.sweep}",
-                    shows_at=self.shows_at, baselines=self.baseline_arms)
+                    shows_at=self.shows_at, baselines=self.baseline_arms, chosen=self.chosen)
+
+    @property
+    def chosen(self) -> Mapping[str, Any]:
+        """The arms the plan chose on exploratory seeds (role -> arm value); empty without a plan."""
+        return self.plan.chosen if self.plan else {}
 
     def judge(self, stats: ArmStats) -> str:
         """The verdict on ``stats`` over the sweep's arms, ranked-only arms ranked on ``metric`` when the verdict
         does not rank them itself. An experiment without a sweep file (ad hoc) is judged over the arms it ran."""
-        arms = self.arms() if self.sweep_path.is_file() else Arms.of(stats, shows_at=self.shows_at)
+        arms = self.arms() if self.sweep_path.is_file() else Arms.of(stats, shows_at=self.shows_at,
+                                                                      chosen=self.chosen)
         line = self.verdict(stats, arms)
         if arms.ranked_read or not arms.declared_ranked:
             return line
@@ -182,23 +192,12 @@ class Question:
                                       maximize=self.goal == "maximize", label=f"ranked, not judged ({self.metric})")
 
 
-def beats_all(winners: list[Arm], losers: list[Arm], *, metric: str, goal: Goal) -> Verdict:
-    """Verdict: the best of ``winners`` beats every arm in ``losers`` (paired 95% intervals)."""
+def all_beat(winners: list[Arm], losers: list[Arm], *, metric: str, goal: Goal, sesoi: float) -> Verdict:
+    """Verdict: *every* arm in ``winners`` beats every arm in ``losers`` by at least ``sesoi``. (There is no
+    "the best of winners" form: an arm picked on the seeds that judge it is not a test, issue #42.)"""
 
     def verdict(stats: ArmStats, arms: Arms | None = None) -> str:
-        sign = 1.0 if goal == "maximize" else -1.0
-        present = [a for a in winners if (s := stats.get(a, {}).get(metric)) is not None and s.n > 0]
-        best = max(present, key=lambda a: sign * stats[a][metric].mean) if present else winners[0]
-        return join([better(stats, best, b, metric=metric, goal=goal) for b in losers])
-
-    return verdict
-
-
-def all_beat(winners: list[Arm], losers: list[Arm], *, metric: str, goal: Goal) -> Verdict:
-    """Verdict: *every* arm in ``winners`` beats every arm in ``losers``."""
-
-    def verdict(stats: ArmStats, arms: Arms | None = None) -> str:
-        return join([better(stats, w, b, metric=metric, goal=goal) for w in winners for b in losers])
+        return join([better(stats, w, b, metric=metric, goal=goal, sesoi=sesoi) for w in winners for b in losers])
 
     return verdict
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from ablations.catalog import claims_real
 from ablations.catalog.arms import REST
+from ablations.catalog.plan_records import PLANS
 from ablations.catalog.questions import CROSS_MAP, POOLING_MEDIA, TRANSFORMER_MAPS, Question
 
 CLIPART_SOURCE = ("Tux Paint's clip-art stamps (Debian tuxpaint-stamps-default): 785 PNG stamps with one English "
@@ -73,7 +74,7 @@ REAL_QUESTIONS: dict[str, Question] = {
     q.name: q
     for q in [
         Question(
-            name="bottleneck_bible", axes=("model.attention",),
+            name="bottleneck_bible", plan=PLANS["bottleneck_bible"], axes=("model.attention",),
             probes=("val/bleu", "test/bleu_by_len/", "test/len_drop/bleu_by_len", "val/loss"),
             expected="Without attention a GRU encoder-decoder's BLEU falls as source verses get longer (the "
                      "fixed-length vector; Cho et al. 2014, Fig. 4); with additive attention it stays near flat "
@@ -91,7 +92,7 @@ REAL_QUESTIONS: dict[str, Question] = {
             media=CROSS_MAP, preset_changed=BIBLE_GRU_PRESET_CHANGE,
         ),
         Question(
-            name="norm_bible", axes=("model.norm", "model.warmup_steps"),
+            name="norm_bible", plan=PLANS["norm_bible"], axes=("model.norm", "model.warmup_steps"),
             probes=("val/loss", "train/grad_norm/"),
             expected="A deep (6+6 layers) Post-Norm Transformer trained without warm-up at a constant learning "
                      "rate trains badly or diverges, warm-up recovers it, Pre-Norm trains without warm-up "
@@ -106,16 +107,17 @@ REAL_QUESTIONS: dict[str, Question] = {
             media=TRANSFORMER_MAPS,
         ),
         Question(
-            name="positions_bible", axes=("model.positions",),
+            name="positions_bible", plan=PLANS["positions_bible"], axes=("model.positions",),
             probes=("val/bleu", "test/bleu_by_len/", "test/beyond/bleu_by_len"),
             expected="Learned and sinusoidal positions translate equally well within the training lengths (Vaswani "
                      "et al. 2017, Table 3 row E); on verses longer than any seen in training ALiBi degrades least "
-                     "(Press et al. 2022). Training pairs are capped at 40 tokens a side (--data.max_len, which "
+                     "(the project's own hypothesis: Press et al. 2022 report language modelling only). "
+                     "Training pairs are capped at 40 tokens a side (--data.max_len, which "
                      "drops longer training pairs and never touches val/test), so test buckets from 41 tokens "
                      f"on are beyond training. Data: {BIBLE_SOURCE}.",
             verdict=claims_real.positions_bible, ranked_only=REST, quick=QUICK_BIBLE_POSITIONS,
             claim="on real verses, learned ≈ sinusoidal in range; ALiBi translates verses longer than any in "
-                  "training best",
+                  "training best (own hypothesis)",
             source="Vaswani et al. 2017, Table 3 (E); Press et al. 2022",
             full="attnlab sweep sweeps/positions_bible.yaml --scale full (bible_transformer.yaml, training pairs "
                  "≤ 40 tokens, test on every held-out verse; a GPU)",
@@ -123,7 +125,7 @@ REAL_QUESTIONS: dict[str, Question] = {
             media=TRANSFORMER_MAPS,
         ),
         Question(
-            name="sentiment_pooling_mr", axes=("model.pooling",),
+            name="sentiment_pooling_mr", plan=PLANS["sentiment_pooling_mr"], axes=("model.pooling",),
             probes=("val/loss", "val/f1", "test/acc"),
             expected="Additive attention pooling classifies better than mean and max pooling (Yang et al. 2016; "
                      "Lin et al. 2017), here on the human-rated Rotten Tomatoes snippets of Hutto & Gilbert "
@@ -140,7 +142,7 @@ REAL_QUESTIONS: dict[str, Question] = {
             media=POOLING_MEDIA,
         ),
         Question(
-            name="ram_mnist", axes=("model.glimpses",),
+            name="ram_mnist", plan=PLANS["ram_mnist"], axes=("model.glimpses",),
             probes=("val/loss", "val/glimpses_on_digit", "test/acc"),
             expected="A recurrent attention model that sees a few 12×12 glimpses (3 scales) of a 60×60 canvas "
                      "classifies translated MNIST digits, more glimpses help, and it beats a fully connected "
@@ -162,7 +164,7 @@ REAL_QUESTIONS: dict[str, Question] = {
             media=("attention/glimpses/ex0",),
         ),
         Question(
-            name="lm_positions_web", axes=("model.positions",),
+            name="lm_positions_web", plan=PLANS["lm_positions_web"], axes=("model.positions",),
             probes=(f"test/ppl_by_ctx/ctx_{LM_CONTEXT:05d}", f"test/ppl_by_ctx/ctx_{2 * LM_CONTEXT:05d}",
                     "val/loss"),
             expected=f"Trained with L = {LM_CONTEXT} characters of context, a character-level decoder keeps its "
@@ -173,13 +175,13 @@ REAL_QUESTIONS: dict[str, Question] = {
                      "Bible, whole held-out books.",
             verdict=lambda stats, arms=None: claims_real.lm_positions_web(stats, arms, context=LM_CONTEXT),
             ranked_only=REST, quick=QUICK_LM_WEB,
-            claim="on real text, ALiBi and NoPE keep their perplexity at 2L and 4L; absolute positions do not",
+            claim="on real text, the perplexity of ALiBi and NoPE rises less from L to 4L than with absolute positions",
             source="Press et al. 2022, §4 and Fig. 1; Kazemnejad et al. 2023",
             full="attnlab sweep sweeps/lm_positions_web.yaml --scale full (lm_web.yaml as written; a GPU)",
             shows_at="the full preset (lm_web.yaml as written, a GPU: 32k windows of 128 characters)",
         ),
         Question(
-            name="caption_attention_clipart", axes=("model.attention",),
+            name="caption_attention_clipart", plan=PLANS["caption_attention_clipart"], axes=("model.attention",),
             probes=("val/bleu4", "val/cider_d", "val/loss", "test/cider_d", "test/bleu1"),
             expected="A captioner that attends over the feature grid captions better than one that sees only the "
                      "mean feature (Xu et al. 2015, §4-5), here on real clip art with one short caption per image "

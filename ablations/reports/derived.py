@@ -9,7 +9,8 @@
   longest bucket that lies inside the training lengths (Bahdanau et al. 2015, Fig. 2 read as a
   number: ~0 when accuracy stays flat with length, large when it falls).
 * ``<split>/len_slope/<family>``: least-squares slope of accuracy against bucket centre, per token.
-* ``<split>/beyond/<family>``: mean accuracy over buckets that start beyond the training lengths.
+* ``<split>/beyond/<family>``: mean accuracy over buckets that start beyond the training lengths, and
+  ``<split>/within/<family>`` over those inside them (the in-range level a change beyond is read from).
 * ``curve/mean/<key>``: mean of a validation probe over every validation of the run (e.g. the
   exposure gap while the model is still learning, which is 0 once it is perfect). For a metric in [0, 1]
   validated at equal step intervals, ``curve/mean/val/exact_match`` is the area under the learning curve:
@@ -74,6 +75,7 @@ def length_numbers(metrics: Mapping[str, float], params: Mapping[str, Any]) -> d
             )
         if beyond:
             out[f"{split}/beyond/{family}"] = _mean([v for *_, v in beyond])
+            out[f"{split}/within/{family}"] = _mean([v for *_, v in inside])
     return out
 
 

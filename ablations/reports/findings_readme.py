@@ -96,11 +96,21 @@ def _replication_line(rep: QuestionResult | None) -> list[str]:
     """The section's line for the replication seed set (none when it has not run)."""
     if rep is None:
         return []
-    return [f"- **Replication** (seeds {FIRST_SEED} and up): {rep.verdict} ({_provenance(rep)}; "
+    return [f"- **Replication, exploratory** (seeds {FIRST_SEED} and up): {rep.verdict} ({_provenance(rep)}; "
             f"[report](replication/{rep.report}))"]
 
 
-def _section(r: QuestionResult, rep: QuestionResult | None = None, more: list[str] | None = None) -> list[str]:
+def _confirm_lines(name: str, head: str, conf: QuestionResult | None, plan_rel: str) -> list[str]:
+    """The section's headline line: the confirmatory verdict (or why there is none) and its plan file."""
+    plan = f"plan [{plan_rel}]({plan_rel})"
+    if conf is None or head.startswith("refused") or head.startswith("pending"):
+        return [f"- **Headline (confirmatory):** {head} ({plan})"]
+    return [f"- **Headline (confirmatory):** {conf.verdict} ({_provenance(conf)}; {plan}; "
+            f"[report](confirm/{conf.report}))"]
+
+
+def _section(r: QuestionResult, rep: QuestionResult | None = None, more: list[str] | None = None,
+             confirm: list[str] | None = None) -> list[str]:
     q = r.question
     lines = [
         "",
@@ -108,7 +118,8 @@ def _section(r: QuestionResult, rep: QuestionResult | None = None, more: list[st
         "",
         f"- **Claim:** {q.claim} ({q.source})",
         f"- **Expected:** {q.expected}",
-        f"- **Verdict:** {r.verdict}",
+        *(confirm or []),
+        f"- **Verdict, exploratory** (main seeds 1 and up, read while choosing the preset): {r.verdict}",
         f"- **Runs:** {_provenance(r)}",
         *_replication_line(rep),
         *(more or []),
@@ -136,15 +147,23 @@ def _data_lines() -> list[str]:
 
 def readme(results: Sequence[QuestionResult], *, command: str, wall_s: float, missing: Sequence[Question] = (),
            real: bool = False, replications: Mapping[str, QuestionResult] | None = None,
-           more_seeds: Mapping[str, QuestionResult] | None = None, plan: Mapping[str, Any] | None = None) -> str:
+           more_seeds: Mapping[str, QuestionResult] | None = None, plan: Mapping[str, Any] | None = None,
+           confirmed: Mapping[str, QuestionResult] | None = None) -> str:
     """The findings README: header, one row per claim, a section per question with its figures. ``real``:
     the README of the questions on real data (its title, and a line naming the data packages' versions).
     ``replications``: each question's result on the replication seeds (``ablations.verdicts.replication``), by name;
-    ``more_seeds`` and ``plan``: the third seed set's results and its plan (``ablations.reports.power``)."""
+    ``more_seeds`` and ``plan``: the third seed set's results and its plan (``ablations.reports.power``);
+    ``confirmed``: the confirmatory set's results, the only ones headlined (``ablations.reports.headline``)."""
+    from ablations.catalog import plans as registered
+    from ablations.reports import headline as head
     from ablations.reports import power
     from ablations.verdicts.rules import verdict_word
 
-    again, more = replications or {}, more_seeds or {}
+    again, more, conf = replications or {}, more_seeds or {}, confirmed or {}
+    qs = {r.name: r.question for r in results} | {q.name: q for q in missing}
+    files = {n: registered.plan_path(q) for n, q in qs.items()}
+    plans = {n: registered.load(q) for n, q in qs.items()}
+    heads = {n: head.headline(conf.get(n), plans[n], files[n]) for n in qs}
     from attnlab_run.environment import cpu_model
 
     trial_wall = sum(r.trial_wall_s or 0.0 for r in results)
@@ -166,28 +185,39 @@ def readme(results: Sequence[QuestionResult], *, command: str, wall_s: float, mi
         "the arms that should learn the task did not, with the scale at which the finding should show; "
         '"supported where shown" means every check was supported except comparisons the question names as '
         "beyond this scale, which came out within seed noise (each says why and where it should show).",
-        f"- **Replicated:** whether the verdict's answer is the same on a second, disjoint seed set ({FIRST_SEED}, "
-        f"{FIRST_SEED + 1}, ...; never looked at while choosing the presets: `attnlab findings --replicate`), "
-        "with the replication's answer in brackets.",
-        f"- **More seeds:** where a comparison sat within seed noise, the answer on a third, disjoint seed set "
+        "- **Headline:** the confirmatory answer only: each question's seeds fixed in its plan file "
+        f"(`{'docs/findings/real/plans' if real else 'docs/findings/plans'}/<question>.yaml`, committed before they "
+        "ran; `attnlab findings --confirm`). A result whose plan was committed after its runs' commit, or whose "
+        f'preset differs from the plan\'s, is refused; without confirmatory runs the headline reads "{head.PENDING}".',
+        "- **Exploratory:** the main seeds (1..), the replication (1001..) and the more-seeds set (2001..) were read "
+        "while presets and rules were chosen; their answers are shown, labelled exploratory, never headlined.",
+        f"- **Replicated (exploratory):** whether the verdict's answer is the same on a second, disjoint seed set "
+        f"({FIRST_SEED}, {FIRST_SEED + 1}, ...: `attnlab findings --replicate`), with the replication's answer in "
+        "brackets.",
+        f"- **More seeds (exploratory):** where a comparison sat within seed noise, the answer on a third, disjoint "
+        f"seed set "
         f"({power.FIRST_SEED}, ...) of the size that comparison needs (80% power, at most {power.CAP}), fixed "
         f"in [power/{power.PLAN}](power/{power.PLAN}) before any of it ran and read alone, never pooled "
         "(`attnlab findings --power`); \"needs N\": the seeds a comparison would need, beyond that cap.",
         "",
-        "| question | claim | source | verdict | replicated | more seeds | key numbers |",
-        "|---|---|---|---|---|---|---|",
+        "| question | claim | source | headline (confirmatory) | exploratory: main seeds | exploratory: replicated "
+        "| exploratory: more seeds | key numbers (main seeds, exploratory) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         q, rep = r.question, again.get(r.name)
         lines.append(
-            f"| [{q.name}](#{q.name}) | {_cell(q.claim)} | {_cell(q.source)} | **{verdict_word(r.verdict)}** | "
-            f"{replicated(r.verdict, rep.verdict if rep else None)} | {power.cell(plan, r.name, more.get(r.name))} | "
-            f"{_cell(r.key_numbers)} |"
+            f"| [{q.name}](#{q.name}) | {_cell(q.claim)} | {_cell(q.source)} | **{heads[r.name]}** | "
+            f"{verdict_word(r.verdict)} | {replicated(r.verdict, rep.verdict if rep else None)} | "
+            f"{power.cell(plan, r.name, more.get(r.name))} | {_cell(r.key_numbers)} |"
         )
-    lines += [f"| {q.name} | {_cell(q.claim)} | {_cell(q.source)} | **not run** | not run | — | — |"
+    lines += [f"| {q.name} | {_cell(q.claim)} | {_cell(q.source)} | **{heads[q.name]}** | not run | not run | — | — |"
               for q in missing]
+    lines += ["", "## Headlines under the pre-registered plans (issue #42)", "",
+              *head.change_rows([*(r.name for r in results), *(q.name for q in missing)],
+                                {r.name: r for r in results}, heads, plans)]
     for r in results:
-        m = more.get(r.name)
-        lines += _section(r, again.get(r.name),
-                          power.section_lines(plan, r.name, m, _provenance(m) if m else ""))
+        m, rel = more.get(r.name), f"plans/{files[r.name].name}"  # beside this README in either findings folder
+        lines += _section(r, again.get(r.name), power.section_lines(plan, r.name, m, _provenance(m) if m else ""),
+                          _confirm_lines(r.name, heads[r.name], conf.get(r.name), rel))
     return "\n".join(lines) + "\n"

@@ -127,7 +127,8 @@ def section_lines(plan: Mapping[str, Any] | None, name: str, result: QuestionRes
         seeds = planned_seeds(plan, name)
         why = "; ".join(f"{c['claim']}: {c['seeds']} ({c['set']} seeds)" for c in entry["because"])
         fixed = f"fixed in [power/{PLAN}](power/{PLAN}) on {plan.get('declared')} before any of them ran"
-        head = f"- **More seeds** ({len(seeds)} fresh seeds, {seeds[0]}-{seeds[-1]}, {fixed}; needed by {why}): "
+        head = (f"- **More seeds, exploratory** ({len(seeds)} fresh seeds, {seeds[0]}-{seeds[-1]}, {fixed}; "
+                f"needed by {why}): ")
         lines.append(head + (f"{result.verdict} ({provenance}; [report](power/{result.report}))" if result
                              else "planned, not run yet"))
     if entry["beyond"]:

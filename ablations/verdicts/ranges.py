@@ -29,7 +29,7 @@ _SCORE = r"(?:exact_match|acc|token_acc|f1|bleu\d?|chrf|align_mass|localisation(
 RULES: tuple[tuple[re.Pattern[str], Bounds], ...] = (
     (re.compile(r"(?:^|/)len_drop/"), SIGNED_UNIT),
     (re.compile(r"(?:^|/)len_slope/"), UNBOUNDED),
-    (re.compile(r"(?:^|/)(?:token_)?acc_by_len/|(?:^|/)bleu_by_len/|(?:^|/)beyond/"), UNIT),
+    (re.compile(r"(?:^|/)(?:token_)?acc_by_len/|(?:^|/)bleu_by_len/|(?:^|/)(?:beyond|within)/"), UNIT),
     (re.compile(rf"(?:^|/){_SCORE}(?:/|$)"), UNIT),
     (re.compile(r"(?:^|/)reached_target$"), UNIT),
     (re.compile(r"(?:^|/)(?:loss|ce|mse|baseline_mse|free_running_loss|cider_d|steps_to_target|parameters"

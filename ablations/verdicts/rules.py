@@ -1,21 +1,27 @@
 """Verdict building blocks: a claim is a list of checks, each answered from per-seed intervals.
 
 A check compares two arms (paired by seed, ``ablations.verdicts.stats.compare``) or holds an arm against a
-threshold; it answers "supported", "not supported" or "inconclusive (<why>)". A question's
-verdict joins its checks: supported when every check is, not supported when one clearly goes the
-other way, otherwise inconclusive, and "not shown at this scale" when the arms that should
-learn the task did not (then nothing learned is never read as "not supported"). A comparison the
-question names as beyond the quick scale (``at_scale``, with the reason) answers "not shown at this
-scale" when its difference is within seed noise; a question whose other checks are all supported then
-reads "supported where shown".
+threshold; it answers "supported", "not supported" or "inconclusive (<why>)". The 95% interval decides
+(never the sign-flip p; ``stats.Comparison.disagreement`` says when the two disagree), read for its sign and
+its size: "beats" needs the interval above the comparison's smallest effect of interest (``better``), "≈" is
+an equivalence test against a stated margin (``similar``), and a wrong sign is "inconclusive (wrong sign)"
+within noise and "not supported" clear of it. A question's verdict joins its checks: supported when every
+check is, not supported when one clearly goes the other way, otherwise inconclusive, and "not shown at this
+scale" when the arms that should learn the task did not (then nothing learned is never read as "not
+supported"). A comparison the question names as beyond the quick scale (``at_scale``, with the reason) answers
+"not shown at this scale" only when its point estimate has the claimed sign; a question whose other checks
+are all supported then reads "supported where shown". Secondary checks are listed after the main claim and
+never change its answer (``secondary``).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from ablations.verdicts.ranges import is_count, metric_range
@@ -43,6 +49,23 @@ def needs_in(verdict: str) -> list[tuple[str, int]]:
     return found
 
 
+NOISE = "difference within seed noise"
+STRADDLES = "the interval straddles the smallest effect of interest"
+WRONG_SIGN = "wrong sign"
+_RECORD: ContextVar[list[Check] | None] = ContextVar("checks_made", default=None)
+
+
+@contextmanager
+def recording() -> Iterator[list[Check]]:
+    """Collect every ``Check`` built inside the block (the plan renders its comparisons from them)."""
+    made: list[Check] = []
+    token = _RECORD.set(made)
+    try:
+        yield made
+    finally:
+        _RECORD.reset(token)
+
+
 @dataclass(frozen=True)
 class Check:
     """One part of a claim: its answer, the reason when inconclusive, and the numbers behind it.
@@ -53,7 +76,10 @@ class Check:
     (a difference of about zero); None otherwise. ``spread``: the standard deviation of a paired comparison's
     differences (nan otherwise), which sizes the seeds a published difference would need (``at_scale``).
     ``control``: a precondition (e.g. equal parameter counts), not a finding; a question whose findings are
-    all "not shown at this scale" answers that, whatever its controls say.
+    all "not shown at this scale" answers that, whatever its controls say. ``sign``: the point estimate in the
+    claimed direction (positive: the claimed sign; nan: no comparison). ``secondary``: listed after the main
+    claim and never part of its answer (``join``). ``spec``: what the check tests (kind, arms, metric,
+    direction, smallest effect of interest, margin, bound), which the question's plan renders.
     """
 
     claim: str
@@ -64,12 +90,25 @@ class Check:
     control: bool = False
     needs: int | None = None
     spread: float = math.nan
+    sign: float = math.nan
+    secondary: bool = False
+    spec: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        made = _RECORD.get()
+        if made is not None and self.spec:
+            made.append(self)
 
     def text(self) -> str:
         power = f"; {RESOLVE.format(n=self.needs, power=POWER)}" if self.needs else (
             f"; {NO_COUNT.format(most=MAX_SEEDS, power=POWER)}" if self.needs == 0 else "")
         why = f" ({self.why}{power})" if self.why else ""
         return f"{self.claim}: {self.answer}{why} — {self.detail}"
+
+
+def secondary(check: Check) -> Check:
+    """``check`` marked secondary: shown beneath the main claim, not part of its answer."""
+    return replace(check, secondary=True)
 
 
 def name(arm: Arm) -> str:
@@ -95,59 +134,73 @@ def better(
     *,
     metric: str,
     goal: Goal,
+    sesoi: float | None = None,
     claim: str | None = None,
-    floor: float = 0.0,
     metric_b: str | None = None,
-    negligible: float = 0.0,
 ) -> Check:
-    """Check that arm ``a`` beats arm ``b`` on ``metric`` (b read on ``metric_b`` if given), paired by seed.
+    """Check that arm ``a`` beats arm ``b`` on ``metric`` by at least ``sesoi`` (b read on ``metric_b`` if given).
 
-    Supported when the 95% interval of the difference lies above ``floor``; not supported when it lies
-    below zero, or inside ±``negligible`` (an effect too small to matter, measured precisely);
-    otherwise inconclusive (n too small, or the difference is within seed noise).
+    ``sesoi``: the smallest effect of interest, in the metric's units, which every registered question declares
+    for every comparison (``tests/ablations/test_plans.py`` refuses None; 0: any difference of the claimed sign
+    counts; None reads as 0 for a verdict on hand-made statistics). One test decides, the paired 95%
+    interval of the difference (``stats.compare``):
+
+    * above ``sesoi`` (above zero when it is 0): supported;
+    * below zero: not supported (the wrong sign, clear of seed noise);
+    * inside ±``sesoi``: not supported (an effect too small to matter, measured precisely);
+    * otherwise inconclusive: the wrong sign within noise ("wrong sign"), above zero but straddling the
+      smallest effect of interest, or within seed noise (with the seeds that would resolve it).
     """
     claim = claim or f"{name(a)} beats {name(b)} on {metric}"
+    spec = {"kind": "beats", "a": name(a), "b": name(b), "metric": metric, "direction": goal, "sesoi": sesoi,
+            **({"metric_b": metric_b} if metric_b else {})}
     sa, sb = get(stats, a, metric), get(stats, b, metric_b or metric)
     missing = [name(x) for x, s in ((a, sa), (b, sb)) if s is None]
     if missing:
-        return Check(
-            claim, "inconclusive", f"{metric}: no finished seed", why=f"no finished seed for {', '.join(missing)}"
-        )
+        return Check(claim, "inconclusive", f"{metric}: no finished seed",
+                     why=f"no finished seed for {', '.join(missing)}", spec=spec)
     cmp = compare(sa, sb, goal=goal)
     detail = _pair_detail(metric, a, sa, b, sb, cmp.text(bounds=metric_range(metric), count=is_count(metric)))
-    outcome = cmp.outcome(floor=floor)
-    if outcome == "better":
-        return Check(claim, "supported", detail)
-    if outcome == "worse":
-        return Check(claim, "not supported", detail)
-    if outcome != "n too small" and negligible > 0 and -negligible < cmp.lo and cmp.hi < negligible:
-        return Check(claim, "not supported", detail + f"; |Δ| < {negligible:g} (negligible)")
-    return Check(
-        claim,
-        "inconclusive",
-        detail,
-        why=outcome if outcome == "n too small" else "difference within seed noise",
-        resolves=(cmp.hi - cmp.lo) / 2,
-        needs=None if outcome == "n too small" else seeds_for_power(cmp.effect, paired=cmp.paired) or 0,
-        spread=cmp.spread if cmp.paired else math.nan,
-    )
+    least = sesoi or 0.0
+    kept = {"sign": cmp.diff, "spec": spec}
+    if cmp.n < 2 or not math.isfinite(cmp.lo):
+        return Check(claim, "inconclusive", detail, why="n too small", **kept)
+    if cmp.lo > least:
+        return Check(claim, "supported", detail, **kept)
+    if cmp.hi < 0:
+        return Check(claim, "not supported", detail + "; the wrong sign, its interval clear of zero", **kept)
+    if least > 0 and -least < cmp.lo and cmp.hi < least:
+        return Check(claim, "not supported", detail + f"; |Δ| < {least:g} (below the smallest effect of interest)",
+                     **kept)
+    noisy = {"resolves": (cmp.hi - cmp.lo) / 2, "spread": cmp.spread if cmp.paired else math.nan}
+    if cmp.diff < 0:
+        return Check(claim, "inconclusive", detail, why=WRONG_SIGN, **noisy, **kept)
+    why = f"{STRADDLES} ({least:g})" if cmp.lo > 0 else NOISE
+    needs = seeds_for_power((cmp.diff - least) / cmp.spread, paired=cmp.paired) if cmp.spread > 0 else None
+    return Check(claim, "inconclusive", detail, why=why, needs=needs or 0, **noisy, **kept)
 
 
 def similar(stats: ArmStats, a: Arm, b: Arm, *, metric: str, margin: float, claim: str | None = None) -> Check:
-    """Check that ``a`` and ``b`` agree within ``margin``: the paired 95% interval lies inside ±margin."""
+    """Check that ``a`` and ``b`` agree within ±``margin``: two one-sided tests at 5% (Schuirmann 1987), i.e. the
+    90% interval of the paired difference lies inside ±margin. Not supported when that interval lies wholly
+    outside the margin; inconclusive when it leaves the margin on one side (equivalence not shown)."""
     claim = claim or f"{name(a)} ≈ {name(b)} on {metric} (within ±{margin})"
+    spec = {"kind": "equivalent", "a": name(a), "b": name(b), "metric": metric, "margin": margin,
+            "test": "two one-sided tests at 5% (90% interval inside ±margin)"}
     sa, sb = get(stats, a, metric), get(stats, b, metric)
     if sa is None or sb is None:
-        return Check(claim, "inconclusive", f"{metric}: no finished seed", why="n too small")
+        return Check(claim, "inconclusive", f"{metric}: no finished seed", why="n too small", spec=spec)
     cmp = compare(sa, sb, goal="maximize")
     detail = _pair_detail(metric, a, sa, b, sb, cmp.text(bounds=metric_range(metric), count=is_count(metric)))
-    if cmp.n < 2 or not math.isfinite(cmp.lo):
-        return Check(claim, "inconclusive", detail, why="n too small")
-    if -margin <= cmp.lo and cmp.hi <= margin:
-        return Check(claim, "supported", detail)
-    if cmp.lo > margin or cmp.hi < -margin:
-        return Check(claim, "not supported", detail)
-    return Check(claim, "inconclusive", detail, why="interval wider than the margin (seed noise)")
+    if cmp.n < 2 or not math.isfinite(cmp.lo90):
+        return Check(claim, "inconclusive", detail, why="n too small", spec=spec)
+    detail += f"; 90% interval [{cmp.lo90:+.3f}, {cmp.hi90:+.3f}] against ±{margin:g}"
+    if -margin <= cmp.lo90 and cmp.hi90 <= margin:
+        return Check(claim, "supported", detail, spec=spec)
+    if cmp.lo90 > margin or cmp.hi90 < -margin:
+        return Check(claim, "not supported", detail, spec=spec)
+    return Check(claim, "inconclusive", detail, why=f"the 90% interval leaves ±{margin:g}: equivalence not shown",
+                 spec=spec)
 
 
 def at_most(stats: ArmStats, arm: Arm, *, metric: str, bound: float, claim: str) -> Check:
@@ -165,25 +218,31 @@ def at_least(stats: ArmStats, arm: Arm, *, metric: str, bound: float, claim: str
 
 
 def _bound(stats: ArmStats, arm: Arm, *, metric: str, bound: float, claim: str, upper: bool) -> Check:
+    spec = {"kind": "at most" if upper else "at least", "a": name(arm), "metric": metric, "bound": bound}
     s = get(stats, arm, metric)
     if s is None:
-        return Check(claim, "inconclusive", f"{metric}: no finished seed", why=f"no finished seed for {name(arm)}")
+        return Check(claim, "inconclusive", f"{metric}: no finished seed", why=f"no finished seed for {name(arm)}",
+                     spec=spec)
     shown = s.text(bounds=metric_range(metric), count=is_count(metric))
     detail = f"{metric}: {name(arm)} {shown} ({'≤' if upper else '≥'} {bound:g} wanted)"
     lo, hi = s.ci95
+    sign = (bound - s.mean) if upper else (s.mean - bound)
     if s.n < 2 or not (math.isfinite(lo) and math.isfinite(hi)):
-        return Check(claim, "inconclusive", detail, why="n too small")
+        return Check(claim, "inconclusive", detail, why="n too small", sign=sign, spec=spec)
     if lo < bound < hi:  # the seeds that would place the mean on one side: a one-sample t test against the bound
-        return Check(claim, "inconclusive", detail, why="the 95% interval straddles the bound",
+        return Check(claim, "inconclusive", detail, why="the 95% interval straddles the bound", sign=sign, spec=spec,
                      resolves=(hi - lo) / 2, needs=seeds_for_power((s.mean - bound) / s.std, paired=True) or 0)
     within = hi <= bound if upper else lo >= bound
-    return Check(claim, "supported" if within else "not supported", detail)
+    return Check(claim, "supported" if within else "not supported", detail, sign=sign, spec=spec)
 
 
 def learned(
     stats: ArmStats, arms: Sequence[Arm], *, metric: str, threshold: float, goal: Goal, shows_at: str
 ) -> Check | None:
     """None when the best of ``arms`` learned (reached ``threshold``); else a "not shown at this scale" check."""
+    spec = {"kind": "learned gate", "arms": [name(a) for a in arms], "metric": metric, "threshold": threshold,
+            "direction": goal}
+    Check("the task is learned", "supported", "", spec=spec)  # recorded for the plan; the gate reads no seeds
     sign = 1.0 if goal == "maximize" else -1.0
     means = {a: s.mean for a in arms if (s := get(stats, a, metric)) is not None}
     if not means:
@@ -200,18 +259,21 @@ def learned(
 
 
 def at_scale(check: Check, why: str, *, published: float | None = None) -> Check:
-    """``check``, or "not shown at this scale" with ``why`` when its difference is within seed noise.
+    """``check``, or "not shown at this scale" with ``why`` when its point estimate has the claimed sign and its
+    interval does not clear the smallest effect of interest (within seed noise, or straddling it).
 
     For comparisons whose effect the question expects to be too small to resolve at the quick scale (``why``
-    says why, and where it should show). Supported, not supported and "n too small" answers are kept.
-    ``published``: the literature's difference in this metric's units, when the question can state one; the
-    answer then also says how many seeds would resolve it at these seeds' spread (80% power, paired).
+    says why, and where it should show). A wrong sign is never relabelled: within noise it stays
+    "inconclusive (wrong sign)", clear of noise "not supported". Supported, not supported and "n too small"
+    answers are kept. ``published``: the literature's difference in this metric's units, when the question can
+    state one; the answer then also says how many seeds would resolve it at these seeds' spread (80% power,
+    paired).
     """
-    if check.answer != "inconclusive" or check.why != "difference within seed noise":
+    noisy = check.why == NOISE or check.why.startswith(STRADDLES)
+    if check.answer != "inconclusive" or not noisy or not check.sign > 0:
         return check
     noise = f"within seed noise at this scale (these seeds resolve about ±{check.resolves:.3g})"
-    return Check(check.claim, "not shown at this scale", check.detail,
-                 why=f"{noise}; {why}{_published(check, published)}", needs=check.needs, spread=check.spread)
+    return replace(check, answer="not shown at this scale", why=f"{noise}; {why}{_published(check, published)}")
 
 
 def _published(check: Check, published: float | None) -> str:
@@ -223,25 +285,34 @@ def _published(check: Check, published: float | None) -> str:
     return f"; the published difference of {published:g} would need {count} at {POWER:.0%} power at these seeds' spread"
 
 
-def join(checks: Sequence[Check], gate: Check | None = None) -> str:
-    """One verdict line: the overall answer, then every check with its numbers."""
-    if gate is not None:
-        return f"{gate.answer}: {gate.detail} ({gate.why})"
+def head_of(checks: Sequence[Check]) -> str:
+    """The overall answer of ``checks``: supported when every one is, not supported when one is, "supported where
+    shown" when the rest are "not shown at this scale" (never with a wrong sign, which is inconclusive or not
+    supported), otherwise inconclusive with the reasons."""
     answers = [c.answer for c in checks]
     if answers and all(a == "supported" for a in answers):
-        head = "supported"
-    elif "not supported" in answers:
-        head = "not supported"
-    elif answers and set(answers) <= {"supported", "not shown at this scale"}:
+        return "supported"
+    if "not supported" in answers:
+        return "not supported"
+    if answers and set(answers) <= {"supported", "not shown at this scale"}:
         findings = [c.answer for c in checks if not c.control] or answers
         unshown = findings.count("not shown at this scale")
-        head = "not shown at this scale" if unshown == len(findings) else (
+        return "not shown at this scale" if unshown == len(findings) else (
             f"supported where shown ({len(findings) - unshown} of {len(findings)} findings; "
             f"{unshown} not shown at this scale)")
-    else:
-        whys = sorted({c.why for c in checks if c.answer == "inconclusive" and c.why})
-        head = f"inconclusive ({'; '.join(whys) or 'no checks'})"
-    return head + ": " + " | ".join(c.text() for c in checks)
+    whys = sorted({c.why for c in checks if c.answer == "inconclusive" and c.why})
+    return f"inconclusive ({'; '.join(whys) or 'no checks'})"
+
+
+def join(checks: Sequence[Check], gate: Check | None = None) -> str:
+    """One verdict line: the main claim's answer, then every check with its numbers; secondary checks
+    (``secondary``) follow after "secondary:" and never change the answer."""
+    if gate is not None:
+        return f"{gate.answer}: {gate.detail} ({gate.why})"
+    main = [c for c in checks if not c.secondary]
+    extra = [c for c in checks if c.secondary]
+    tail = f" || secondary ({head_of(extra).split(' (')[0]}): " + " | ".join(c.text() for c in extra) if extra else ""
+    return head_of(main) + ": " + " | ".join(c.text() for c in main) + tail
 
 
 def verdict_word(line: str) -> str:

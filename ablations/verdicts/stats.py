@@ -7,9 +7,10 @@ paired by seed with an effect size, and the three-way outcome a verdict is built
   tail. ``text`` clips a printed interval to the metric's range (``ablations.verdicts.ranges``); the comparisons
   and verdicts compute with the unclipped one.
 * ``compare``: arm a against arm b on the seeds both finished. The per-seed differences give the
-  mean difference, its t interval, an exact sign-flip permutation p-value (one-sided, 2^n sign
-  patterns: its smallest value is 1/2^n, so with 3 seeds it can never go below 0.125 and the
-  interval is what decides) and the paired effect size d_z = mean / sd of the differences
+  mean difference, its t interval, an exact sign-flip permutation p-value (one-sided in the direction of
+  the observed difference, 2^n sign patterns: its smallest value is 1/2^n, so with 3 seeds it can never go
+  below 0.125 and with 5 never below 0.031; the interval is what decides, and ``Comparison.disagreement``
+  says when the two disagree) and the paired effect size d_z = mean / sd of the differences
   (Lakens 2013, eq. 6). Without two common seeds it falls back to the unpaired Welch interval.
 * ``Outcome``: "better" when the interval lies above ``floor`` (in the direction of the goal),
   "worse" when it lies below zero, otherwise "within seed noise"; "n too small" below two pairs.
@@ -98,6 +99,13 @@ def t975(df: float) -> float:
 
 POWER = 0.8
 MAX_SEEDS = 10_000
+P_LEVEL = 0.025
+"""The one-sided level matching a two-sided 95% interval (``Comparison.disagreement``)."""
+
+
+def t95(df: float) -> float:
+    """t_{0.95, df}: the one-sided quantile of a 90% interval (two one-sided tests at 5%, Schuirmann 1987)."""
+    return t_quantile(0.95, df) if df >= 1 else math.nan
 
 
 def seeds_for_power(effect: float, *, paired: bool) -> int | None:
@@ -139,6 +147,13 @@ class Stat:
     std: float
     n: int
     values: tuple[tuple[Any, float], ...] = ()
+
+    def ci(self, level: float = 0.95) -> tuple[float, float]:
+        """Student-t interval of the mean at ``level`` (0.95 or 0.90); (nan, nan) for fewer than two values."""
+        if self.n < 2 or not math.isfinite(self.std):
+            return math.nan, math.nan
+        half = t_quantile(0.5 + level / 2, self.n - 1) * self.std / math.sqrt(self.n)
+        return self.mean - half, self.mean + half
 
     @property
     def ci95(self) -> tuple[float, float]:
@@ -183,11 +198,13 @@ class Comparison:
 
     Args:
         diff: mean difference. lo, hi: its 95% interval. n: pairs (or min arm size when unpaired).
-        p: one-sided exact sign-flip permutation p-value (nan when unpaired).
+        p: one-sided exact sign-flip permutation p-value in the direction of the observed difference (nan when
+            unpaired); compared with 0.025, the one-sided level of the two-sided 95% interval.
         effect: d_z (paired) or Hedges-free Cohen's d on the pooled std (unpaired); inf when the
             differences have zero spread and a non-zero mean.
         paired: True when the comparison is over common seeds.
         spread: the standard deviation ``effect`` divides by (of the paired differences, or pooled).
+        lo90, hi90: the 90% interval, for an equivalence test (two one-sided tests at 5%; ``rules.similar``).
     """
 
     diff: float
@@ -198,6 +215,8 @@ class Comparison:
     effect: float
     paired: bool
     spread: float = math.nan
+    lo90: float = math.nan
+    hi90: float = math.nan
 
     def outcome(self, *, floor: float = 0.0) -> Outcome:
         """better / worse / within seed noise / n too small, from the interval (floor: smallest gain that counts)."""
@@ -209,6 +228,21 @@ class Comparison:
             return "worse"
         return "within seed noise"
 
+    def disagreement(self) -> str:
+        """Empty when the interval and the sign-flip p agree (both clear zero at the 2.5% one-sided level, or
+        neither does); else one clause saying so, and that the interval decides."""
+        if not (math.isfinite(self.p) and math.isfinite(self.lo)):
+            return ""
+        clears, small = self.lo > 0 or self.hi < 0, self.p <= P_LEVEL
+        if clears == small:
+            return ""
+        least = 1 / 2**self.n
+        if clears:
+            floor = f" (its smallest value with {self.n} seeds is {least:.3f})" if least > P_LEVEL else ""
+            return (f"the interval clears zero but the sign-flip p={self.p:.3f} is above {P_LEVEL}{floor}; "
+                    "the interval decides")
+        return f"the sign-flip p={self.p:.3f} is below {P_LEVEL} but the interval holds zero; the interval decides"
+
     def text(self, digits: int = 3, *, bounds: Bounds = UNBOUNDED, count: bool = False) -> str:
         """``Δ=... [lo, hi] (...)``; the interval clipped to what a difference of values in ``bounds`` can be;
         a difference of counts that is a whole number prints as one."""
@@ -219,8 +253,9 @@ class Comparison:
             digits = 0 if all(_is_integer(x) for x in (self.diff, lo, hi)) else 1
         p = f", p={self.p:.3f}" if math.isfinite(self.p) else ""
         eff = "∞" if math.isinf(self.effect) else f"{self.effect:.2f}"
+        odd = f"; {why}" if (why := self.disagreement()) else ""
         return (
-            f"Δ={self.diff:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}] ({kind}, n={self.n}{p}, d={eff})"
+            f"Δ={self.diff:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}] ({kind}, n={self.n}{p}, d={eff}{odd})"
         )
 
 
@@ -253,9 +288,10 @@ def compare(a: Stat, b: Stat, *, goal: Goal) -> Comparison:
         d = [sign * (x - y) for x, y in common]
         s = stat(d)
         lo, hi = s.ci95
+        p = sign_flip_p(d) if s.mean >= 0 else sign_flip_p([-x for x in d])  # in the observed direction
         return Comparison(
-            diff=s.mean, lo=lo, hi=hi, n=s.n, p=sign_flip_p(d), effect=_effect(s.mean, s.std), paired=True,
-            spread=s.std,
+            diff=s.mean, lo=lo, hi=hi, n=s.n, p=p, effect=_effect(s.mean, s.std), paired=True,
+            spread=s.std, lo90=s.ci(0.90)[0], hi90=s.ci(0.90)[1],
         )
     diff = sign * (a.mean - b.mean)
     if a.n < 2 or b.n < 2:
@@ -276,4 +312,6 @@ def compare(a: Stat, b: Stat, *, goal: Goal) -> Comparison:
         effect=_effect(diff, pooled),
         paired=False,
         spread=pooled,
+        lo90=diff - t95(df) * se,
+        hi90=diff + t95(df) * se,
     )

@@ -61,20 +61,23 @@ def _mean_over_seeds(runs, arm: str, key: str) -> float:
 @pytest.mark.slow
 @pytest.mark.demo
 def test_demo_shows_the_bottleneck(tmp_path, capsys):
-    """Issue #12's acceptance: at the demo's budget soft attention stays within 0.15 exact match of its shortest
-    length bucket at the longest training bucket (best soft arm; measured 0.04-0.08 for dot), while without
-    attention exact match falls to near 0 there (measured 0.00). Its wall time is a benchmark
+    """Issue #12's acceptance: at the demo's budget soft attention (additive, the plan's judged arm) stays within
+    0.15 exact match of its shortest length bucket at the longest training bucket, while without attention exact
+    match falls to near 0 there (measured 0.00); issue #42's: the headline is the main claim's answer, with the
+    hard-attention check beneath it. Its wall time is a benchmark
     (``python -m benchmarks run --sections time``), not an assertion: it depends on the CPU kind (425 s on an
     AVX-512 EPYC, 850 s on an AVX2-only one). CI leaves this test out (``-m "slow and not demo"``)."""
     from ablations.reports.results import load_experiment
 
     assert demo_main(["--root", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "attention=additive" in out and "report:" in out
+    assert "attention=additive" in out and "report" in out
+    assert "\nHeadline: supported\n" in out and "Secondary checks (listed, not part of the headline):" in out, out
+    assert all(len(line) <= 100 for line in out[out.index("Headline: "):].splitlines())
     assert (tmp_path / "attention_bottleneck" / "report.md").is_file()
     runs = load_experiment(tmp_path / "attention_bottleneck")
-    drops = {arm: _mean_over_seeds(runs, arm, "val/len_drop/acc_by_len") for arm in ("additive", "dot", "general")}
-    assert min(drops.values()) <= 0.15, f"soft attention falls with length: shortest - longest bucket {drops}"
+    drop = _mean_over_seeds(runs, "additive", "val/len_drop/acc_by_len")
+    assert drop <= 0.15, f"soft attention falls with length: shortest - longest bucket {drop:.3f}"
     longest = _mean_over_seeds(runs, "none", "val/acc_by_len/len_011_015")
     assert longest <= 0.1, f"without attention exact match at lengths 11-15 is {longest:.3f}, not near 0"
 

@@ -36,7 +36,8 @@ def test_findings_skips_finished_trials_and_writes_the_readme(tmp_path: Path, ca
     assert "- **Command:** `attnlab findings --root" in text and "- **CPU:** " in text and "- **Wall time:** " in text
     row = next(line for line in text.splitlines() if line.startswith("| [scaling](#scaling)"))
     mean = ACC["sqrt_dk"] + sum(SEEDS) / len(SEEDS) / 100  # fake_run adds seed / 100
-    assert "Vaswani" in row and "**supported**" in row and f"sqrt_dk {mean:.3f} ± 0.016" in row
+    assert "Vaswani" in row and "**pending: confirmatory seeds not run** | supported |" in row
+    assert f"sqrt_dk {mean:.3f} ± 0.016" in row
     assert "## scaling" in text and "![scaling curves](scaling/curves.png)" in text
     assert (out / "scaling" / "report.md").is_file() and (out / "scaling" / "curves.png").stat().st_size > 1000
     assert "Full (GPU) preset" in text and "Quick preset" in text
@@ -58,7 +59,7 @@ def test_findings_only_refreshes_its_question_and_keeps_the_others(tmp_path: Pat
     text = (out / "README.md").read_text()
     assert "kept from an earlier run" in text, "an earlier question's row survives a run of another"
     assert "| [heads](#heads)" in text and "## heads" in text and "## scaling" in text
-    assert f"- **Runs:** {TRIALS} trials at commit" in text and "| norm |" in text and "**not run**" in text
+    assert f"- **Runs:** {TRIALS} trials at commit" in text and "| norm |" in text and "| not run | not run |" in text
     assert saved["quick"] == list(QUESTIONS["scaling"].quick), "the preset the runs were made with is kept"
 
 

@@ -104,7 +104,8 @@ def test_the_readme_gives_the_third_sets_answer_and_what_was_planned(tmp_path: P
     assert f"- **Trials ran, more seeds ({FIRST_SEED}..):** " in text and "0:10:00" in text, "each set its own span"
     row = next(line for line in text.splitlines() if line.startswith("| [scaling]"))
     assert f"| n={plan['questions']['scaling']['seeds']}: supported |" in row
-    assert "- **More seeds** (" in text and "(power/scaling/report.md)" in text and "power/plan.json" in text
+    assert "- **More seeds, exploratory** (" in text and "(power/scaling/report.md)" in text
+    assert "power/plan.json" in text
     bare = readme(main, command="attnlab findings", wall_s=1.0)
     assert "| — |" in next(line for line in bare.splitlines() if line.startswith("| [scaling]"))
 

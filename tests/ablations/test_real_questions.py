@@ -57,7 +57,7 @@ def test_bottleneck_bible_supported_when_none_falls_and_additive_stays_flat():
              ("additive",): bible_arm(0.25, [0.27, 0.26, 0.25, 0.25, 0.24])}
     verdict = claims_real.bottleneck_bible(stats)
     assert word(verdict) == "supported", verdict
-    assert "buckets of ≥ 50 verses" in verdict
+    assert "buckets of ≥ 50 verses" in verdict and "the interval decides" in verdict  # n=3: p cannot reach 0.025
 
 
 def test_bottleneck_bible_not_shown_when_none_does_not_learn_short_verses():
@@ -111,12 +111,14 @@ def test_norm_bible_inconclusive_within_seed_noise():
 
 
 # ------------------------------------------------------------------------------------------ positions_bible
-def positions_arm(inside: float, beyond: float, spread: float = 0.002, rot: int = 0) -> dict:
-    """Buckets 1-5 .. 21-25 with a training cap of 15 tokens: three buckets inside, two beyond."""
-    arm = {"run/max_len": s(15, 15, 15), "test/beyond/bleu_by_len": s(*jitter(beyond, spread, rot)),
+def positions_arm(inside: float, beyond: float, spread: float = 0.002, rot: int = 0, far: int | None = None) -> dict:
+    """Buckets 1-5 .. 21-25 with a training cap of 15 tokens: three buckets inside, two beyond (``far``: the
+    beyond buckets' own seed rotation, so the change from inside to beyond varies by seed)."""
+    far = rot if far is None else far
+    arm = {"run/max_len": s(15, 15, 15), "test/beyond/bleu_by_len": s(*jitter(beyond, spread, far)),
            "test/bleu": s(*jitter((inside + beyond) / 2, spread, rot))}
-    for key, value in zip(BUCKETS, [inside] * 3 + [beyond] * 2, strict=True):
-        arm[f"test/bleu_by_len/{key}"] = s(*jitter(value, spread, rot))
+    for key, value, r in zip(BUCKETS, [inside] * 3 + [beyond] * 2, [rot] * 3 + [far] * 2, strict=True):
+        arm[f"test/bleu_by_len/{key}"] = s(*jitter(value, spread, r))
     return arm
 
 
@@ -138,8 +140,11 @@ def test_positions_bible_not_shown_and_inconclusive():
     swept = REAL_QUESTIONS["positions_bible"].swept
     low = {a: positions_arm(0.02, 0.01) for a in swept}
     assert word(claims_real.positions_bible(low)) == "not shown at this scale"
-    noisy = {a: positions_arm(0.20, 0.08, spread=0.06, rot=i) for i, a in enumerate(swept)}
-    assert word(claims_real.positions_bible(noisy)) == "inconclusive"
+    noisy = {a: positions_arm(0.20, 0.08, spread=0.06, rot=i, far=i + 1) for i, a in enumerate(swept)}
+    line = claims_real.positions_bible(noisy)
+    assert word(line) == "not supported", line  # alibi's change equals sinusoidal's seed for seed: |Δ| < SESOI
+    assert "learned ≈ sinusoidal in range (±2 BLEU, mean over the buckets inside the training lengths): inconclusive" \
+        in line and "straddles chance" in line
 
 
 # --------------------------------------------------------------------------------------- sentiment_pooling_mr
@@ -293,4 +298,4 @@ def test_real_readme_header_names_the_data(monkeypatch):
                   real=True)
     assert text.startswith("# Findings on real data: ")
     assert "- **Data:** Debian packages: sword-text-kjv 14.3-1" in text and "questions_real.py" in text
-    assert "| [ram_mnist](#ram_mnist) |" in text and "| norm_bible |" in text and "**not run**" in text
+    assert "| [ram_mnist](#ram_mnist) |" in text and "| norm_bible |" in text and "| not run | not run |" in text

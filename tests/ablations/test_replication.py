@@ -52,7 +52,7 @@ def test_the_readme_says_whether_each_verdict_replicated(tmp_path: Path, capsys)
     _finished(root, range(1, 6), ACC)
     assert findings_main(["--root", str(root), "--out", str(out), "--only", "scaling"]) == 0
     row = next(line for line in (out / "README.md").read_text().splitlines() if line.startswith("| [scaling]"))
-    assert "| **supported** | not run |" in row, "no replication yet"
+    assert "| supported | not run |" in row, "no replication yet"
     flat = {scale: 0.9 for scale in ACC}  # on the new seeds every arm learns alike: the claim does not replicate
     _finished(root / "replication", range(FIRST_SEED, FIRST_SEED + 5), flat)
     assert findings_main(["--root", str(root), "--out", str(out), "--only", "scaling", "--replicate"]) == 0
@@ -60,7 +60,7 @@ def test_the_readme_says_whether_each_verdict_replicated(tmp_path: Path, capsys)
     assert f"seed={FIRST_SEED}" in printed and printed.count("skipped (finished)") == 2 * 15
     text = (out / "README.md").read_text()
     row = next(line for line in text.splitlines() if line.startswith("| [scaling]"))
-    assert "| **supported** | no (" in row, "the main seeds' verdict stands; the replication's differs"
-    assert "- **Replication** (seeds 1001 and up): " in text and "(replication/scaling/report.md)" in text
+    assert "| supported | no (" in row, "the main seeds' verdict stands; the replication's differs"
+    assert "- **Replication, exploratory** (seeds 1001 and up): " in text and "(replication/scaling/report.md)" in text
     assert (out / "replication" / "scaling" / "report.md").is_file()
     assert (out / "scaling" / "result.json").is_file(), "the main seed set's result is kept"

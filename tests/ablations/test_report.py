@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import yaml  # noqa: E402
 
-from ablations.catalog.questions import QUESTIONS, beats_all  # noqa: E402
+from ablations.catalog.questions import QUESTIONS, all_beat  # noqa: E402
 from ablations.commands import report_main  # noqa: E402
 from ablations.reports.report import curve_keys, write_report  # noqa: E402
 from ablations.reports.results import experiment_dirs, load_experiment, stat  # noqa: E402
@@ -42,9 +42,9 @@ def fake_run(exp: Path, scale: str, seed: int, *, status: str = "finished", acc:
     rows = ["epoch,step,train/loss,train/grad_norm/encoder.layers.0,train/grad_qk/total,val/exact_match,val/loss,"
             "val/attn_entropy/cross/layer1"]
     ent, gqk = ENTROPY.get(scale, 1.0) + seed / 100, GRAD_QK.get(scale, 1.0) + seed / 100
-    for step in range(0, 40, 10):
-        rows.append(f"0,{step},{2 - step / 40},{1 + seed / 10},{gqk},,,")
-        rows.append(f"0,{step + 9},,,,{acc * (step + 10) / 40 + seed / 100},{2 - acc},{ent}")
+    for step in range(0, 400, 100):  # steps far enough apart that reaching the target differs by > 47 steps
+        rows.append(f"0,{step},{2 - step / 400},{1 + seed / 10},{gqk},,,")
+        rows.append(f"0,{step + 99},,,,{acc * (step + 100) / 400 + seed / 100},{2 - acc},{ent}")
     (run / "metrics.csv").write_text("\n".join(rows) + "\n")
     metrics = {"val/exact_match": acc + seed / 100, "val/loss": 2 - acc, "val/attn_entropy/cross/layer1": ent,
                "test/acc_by_len/len_001_005": acc, "test/acc_by_len/len_011_015": acc / 2,
@@ -54,7 +54,7 @@ def fake_run(exp: Path, scale: str, seed: int, *, status: str = "finished", acc:
     if status is not None:
         (run / "summary.json").write_text(json.dumps({
             "status": status, "metrics": metrics, "seed": seed, "parameters": 1000 + (scale == "dk"),
-            "global_step": 39, "tokens_seen": 5000 + seed, "environment": env or ENV}))
+            "global_step": 399, "tokens_seen": 5000 + seed, "environment": env or ENV}))
     else:
         (run / "trial.json").write_text(json.dumps({"status": "failed", "returncode": 1,
                                                     "params": {"model.attn_scale": scale, "seed_everything": seed}}))
@@ -144,9 +144,9 @@ def test_adhoc_experiment_axes_are_the_varying_parameters(runs_dir: Path):
     assert "attn_scale=sqrt_dk" in report.table and report.verdict.startswith("no verdict")
 
 
-def test_beats_all_reads_the_interval_of_the_difference():
+def test_all_beat_reads_the_interval_of_the_difference():
     tight_hi, tight_lo = Stat(0.9, 0.01, 3), Stat(0.8, 0.01, 3)
-    verdict = beats_all([("a",)], [("b",)], metric="m", goal="maximize")
+    verdict = all_beat([("a",)], [("b",)], metric="m", goal="maximize", sesoi=0.05)
     assert verdict({("a",): {"m": tight_hi}, ("b",): {"m": tight_lo}}).startswith("supported")
     assert verdict({("a",): {"m": tight_lo}, ("b",): {"m": tight_hi}}).startswith("not supported")
     noisy = verdict({("a",): {"m": Stat(0.9, 0.2, 3)}, ("b",): {"m": Stat(0.8, 0.2, 3)}})

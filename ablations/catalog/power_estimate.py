@@ -1,0 +1,107 @@
+"""The confirmatory seed count of a plan, from a power estimate on the exploratory seeds (issue #42).
+
+The exploratory answers are read as they stand on record at ``EXPLORATORY_COMMIT`` (``git show``), so a later
+rerun of an exploratory set cannot move a registered count. For each comparison of the plan that an exploratory
+check measured (same metric and arms), the estimate reads the observed difference Δ and its paired effect size
+d (so the spread of the differences is Δ/d) and asks how many seeds would put the 95% interval above the
+comparison's smallest effect of interest with 80% power: ``stats.seeds_for_power((Δ - sesoi) / spread)``. A
+bound check (at least / at most) reads the arm's mean and standard deviation against its bound the same way.
+A comparison whose observed Δ is not above its smallest effect of interest cannot be powered by any count and
+is listed as such. The question's count is the largest count any of its main (not secondary) comparisons needs
+over every exploratory set, between ``LEAST`` and ``MOST``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ablations.verdicts.stats import seeds_for_power
+
+EXPLORATORY_COMMIT = "0367f32"
+"""The commit whose docs/findings hold the exploratory answers the counts are estimated from."""
+LEAST, MOST = 5, 20
+"""Fewest confirmatory seeds (the exploratory sets' size) and the most a question is given (two CPU cores)."""
+SETS = ("", "replication", "power")
+
+_PAIR = re.compile(r"— (?P<metric>[^:|]+): (?P<a>\S+) [^|]*? vs (?P<b>\S+) [^|]*?; Δ=(?P<diff>[+-][\d.]+) "
+                   r"\[[^\]]*\] \((?:un)?paired, n=\d+(?:, p=[\d.]+)?, d=(?P<d>-?[\d.]+|-?∞)")
+_BOUND = re.compile(r"— (?P<metric>[^:|]+): (?P<a>\S+) (?P<mean>-?[\d.]+) ± (?P<std>[\d.]+)[^|(]*"
+                    r"\((?P<op>[≤≥]) (?P<bound>-?[\d.e+-]+) wanted\)")
+
+
+def _git_show(path: str, root: Path) -> str | None:
+    done = subprocess.run(["git", "show", f"{EXPLORATORY_COMMIT}:{path}"], cwd=root, capture_output=True,
+                          text=True, check=False)
+    return done.stdout if done.returncode == 0 else None
+
+
+def exploratory_verdicts(name: str, *, real: bool, root: Path) -> dict[str, str]:
+    """Seed set ("main", "replication", "power") -> the verdict on record at ``EXPLORATORY_COMMIT``."""
+    base = "docs/findings/real" if real else "docs/findings"
+    found = {}
+    for sub in SETS:
+        text = _git_show("/".join(p for p in (base, sub, name, "result.json") if p), root)
+        if text:
+            found[sub or "main"] = json.loads(text)["verdict"]
+    return found
+
+
+def _observed(verdict: str) -> Iterable[tuple[tuple[str, str, str], float, float]]:
+    """((metric, a, b or bound kind), signed effect numerator, spread) of each check in a verdict line."""
+    for m in _PAIR.finditer(verdict):
+        diff, d = float(m["diff"]), m["d"].replace("∞", "inf")
+        spread = abs(diff / float(d)) if float(d) not in (0.0,) else math.inf
+        yield (m["metric"].strip(), m["a"], m["b"]), diff, spread
+    for m in _BOUND.finditer(verdict):
+        sign = 1.0 if m["op"] == "≥" else -1.0
+        yield (m["metric"].strip(), m["a"], m["op"]), sign * (float(m["mean"]) - float(m["bound"])), float(m["std"])
+
+
+def _key(spec: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    kind = spec.get("kind")
+    if kind == "beats":
+        return spec["metric"], spec["a"], spec["b"]
+    if kind in ("at least", "at most"):
+        return spec["metric"], spec["a"], "≥" if kind == "at least" else "≤"
+    return None
+
+
+def _need(numerator: float, spread: float) -> int | None:
+    if numerator <= 0:
+        return None
+    if spread == 0 or math.isinf(numerator / spread):
+        return 2
+    return seeds_for_power(numerator / spread, paired=True)
+
+
+def estimate(comparisons: Sequence[Mapping[str, Any]], verdicts: Mapping[str, str]) -> dict[str, Any]:
+    """``{"count", "rule", "comparisons": [{claim, set: needs}]}`` for a plan's comparisons (each a dict with
+    ``claim``, ``spec`` and ``secondary``) from the exploratory ``verdicts`` by seed set."""
+    observed = {s: {k: (num, spread) for k, num, spread in _observed(v)} for s, v in verdicts.items()}
+    rows, needs = [], []
+    for c in comparisons:
+        key = _key(c["spec"])
+        if key is None:
+            continue
+        least = float(c["spec"].get("sesoi") or 0.0) if c["spec"]["kind"] == "beats" else 0.0
+        row: dict[str, Any] = {}
+        for s, seen in observed.items():
+            if key in seen:
+                num, spread = seen[key]
+                n = _need(num - least, spread)
+                row[s] = n if n is not None else "not resolvable (observed effect not beyond the SESOI)"
+        if row:
+            rows.append({"claim": c["claim"], "secondary": c["secondary"], "needs": row})
+            if not c["secondary"]:
+                needs += [n for n in row.values() if isinstance(n, int)]
+    count = min(MOST, max([LEAST, *needs]))
+    rule = (f"the most seeds any main comparison needs on any exploratory set (80% power for its observed "
+            f"difference beyond its smallest effect of interest; stats.seeds_for_power), between {LEAST} and "
+            f"{MOST}; exploratory answers as on record at commit {EXPLORATORY_COMMIT}")
+    return {"count": count, "rule": rule, "comparisons": rows}

@@ -1,0 +1,92 @@
+"""What ``attnlab demo`` says (issue #42): the attention-bottleneck question's main claim as its headline, the
+secondary checks beneath it and never folded into it, and the seeds that resolve the main claim at the quick
+scale, from the power estimate on the exploratory seeds recorded in the question's plan file.
+
+Every printed line is at most ``WIDTH`` columns. The per-length accuracy table is the report's (``write_report``).
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from ablations.catalog.question import Question
+from ablations.verdicts.rules import Check, head_of
+
+WIDTH = 100
+FALLBACK_SEEDS = 3
+"""Seeds when the question's plan file is not in this checkout (an installed package has no docs/)."""
+_DELTA = re.compile(r"Δ=[+-][\d.]+ \[[^\]]*\]")
+_MEAN = re.compile(r": (\S+) ([\d.]+ ± [\d.]+(?: \[[^\]]*\])?) \(([≤≥] [\d.e+-]+) wanted\)")
+
+
+def demo_seeds(question: Question) -> tuple[int, str]:
+    """(seeds per arm, why): the most seeds any main comparison needs on any exploratory set (80% power, the
+    question's plan file, ``ablations.catalog.power_estimate``), at least 2."""
+    from ablations.catalog.plans import load, plan_path
+
+    plan = load(question)
+    rows = [] if plan is None else plan["seeds"]["power"]["comparisons"]
+    needs = [n for r in rows if not r["secondary"] for n in r["needs"].values() if isinstance(n, int)]
+    if not needs:
+        return FALLBACK_SEEDS, f"no power estimate found ({plan_path(question).name} absent)"
+    return max(2, *needs), (f"the most any main comparison needs at 80% power on the exploratory seeds "
+                            f"({plan_path(question).name})")
+
+
+def _numbers(check: Check) -> str:
+    """The few numbers a reader needs: the paired difference, or the arm's mean against its bound."""
+    if m := _DELTA.search(check.detail):
+        return m[0]
+    if m := _MEAN.search(check.detail):
+        return f"{m[1]} {m[2]}, {m[3]} wanted"
+    return ""
+
+
+def _line(check: Check) -> str:
+    why = f" ({check.why})" if check.why else ""
+    numbers = f" — {n}" if (n := _numbers(check)) else ""
+    return textwrap.fill(f"- {check.claim}: {check.answer}{why}{numbers}", WIDTH, subsequent_indent="    ")
+
+
+def headline_lines(question: Question, main: list[Check], extra: list[Check], gate: Check | None) -> list[str]:
+    """The headline (the main claim's answer), each main check, then the secondary checks under their own title."""
+    answer = f"{gate.answer} ({gate.why})" if gate is not None else head_of(main)
+    lines = [textwrap.fill(f"Headline: {answer}", WIDTH, subsequent_indent="  "),
+             textwrap.fill(f"  claim: {question.claim} ({question.source})", WIDTH, subsequent_indent="    ")]
+    lines += [_line(c) for c in main]
+    if extra:
+        lines.append("Secondary checks (listed, not part of the headline):")
+        lines += [_line(c) for c in extra]
+    return lines
+
+
+def demo_lines(question: Question, stats: Any) -> list[str]:
+    """The demo's headline and secondary lines for the attention-bottleneck statistics ``stats``."""
+    from ablations.catalog.claims import EXACT
+    from ablations.catalog.claims_recurrent import bottleneck_checks
+    from ablations.verdicts.rules import learned
+
+    arms = question.arms()
+    gate = learned(stats, [arms.chosen("soft")], metric=EXACT, threshold=0.3, goal="maximize",
+                   shows_at=arms.shows_at)
+    main, extra = bottleneck_checks(stats, arms)
+    return headline_lines(question, main, extra, gate)
+
+
+def print_demo(exp_dir: Path, question: Question) -> bool:
+    """Write the report of the demo's runs, print its table and the headline lines; False without runs."""
+    from ablations.reports.report import question_values, write_report
+    from ablations.reports.results import arm_stats, group_arms, load_experiment
+
+    runs = load_experiment(exp_dir) if exp_dir.is_dir() else []
+    if not runs:
+        return False
+    report = write_report(exp_dir.name, runs, exp_dir, question)
+    stats = arm_stats(group_arms(runs, question.axes, question.baseline_of), question_values(question))
+    print(f"\n== {exp_dir.name} ==\n{report.table}\n")
+    print("\n".join(demo_lines(question, stats)))
+    print(f"report (every check and number): {report.path}")
+    return True

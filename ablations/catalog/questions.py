@@ -265,7 +265,7 @@ QUESTIONS: dict[str, Question] = {
         ),
         Question(
             name="qk_norm_lr", plan=PLANS["qk_norm_lr"], axes=("model.qk_norm", "model.lr"),
-            probes=("val/loss", "train/max_logit", "val/attn_entropy/", "train/loss", "status/diverged"),
+            probes=("val/loss", "train/max_logit", "val/attn_entropy/", "train/loss"),
             expected="Without QK-norm the final loss degrades at the high learning rates as the largest attention "
                      "logit grows and the softmax saturates; with QK-norm the loss stays flat over the sweep "
                      "(Wortsman et al. 2023, §3.1, Fig. 1). The scaling question's d_k arm is the same mechanism "

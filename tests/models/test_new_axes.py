@@ -96,3 +96,26 @@ def test_causal_lm_test_logs_decode_speed_and_cache_bytes(kv_heads):
     assert metrics["test/decode_tokens_per_s"] > 0
     trainer.validate(model, datamodule=dm, verbose=False)
     assert "val/decode_tokens_per_s" not in trainer.callback_metrics
+
+
+def test_evaluation_only_rope_scaling_trains_the_same_weights():
+    """sweeps/rope_scaling.yaml's premise: with rope_scaling_train false, the arms of one seed train the same
+    weights (the scaling acts in evaluation mode only: validation differs, training does not)."""
+    import lightning as L
+
+    from datamodules.lm_tasks import PromptAnswerTasks
+
+    weights = {}
+    for scaling in ("none", "yarn"):
+        L.seed_everything(3, verbose=False)
+        model = _family("causal", dict(rope_scaling=scaling, rope_factor=4.0, rope_train_len=8))
+        dm = PromptAnswerTasks(task="reverse", vocab_size=12, min_len=2, max_len=6, train_size=64, val_size=16,
+                               test_size=8, batch_size=16)
+        trainer = L.Trainer(max_steps=6, val_check_interval=2, logger=False, enable_checkpointing=False,
+                            enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+                            accelerator="cpu", devices=1)
+        trainer.fit(model, datamodule=dm)
+        weights[scaling] = (model.state_dict(), float(trainer.callback_metrics["val/loss"]))
+    (none, val_none), (yarn, val_yarn) = weights["none"], weights["yarn"]
+    assert all(torch.equal(none[k], yarn[k]) for k in none)
+    assert val_none != val_yarn  # ... while validation saw the scaled angles

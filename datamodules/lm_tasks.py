@@ -16,6 +16,13 @@ Tasks (``LMTask``):
   written least-significant digit first (the "reversed" format of Lee et al. 2023, §4, in which
   each answer digit depends only on digits already seen). n is the length, uniform in
   [min_len, max_len]; the leading (most significant) digit is never 0.
+- ``recall``: multi-query associative recall (Ba et al. 2016; Arora et al. 2023, "Zoology", MQAR): n
+  key-value pairs ``k1 v1 … kn vn``, then every key once more in a random order ``q1 … qn``; the answer is
+  ``v(q1) … v(qn)``. Keys are distinct, drawn from the lower half of the content ids, values (repeats
+  allowed) from the upper half; n is the length, uniform in [min_len, max_len]. Each answer token needs a
+  look-up by content (the query key, n positions back in the prompt), a retrieval the attention heads
+  and their key/value heads must hold; deviation from MQAR: the queries come as one block after the
+  pairs, not each followed by its answer, since the answer follows the separator in this framing.
 
 Every split comes from its own seeded generator (``splits.split_generator``): identical on every
 rank and run; validation and test do not depend on ``train_size``.
@@ -34,8 +41,9 @@ from datamodules.batching import N_SPECIAL, collate_pairs, ids_to_text, require
 from datamodules.splits import Split
 from datamodules.synthetic import Pair, PairTasks, SyntheticSeq2Seq
 
-LMTask = Literal["copy", "reverse", "sort", "duplicate", "addition"]
-"""Prompt -> answer mapping: identity, reversal, ascending sort, the prompt twice, or the sum of two numbers."""
+LMTask = Literal["copy", "reverse", "sort", "duplicate", "addition", "recall"]
+"""Prompt -> answer mapping: identity, reversal, ascending sort, the prompt twice, the sum of two numbers, or the
+values of queried keys (associative recall)."""
 
 DIGIT0 = N_SPECIAL  # ids of the digits 0..9 in the addition task
 PLUS = N_SPECIAL + 10
@@ -61,10 +69,30 @@ def _addition(*, n: int, min_len: int, max_len: int, vocab_size: int, generator:
     return pairs
 
 
+def recall_vocab(max_len: int) -> int:
+    """The smallest vocabulary for ``recall`` with up to ``max_len`` pairs: the specials, max_len keys, max_len
+    values."""
+    return N_SPECIAL + 2 * max_len
+
+
+def _recall(*, n: int, min_len: int, max_len: int, vocab_size: int, generator: torch.Generator) -> list[Pair]:
+    keys = (vocab_size - N_SPECIAL) // 2  # key ids N_SPECIAL .. N_SPECIAL + keys - 1, values above
+    lengths = torch.randint(min_len, max_len + 1, (n,), generator=generator).tolist()
+    pairs = []
+    for length in lengths:
+        k = (torch.randperm(keys, generator=generator)[:length] + N_SPECIAL).tolist()  # distinct keys
+        v = torch.randint(N_SPECIAL + keys, vocab_size, (length,), generator=generator).tolist()
+        order = torch.randperm(length, generator=generator).tolist()
+        prompt = [t for kv in zip(k, v, strict=True) for t in kv] + [k[i] for i in order]
+        pairs.append((prompt, [v[i] for i in order]))
+    return pairs
+
+
 LM_TASKS: dict[LMTask, Callable[..., list[Pair]]] = {
     **SyntheticSeq2Seq.tasks,
     "duplicate": _duplicate,
     "addition": _addition,
+    "recall": _recall,
 }
 """Task -> generator(n, min_len, max_len, vocab_size, generator) -> (prompt, answer) pairs."""
 
@@ -103,6 +131,9 @@ class PromptAnswerTasks(PairTasks):
             (vocab_size > N_SPECIAL, f"vocab_size must be > {N_SPECIAL}, got {vocab_size}"),
             (task != "addition" or vocab_size >= ADDITION_VOCAB,
              f"task=addition needs vocab_size >= {ADDITION_VOCAB} (10 digits and '+'), got {vocab_size}"),
+            (task != "recall" or vocab_size >= recall_vocab(max(max_len, self.test_max_len)),
+             f"task=recall needs vocab_size >= {recall_vocab(max(max_len, self.test_max_len))} (a key and a value "
+             f"id per pair, up to {max(max_len, self.test_max_len)} pairs), got {vocab_size}"),
             *self.task_checks(),
         ])
         self.save_hyperparameters()

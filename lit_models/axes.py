@@ -1,8 +1,16 @@
 """Every ablation axis of attnlab, declared once.
 
-Each axis is a ``typing.Literal``; the same words are used in code, YAML, CLI paths,
-W&B configs, sweep files, report columns and test ids. Registries that resolve an axis
-are keyed by exactly ``typing.get_args(Axis)`` (a test checks the coverage).
+Each axis is a ``typing.Literal`` (a few are numbers or flags, typed in the spec and listed below); the
+same words are used in code, YAML, CLI paths, W&B configs, sweep files, report columns and test ids.
+Registries that resolve an axis are keyed by exactly ``typing.get_args(Axis)`` (a test checks the coverage).
+
+Numeric and flag axes of the Transformer (``specs.TransformerSpec``), with no words to resolve:
+
+- ``heads``, ``d_model``, ``d_ff``, layers: sizes (Vaswani et al. 2017, Table 3).
+- ``kv_heads``: key/value heads G dividing ``heads``: 1 = multi-query (Shazeer 2019), ``heads`` (or null) =
+  multi-head, between = grouped-query attention (Ainslie et al. 2023).
+- ``qk_norm``: LayerNorm on each head's queries and keys before the score (Dehghani et al. 2023).
+- ``rope_factor``: the scale s of ``RopeScaling`` (L'/L).
 """
 
 from typing import Literal
@@ -13,6 +21,9 @@ Norm = Literal["post", "pre"]
 Positions = Literal["sinusoidal", "learned", "rope", "alibi", "none"]
 """Position information: sinusoids (Vaswani §3.5), learned absolute table, rotary q/k (Su 2021), linear score
 bias (ALiBi, Press 2022), nothing."""
+
+RopeScaling = Literal["none", "linear", "ntk", "yarn"]
+"""RoPE beyond the training length: none, position interpolation (Chen 2023), NTK-aware base, YaRN (Peng 2023)."""
 
 AttnScale = Literal["sqrt_dk", "none", "dk"]
 """Dot-product scaling: 1/sqrt(d_k) (Vaswani eq. 1), no scaling, or 1/d_k (a common mistake, kept to show why)."""

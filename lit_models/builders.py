@@ -42,7 +42,8 @@ def build_positions(spec: TransformerSpec, *, causal: bool) -> PositionScheme:
     causality and the spec's options for the scheme (each defaults in the class)."""
     sizes = SchemeSizes(d_model=spec.d_model, heads=spec.heads, d_head=spec.d_head, max_len=spec.max_positions,
                         causal=causal)
-    return POSITIONS[spec.positions](sizes, **spec.position_options)
+    scaling = {"scaling": spec.rope_scale} if spec.rope_scaling != "none" else {}  # the spec checked: rope only
+    return POSITIONS[spec.positions](sizes, **spec.position_options, **scaling)
 
 
 def layer_options(spec: TransformerSpec) -> LayerOptions:

@@ -13,11 +13,17 @@ One module, two kinds of batch (the batch's type decides, as data, which loss an
   tokens of context per window (Press et al. 2022, §4: train at L, evaluate at L, 2L, 4L); at test, with
   running text that offers it (``protocols.UnigramBaseline``), ``test/ppl_unigram``: the training text's
   unigram model on the same targets, the floor a model reaches by learning only the token frequencies.
+
+Decoding cost, at test on prompt -> answer batches: ``test/decode_tokens_per_s`` (tokens decoded, batch rows
+times steps, over the wall time of the free-running decode, the KV cache included; a device sync ends each
+timing) and ``test/kv_cache_bytes_per_token`` (what the cache grows by per token and sequence,
+``CausalTransformer.cache_bytes_per_token``: multi-query and grouped-query attention shrink it).
 """
 
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 import torch
@@ -85,6 +91,7 @@ class CausalLM(Seq2SeqModule):
             {s: torch.nn.ModuleDict({"loss": Ratio(), "ppl_by_ctx": ContextPerplexity()}) for s in ("val", "test")}
         )
         self.evaluated: dict[str, str] = {}  # split -> "text" | "seq2seq", the kind of batch seen
+        self.metrics["test"]["decode_tokens_per_s"] = Ratio()  # tokens decoded / seconds (module docstring)
 
     # ------------------------------------------------------------------ text
     def _text_nll(self, batch: TextBatch) -> tuple[Tensor, Tensor]:
@@ -125,8 +132,22 @@ class CausalLM(Seq2SeqModule):
         m["loss"].update(nll, count)
         m["ppl_by_ctx"].update(batch.context, nll, count)
 
+    def generate(self, src: Tensor) -> Tensor:
+        """As the base's; at test, also timed into ``test/decode_tokens_per_s``."""
+        if self._trainer is None or not self.trainer.testing:
+            return super().generate(src)
+        start = time.perf_counter()
+        pred = super().generate(src)
+        if pred.is_cuda:
+            torch.cuda.synchronize(pred.device)
+        self.metrics["test"]["decode_tokens_per_s"].update(pred.new_tensor(float(pred.numel())),
+                                                           time.perf_counter() - start)
+        return pred
+
     def _log_metrics(self, split: str) -> None:
         if self.evaluated.get(split) != "text":
+            if split == "test":
+                self.log("test/kv_cache_bytes_per_token", float(self.net.cache_bytes_per_token()))
             return super()._log_metrics(split)
         m = self.text_metrics[split]
         loss = m["loss"].compute()

@@ -5,7 +5,7 @@
 * ``GradientNorms``: gradient L2 norm per layer for the first optimizer steps ->
   ``train/grad_norm/<layer>`` (Xiong et al. 2020 compare exactly this for Post- vs Pre-Norm).
 * ``GradientNorms`` also logs ``train/grad_qk/<layer>``: the gradient reaching the query and key
-  projections (``in_proj`` rows [0, 2D)) divided by the logit scale s. W_q and W_k get gradient
+  projections (``in_proj`` rows [0, 2D), fewer with grouped keys) divided by the logit scale s. W_q and W_k get gradient
   only through the softmax, so this is the "gradient through the softmax" that saturation shrinks
   (Vaswani et al. 2017, §3.2.1, footnote 4).
 * ``AlignmentMass``: the share of cross-attention mass on the source position of each output token
@@ -14,6 +14,8 @@
   (``fed``, one row later) -> ``val/align_mass/<reading>/<map>``, each reading's best map
   ``val/align_mass/<reading>``, and ``val/align_mass``, the larger reading: the claim's (Bahdanau et
   al. 2015, Fig. 3: alignments emerge without supervision).
+* ``MaxLogit`` (``lit_models.logit_probe``): the largest attention logit of the training batch on logging
+  steps -> ``train/max_logit`` (Wortsman et al. 2023: attention-logit growth before divergence).
 * ``FreeRunningLoss``: the exposure-bias gap. ``val/loss`` is teacher-forced; this scores the
   gold targets while the decoder is fed its own greedy predictions through ``net.step()`` ->
   ``val/free_running_loss`` and ``val/exposure_gap`` (free-running minus teacher-forced loss,
@@ -40,6 +42,7 @@ from torch.amp.grad_scaler import OptState
 from attnlab_core.tokens import PAD
 from lit_models.blocks.attention import MultiHeadAttention
 from lit_models.evaluation import EvaluationModule
+from lit_models.logit_probe import MaxLogit
 from lit_models.protocols import AttentionMapsNet, NamesTask, SmoothedLoss, SourceTargetBatch, StepwiseNet
 from lit_models.steplogs import forget
 
@@ -231,9 +234,10 @@ def layer_grad_norms(module: torch.nn.Module) -> dict[str, float]:
 def qk_grad_norms(module: torch.nn.Module) -> dict[str, float]:
     """Gradient through the attention softmax, per layer group, plus ``total``.
 
-    W_q and W_k (rows [0, 2D) of every packed ``in_proj``, weight and bias) get gradient only through
-    the softmax: dL/dW_q = s · (dL/dlogits) · k xᵀ with s the logit scale. Dividing by s leaves the part
-    that Vaswani et al. (2017, §3.2.1) say saturation shrinks, free of the trivial factor s itself.
+    W_q and W_k (rows [0, (h + G)·d_k) of every packed ``in_proj``, [0, 2D) without grouped keys, weight and
+    bias) get gradient only through the softmax: dL/dW_q = s · (dL/dlogits) · k xᵀ with s the logit scale.
+    Dividing by s leaves the part that Vaswani et al. (2017, §3.2.1) say saturation shrinks, free of the
+    trivial factor s itself.
     """
     sq: dict[str, float] = {}
     for name, mod in module.named_modules():
@@ -241,10 +245,10 @@ def qk_grad_norms(module: torch.nn.Module) -> dict[str, float]:
             continue
         proj, scale = mod.in_proj, float(mod.scale)
         group = parameter_group(f"{name}.in_proj.weight")
+        rows = (mod.heads + mod.kv_heads) * mod.d_k  # [W_q; W_k; W_v] stacked: W_q's h and W_k's G heads
         for p in (proj.weight, proj.bias):
-            if p is None or p.grad is None or p.size(0) % 3:
+            if p is None or p.grad is None:
                 continue
-            rows = 2 * p.size(0) // 3  # [W_q; W_k; W_v] stacked: the first two thirds
             sq[group] = sq.get(group, 0.0) + float(p.grad[:rows].detach().float().pow(2).sum()) / scale**2
     if not sq:
         return {}
@@ -395,4 +399,4 @@ def stepwise_loss(net: StepwiseNet, src: Tensor, tgt: Tensor, *, feed: str, labe
 
 def default_probes() -> list[L.Callback]:
     """The probes the CLI attaches to every fit (each skips modules that lack what it needs)."""
-    return [AttentionEntropy(), GradientNorms(), FreeRunningLoss(), AlignmentMass()]
+    return [AttentionEntropy(), GradientNorms(), FreeRunningLoss(), AlignmentMass(), MaxLogit()]

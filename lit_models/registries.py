@@ -25,6 +25,7 @@ from lit_models.axes import (
     Norm,
     Pooling,
     Positions,
+    RopeScaling,
     ScheduledDecay,
     ScheduledMode,
     Tying,
@@ -48,6 +49,7 @@ from lit_models.blocks.recurrent import (
     PeepholeLSTM,
     PeepholeLSTMCell,
 )
+from lit_models.blocks.rope_scaling import LinearScale, NtkScale, RopeScale, YarnScale
 from lit_models.blocks.vision import GridEncoder, resnet_grid, small_cnn_grid
 from lit_models.forcing import DECAYS, FEEDS, GOLD_SCHEDULES, SCHEDULED_MODES
 from lit_models.schedules import LR_SCHEDULES
@@ -70,6 +72,14 @@ POSITIONS: dict[Positions, type[PositionScheme]] = {
     "none": PositionScheme,
 }
 """Positions arm -> scheme class, built as ``cls(SchemeSizes(...), **options)`` (``builders.build_positions``)."""
+
+ROPE_SCALINGS: dict[RopeScaling, type[RopeScale]] = {
+    "none": RopeScale,
+    "linear": LinearScale,
+    "ntk": NtkScale,
+    "yarn": YarnScale,
+}
+"""RoPE scaling arm -> its class, built as ``cls(factor=, train_len=, in_training=)`` and handed to the rope scheme."""
 
 TYING: dict[Tying, Callable[[TokenEmbedding, TokenEmbedding, nn.Linear], TokenEmbedding]] = {
     "none": tie_none,
@@ -135,6 +145,7 @@ BY_AXIS: dict[object, tuple[dict, ...]] = {
     AttnScale: (ATTN_SCALES,),
     Norm: (PRE_NORM,),
     Positions: (POSITIONS,),
+    RopeScaling: (ROPE_SCALINGS,),
     Tying: (TYING,),
     Cell: (CELLS,),
     Attention: (ATTENTION_ARMS,),

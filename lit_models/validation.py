@@ -80,6 +80,17 @@ def head_size(*, d_model: int, heads: int) -> int:
     return d_model // heads
 
 
+def kv_head_count(*, heads: int, kv_heads: int | None) -> int:
+    """Grouped-query attention (Ainslie et al. 2023): G = ``kv_heads`` key/value heads, each shared by h/G query
+    heads, so G is positive and divides h; None means h (multi-head). Returns G."""
+    if kv_heads is None:
+        return heads
+    if isinstance(kv_heads, bool) or kv_heads < 1 or heads % kv_heads:
+        raise UsageError(f"kv_heads={kv_heads} is not allowed: it must be a positive divisor of heads={heads} "
+                         "(1 = multi-query, heads = multi-head)")
+    return kv_heads
+
+
 def check_data_matches(module: Any, names: Iterable[str]) -> None:
     """A one-line UsageError when the trainer's datamodule declares one of ``names`` (e.g. ``num_classes``,
     ``in_channels``) with a value other than the module's hyper-parameter of that name; a module without a

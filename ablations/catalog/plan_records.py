@@ -174,3 +174,36 @@ PLANS: dict[str, Plan] = {
                 "'supported where shown'; a wrong sign is now judged as such); " + SEEDS,
     ),
 }
+
+NEW_QUESTION = ("new question (issue #47): no exploratory seeds ran before this plan; the quick preset follows the "
+                "shape of its config family's existing presets (lm_positions, lm_positions_web), never a verdict")
+
+NEW_PLANS: dict[str, Plan] = {
+    "qk_norm_lr": Plan(
+        stated="At small width, raising the learning rate makes attention logits grow until the softmax is one-hot "
+               "and the loss diverges; QK-layernorm mitigates it, so the final loss is less sensitive to the "
+               "learning rate (Wortsman et al. 2023, §3.1, Fig. 1; Dehghani et al. 2023, §3.1.1).",
+        own="the sensitivity is read as the per-seed range of the final validation loss over five learning rates "
+            "(Wortsman et al.'s LR sensitivity averages a capped gap to the best loss instead); the largest logit "
+            "at lr 0.03 is a secondary check",
+        changes=NEW_QUESTION, seeds=5,
+    ),
+    "kv_heads": Plan(
+        stated="Uptrained grouped-query attention achieves quality close to multi-head attention with comparable "
+               "speed to multi-query attention (Ainslie et al. 2023, §1, Table 1, Fig. 3).",
+        own="trained from scratch at equal parameters (the FFN absorbs what grouped keys and values save), on "
+            "associative recall, with 2 of 8 key/value heads as the GQA arm; decoding cost read as KV-cache bytes "
+            "per token (decode tokens/s ranked, not judged)",
+        changes=NEW_QUESTION, seeds=5,
+    ),
+    "rope_scaling": Plan(
+        stated="Position interpolation extends RoPE's context window; without fine-tuning it already extrapolates "
+               "better than plain RoPE, whose perplexity explodes past the training length, and a short fine-tune "
+               "closes the rest (Chen et al. 2023, §3, Table 1, Fig. 1); NTK-aware scaling and YaRN do so with less "
+               "loss in range (Peng et al. 2023, §3, Table 1).",
+        own="the zero-fine-tune case only (a short fine-tune at the extended length is not run); judged on the "
+            "relative rise of perplexity from L to 4L at s = 4",
+        changes=NEW_QUESTION, seeds=3,
+    ),
+}
+PLANS.update(NEW_PLANS)

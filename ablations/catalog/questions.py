@@ -10,7 +10,7 @@ it (its ``metric``); a new question is its sweep file plus one ``Question`` here
 
 from __future__ import annotations
 
-from ablations.catalog import claims, claims_recurrent
+from ablations.catalog import claims, claims_modern, claims_recurrent
 from ablations.catalog.arms import FULL_PRESET, REPO, REST, SWEEPS_DIR, Arms, RankedOnly, sweep_metric, swept_arms  # noqa: F401
 from ablations.catalog.plan_records import PLANS
 from ablations.catalog.question import (  # noqa: F401 - the Question API, re-exported for the registries' callers
@@ -64,6 +64,11 @@ QUICK_FORCING = ("--trainer.max_epochs=6", *QUICK_SCALING[1:], "--model.schedule
 # The figures the runs draw, as W&B image keys (``Question.media``; ``lit_models.figures.AttentionFigures``:
 # ``attention/<figure>/ex<i>``); the classifier logs ``importance/ex<i>`` for pooling with weights and
 # ``val/confusion`` for every arm.
+QK_LRS = (0.001, 0.003, 0.01, 0.03, 0.1)  # sweeps/qk_norm_lr.yaml's learning rates, which the verdict reads
+QUICK_QK = ("--trainer.max_epochs=3", "--data.train_size=8000", "--data.val_size=200", "--data.test_size=200",
+            "--trainer.log_every_n_steps=5", "--model.warmup_steps=30")
+QUICK_KV = ("--trainer.max_epochs=3", "--data.train_size=12000", "--data.val_size=200", "--data.test_size=400",
+            "--trainer.log_every_n_steps=10", "--model.warmup_steps=150")
 TRANSFORMER_MAPS = ("attention/cross/ex0", "attention/enc_self/ex0", "attention/dec_self/ex0")
 CROSS_MAP = ("attention/cross/ex0",)
 POOLING_MEDIA = ("importance/ex0", "val/confusion")
@@ -257,6 +262,34 @@ QUESTIONS: dict[str, Question] = {
             full="attnlab sweep sweeps/lm_positions.yaml (lm_reverse.yaml as written)",
             shows_at="the full preset (lm_reverse.yaml, 6 epochs; ~940 steps pass 0.95 in range)",
             media=("attention/self/ex0",),
+        ),
+        Question(
+            name="qk_norm_lr", plan=PLANS["qk_norm_lr"], axes=("model.qk_norm", "model.lr"),
+            probes=("val/loss", "train/max_logit", "val/attn_entropy/", "train/loss"),
+            expected="Without QK-norm the final loss degrades at the high learning rates as the largest attention "
+                     "logit grows and the softmax saturates; with QK-norm the loss stays flat over the sweep "
+                     "(Wortsman et al. 2023, §3.1, Fig. 1). The scaling question's d_k arm is the same mechanism "
+                     "from the other side: there the logits' scale is set by 1/sqrt(d_k), here it is bounded by "
+                     "normalising q and k (|logit| <= scale x d_k x gains).",
+            verdict=lambda stats, arms=None: claims_modern.qk_norm_lr(stats, arms, lrs=QK_LRS),
+            quick=QUICK_QK,
+            claim="QK-norm makes the final loss less sensitive to the learning rate; without it logits grow",
+            source="Wortsman et al. 2023, §3.1 and Fig. 1; Dehghani et al. 2023, §3.1.1",
+            full="attnlab sweep sweeps/qk_norm_lr.yaml (lm_reverse.yaml as written: 4 epochs of 20k)",
+            shows_at="the full preset (lm_reverse.yaml, 4 epochs x 20k examples; wider models show it at lower lr)",
+        ),
+        Question(
+            name="kv_heads", plan=PLANS["kv_heads"], axes=("model.kv_heads",),
+            probes=("val/exact_match", "test/token_acc", "test/kv_cache_bytes_per_token", "test/decode_tokens_per_s",
+                    "run/parameters"),
+            expected="At equal parameters, grouped-query attention (2 of 8 key/value heads) recalls about as well "
+                     "as multi-head attention while its KV cache is a quarter of MHA's, close to multi-query's "
+                     "eighth (Ainslie et al. 2023, Table 1, Fig. 3).",
+            verdict=claims_modern.kv_heads, quick=QUICK_KV,
+            claim="GQA comes close to MHA quality at a KV-cache cost close to MQA's",
+            source="Ainslie et al. 2023, §1, Table 1, Fig. 3; Shazeer 2019",
+            full="attnlab sweep sweeps/kv_heads.yaml (lm_reverse.yaml as written, task recall)",
+            shows_at="the full preset (lm_reverse.yaml, 4 epochs x 20k examples of recall)",
         ),
     ]
 }

@@ -8,6 +8,7 @@ attend) so the fused SDPA kernel still runs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -104,6 +105,25 @@ def causal_mask(t: int, s: int, *, device: torch.device | None = None) -> Tensor
     return torch.ones(t, s, dtype=torch.bool, device=device).tril(diagonal=s - t)
 
 
+def repeat_kv(x: Tensor, heads: int) -> Tensor:
+    """Grouped-query attention's sharing (Ainslie et al. 2023, §2.2): (B, G, S, d) key or value heads ->
+    (B, heads, S, d), query head j reading group j // (heads / G). G = heads returns x itself (MHA)."""
+    groups = x.size(1)
+    return x if groups == heads else x.repeat_interleave(heads // groups, dim=1)
+
+
+def logit_max(q: Tensor, k: Tensor, *, mask: Tensor | None, scale: float, is_causal: bool) -> Tensor:
+    """The largest logit q·k·scale (plus any score bias) over the keys each query may attend: a 0-d float32
+    tensor, left on the device (no host sync); -inf when no key is allowed. q (B, H, T, d), k (B, H, S, d)."""
+    with torch.autocast(device_type=q.device.type, enabled=False):
+        scores = torch.matmul(q.float(), k.float().transpose(-2, -1)) * scale  # (B, H, T, S)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask.float()
+        if is_causal:
+            scores = scores.masked_fill(~causal_mask(q.size(-2), k.size(-2), device=q.device), float("-inf"))
+        return scores.amax()
+
+
 @dataclass(frozen=True, kw_only=True)
 class AttentionOptions:
     """What one multi-head attention takes, resolved (the builder reads each from the model's spec field or
@@ -114,51 +134,75 @@ class AttentionOptions:
         d_head: width d_k of each head; the model width is D = h·d_k (no check needed: the spec validated it).
         scale: the multiplier of the logits q·k (Vaswani eq. 1: 1/sqrt(d_k)), resolved by the builder.
         attn_dropout: dropout on the attention weights.
+        kv_heads: G key/value heads, dividing h (the spec checks it); None = h (multi-head attention).
+        qk_norm: LayerNorm on each head's queries and keys before the score.
     """
 
     heads: int
     d_head: int
     scale: float
     attn_dropout: float
+    kv_heads: int | None = None
+    qk_norm: bool = False
 
 
 class MultiHeadAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
 
-    Vaswani et al. 2017 §3.2.2 with d_k = d_v = d_model / h, given here as h and d_k. The three input
-    projections are one fused (3·d_model, d_model) matrix, laid out [W^Q; W^K; W^V] like
-    ``torch.nn.MultiheadAttention.in_proj_weight``: self-attention projects Q, K, V with one
-    matmul, cross-attention projects Q from the decoder and K, V from the memory with its
-    row blocks. The parameter count is 4·d_model² + 4·d_model whatever the number of heads.
+    Vaswani et al. 2017 §3.2.2 with d_k = d_v = d_model / h, given here as h and d_k (so D = h·d_k
+    needs no check: the model's spec validates the split once). The three input projections are
+    one fused matrix, laid out [W^Q; W^K; W^V] like ``torch.nn.MultiheadAttention.in_proj_weight``:
+    self-attention projects Q, K, V with one matmul, cross-attention projects Q from the decoder and
+    K, V from the memory with its row blocks.
+
+    Grouped-query attention (Ainslie et al. 2023; multi-query attention, Shazeer 2019, is G = 1):
+    ``kv_heads`` = G key/value heads, each shared by h/G query heads, so W^K and W^V have G·d_k rows
+    and the matrix is ((h + 2G)·d_k, D). Projected (and cached) keys and values keep G heads; they are
+    repeated to h heads only inside :meth:`attend`. G = h is Vaswani's attention, parameter for
+    parameter (4·D² + 4·D whatever the number of heads).
+
+    QK-norm (Dehghani et al. 2023, §3.1.1 "QK normalization"; Wortsman et al. 2023, §3.1): a LayerNorm
+    over each head's d_k applied to the projected queries and keys before the score (before RoPE's
+    rotation), its gain and bias shared by the heads (one LayerNorm for q, one for k). Cached keys are
+    stored normalised, so incremental decoding still equals a full pass.
 
     Args:
-        options: h, d_k, the logit scale and the attention dropout (:class:`AttentionOptions`).
+        options: h, d_k, the logit scale, the attention dropout, G and QK-norm (:class:`AttentionOptions`).
         positions: the position scheme of the sequence this module attends over (self-attention):
             its ``rotate`` hook transforms q and k, its ``score_bias`` hook biases the scores. None
             for cross-attention, whose queries and keys index different sequences. The scheme is
             held by reference, not registered here: the network that owns it registers it.
+
+    ``logit_tap``: when a probe sets it to a callable, :meth:`attend` passes it :func:`logit_max` of
+    every call (a device tensor); None (the default) costs nothing.
     """
 
     def __init__(self, options: AttentionOptions, *, positions: PositionScheme | None = None) -> None:
         super().__init__()
         self.heads, self.d_k, self.scale = options.heads, options.d_head, options.scale
-        d_model = options.heads * options.d_head
+        self.kv_heads = options.kv_heads or options.heads
+        d_head, d_model = options.d_head, options.heads * options.d_head
         self.dropout = options.attn_dropout
-        self.in_proj = nn.Linear(d_model, 3 * d_model)
+        self.in_proj = nn.Linear(d_model, d_model + 2 * self.kv_heads * d_head)
         self.out_proj = nn.Linear(d_model, d_model)
+        self.q_norm = nn.LayerNorm(d_head) if options.qk_norm else nn.Identity()
+        self.k_norm = nn.LayerNorm(d_head) if options.qk_norm else nn.Identity()
         object.__setattr__(self, "positions", positions)  # shared, owned (registered) by the network
+        self.logit_tap: Callable[[Tensor], None] | None = None
 
     def _split(self, x: Tensor) -> Tensor:
-        b, t, _ = x.shape
-        return x.view(b, t, self.heads, self.d_k).transpose(1, 2)  # (B, H, T, d_k)
+        b, t, width = x.shape
+        return x.view(b, t, width // self.d_k, self.d_k).transpose(1, 2)  # (B, heads or G, T, d_k)
 
     def project_qkv(self, x: Tensor, offset: int = 0) -> tuple[Tensor, Tensor, Tensor]:
-        """Self-attention projections: x (B, T, D) at positions offset.. -> q, k, v each (B, H, T, d_k).
+        """Self-attention projections: x (B, T, D) at positions offset.. -> q (B, H, T, d_k), k, v (B, G, T, d_k).
 
-        q and k pass through the scheme's ``rotate`` hook (RoPE), so cached keys are stored rotated.
+        q and k pass through QK-norm, then the scheme's ``rotate`` hook (RoPE), so cached keys are stored
+        normalised and rotated.
         """
-        q, k, v = self.in_proj(x).chunk(3, dim=-1)
-        q, k, v = self._split(q), self._split(k), self._split(v)
+        d, kv = x.size(-1), self.kv_heads * self.d_k
+        q, k, v = self.in_proj(x).split((d, kv, kv), dim=-1)
+        q, k, v = self.q_norm(self._split(q)), self.k_norm(self._split(k)), self._split(v)
         if self.positions is not None:
             q, k = self.positions.rotate(q, offset), self.positions.rotate(k, offset)
         return q, k, v
@@ -166,13 +210,13 @@ class MultiHeadAttention(nn.Module):
     def project_q(self, x: Tensor) -> Tensor:
         """Query projection only: (B, T, D) -> (B, H, T, d_k)."""
         d = x.size(-1)
-        return self._split(F.linear(x, self.in_proj.weight[:d], self.in_proj.bias[:d]))
+        return self.q_norm(self._split(F.linear(x, self.in_proj.weight[:d], self.in_proj.bias[:d])))
 
     def project_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
-        """Key/value projections of a memory: (B, S, D) -> k, v each (B, H, S, d_k)."""
+        """Key/value projections of a memory: (B, S, D) -> k, v each (B, G, S, d_k)."""
         d = memory.size(-1)
         k, v = F.linear(memory, self.in_proj.weight[d:], self.in_proj.bias[d:]).chunk(2, dim=-1)
-        return self._split(k), self._split(v)
+        return self.k_norm(self._split(k)), self._split(v)
 
     def attend(
         self,
@@ -187,12 +231,16 @@ class MultiHeadAttention(nn.Module):
     ) -> tuple[Tensor, Tensor | None]:
         """Attention over projected heads, then W^O: returns (B, T, D) and weights (B, H, T, S) or None.
 
+        q (B, H, T, d_k); k, v (B, G, S, d_k), repeated to H heads here (:func:`repeat_kv`).
         ``offset`` is the position of the first query (keys are at 0..S-1), for the scheme's score bias.
         """
         p = self.dropout if self.training else 0.0
+        k, v = repeat_kv(k, self.heads), repeat_kv(v, self.heads)
         if self.positions is not None:
             t, s = q.size(-2), k.size(-2)
             mask = with_bias(mask, self.positions.score_bias(t=t, s=s, offset=offset, device=q.device))
+        if self.logit_tap is not None:
+            self.logit_tap(logit_max(q.detach(), k.detach(), mask=mask, scale=self.scale, is_causal=is_causal))
         out, weights = scaled_dot_product(
             q, k, v, mask=mask, scale=self.scale, dropout_p=p, need_weights=need_weights, is_causal=is_causal
         )

@@ -19,7 +19,7 @@ per-row position ids. Decoder state (a pytree with batch on dim 0, reordered by 
 
     {"key_mask": (B, t) bool, True = real token,
      "pos": (B,) long, position id of the next token,
-     "layers": [{"k", "v": (B, H, t, d_k)}, ...]}
+     "layers": [{"k", "v": (B, G, t, d_k)}, ...]}     (G = key/value heads: h, or fewer for GQA/MQA)
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ class CausalLayer(EncoderLayer):
     """Masked self-attention then FFN, each inside a ``Residual`` (a decoder layer without cross-attention).
 
     The sublayers are ``EncoderLayer``'s (same parameters, same names); only the attention differs: causal,
-    over a key/value cache. The layer keeps no state: ``cache`` ({'k', 'v'}: (B, H, t, d_k), rotated keys)
+    over a key/value cache. The layer keeps no state: ``cache`` ({'k', 'v'}: (B, G, t, d_k), rotated keys)
     is owned by the caller.
     """
 
@@ -61,7 +61,7 @@ class CausalLayer(EncoderLayer):
         def attn(h: Tensor) -> Tensor:
             offset = cache["k"].size(2)
             q, k, v = self.self_attn.project_qkv(h, offset)
-            if offset:  # (B, H, t + T, d_k); an empty cache is not concatenated (it may differ in dtype)
+            if offset:  # (B, G, t + T, d_k); an empty cache is not concatenated (it may differ in dtype)
                 k, v = torch.cat((cache["k"], k), dim=2), torch.cat((cache["v"], v), dim=2)
             new_cache["k"], new_cache["v"] = k, v
             out, weights[0] = self.self_attn.attend(q, k, v, mask=mask, need_weights=need_weights,
@@ -130,9 +130,15 @@ class CausalTransformer(nn.Module):
             maps.append(w)
         return (self.final_norm(x) if self.final_norm is not None else x), new, maps
 
+    def cache_bytes_per_token(self) -> int:
+        """Bytes the KV cache grows by per token and sequence: keys and values of every layer, G heads of d_k
+        (G = kv_heads; Shazeer 2019 and Ainslie et al. 2023 shrink exactly this), in the embedding's dtype."""
+        size = self.embed.table.weight.element_size()
+        return sum(2 * layer.self_attn.kv_heads * layer.self_attn.d_k * size for layer in self.layers)
+
     def _empty(self, b: int, device: torch.device) -> list[dict[str, Tensor]]:
         attn = self.layers[0].self_attn
-        empty = torch.zeros(b, attn.heads, 0, attn.d_k, device=device, dtype=self.embed.table.weight.dtype)
+        empty = torch.zeros(b, attn.kv_heads, 0, attn.d_k, device=device, dtype=self.embed.table.weight.dtype)
         return [{"k": empty, "v": empty} for _ in self.layers]
 
     def _prefill(self, prompt: Tensor, need_weights: bool = False) -> tuple[State, list[Tensor | None]]:

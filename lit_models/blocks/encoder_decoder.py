@@ -4,7 +4,9 @@ Vaswani et al. 2017, Figure 1. The network is assembled by ``lit_models.builders
 only runs it. Decoder state (a pytree with batch on dim 0, reordered by beam search) is::
 
     {"mem_mask": (B, 1, 1, S) bool,
-     "layers": [{"mem_k", "mem_v": (B, H, S, d_k), "self_k", "self_v": (B, H, t, d_k)}, ...]}
+     "layers": [{"mem_k", "mem_v": (B, G, S, d_k), "self_k", "self_v": (B, G, t, d_k)}, ...]}
+
+G is the number of key/value heads (h for MHA; fewer for grouped- or multi-query attention).
 """
 
 from __future__ import annotations
@@ -86,7 +88,7 @@ class Decoder(nn.Module):
         caches = []
         for layer in self.layers:
             c = layer.memory_cache(memory)
-            empty = c["mem_k"][:, :, :0]  # (B, H, 0, d_k)
+            empty = c["mem_k"][:, :, :0]  # (B, G, 0, d_k)
             caches.append({**c, "self_k": empty, "self_v": empty})
         return caches
 

@@ -27,6 +27,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from lit_models.blocks.rope_scaling import RopeScale, rope_frequencies
+
+NO_SCALING = RopeScale()
+"""Plain RoPE: the identity scaling."""
+
 
 @dataclass(frozen=True)
 class SchemeSizes:
@@ -120,36 +125,41 @@ class RotaryEmbedding(nn.Module):
     """RoPE (Su et al. 2021, eq. 34): rotate each pair (x_2i, x_2i+1) of q and k by angle pos·θ_i.
 
     θ_i = base^(-2i/d_head). Scores q_mᵀ k_n then depend on positions only through m − n.
-    Pairs are interleaved (2i, 2i+1) as in the paper.
+    Pairs are interleaved (2i, 2i+1) as in the paper. ``scaling`` (``blocks.rope_scaling``) replaces the θ_i
+    and multiplies the rotated vectors by its magnitude, in evaluation mode only unless its ``in_training``.
     """
 
-    def __init__(self, *, d_head: int, base: float = 10000.0) -> None:
+    def __init__(self, *, d_head: int, base: float = 10000.0, scaling: RopeScale = NO_SCALING) -> None:
         super().__init__()
         if d_head % 2:
             raise ValueError(f"rope needs an even head size, got d_head={d_head}")
-        inv = base ** (-torch.arange(0, d_head, 2, dtype=torch.float32) / d_head)
-        self.register_buffer("inv_freq", inv, persistent=False)
+        self.register_buffer("inv_freq", rope_frequencies(d_head, base).float(), persistent=False)
+        self.register_buffer("scaled_freq", scaling.frequencies(d_head, base).float(), persistent=False)
+        self.scaling = scaling
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         """x: (B, H, T, d_head) -> rotated (B, H, T, d_head)."""
+        scaled = self.scaling.in_training or not self.training
         t = x.size(-2)
         pos = torch.arange(offset, offset + t, device=x.device, dtype=torch.float32)
-        angle = pos[:, None] * self.inv_freq[None, :]  # (T, d_head/2)
+        angle = pos[:, None] * (self.scaled_freq if scaled else self.inv_freq)[None, :]  # (T, d_head/2)
         cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
         x1, x2 = x[..., 0::2], x[..., 1::2]  # (B, H, T, d_head/2)
-        out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
-        return out.flatten(-2)
+        out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+        magnitude = self.scaling.magnitude() if scaled else 1.0
+        return out if magnitude == 1.0 else out * magnitude
 
 
 class RotaryPositions(PositionScheme):
     """RoPE arm: nothing is added to the embeddings; self-attention rotates q and k.
 
-    Options: ``base`` of the frequencies θ_i (Su et al. 2021: 10000).
+    Options: ``base`` of the frequencies θ_i (Su et al. 2021: 10000); ``scaling``, the resolved RoPE
+    scaling (``blocks.rope_scaling``; the builder passes it from the spec's ``rope_scaling`` axis).
     """
 
-    def __init__(self, sizes: SchemeSizes, *, base: float = 10000.0) -> None:
+    def __init__(self, sizes: SchemeSizes, *, base: float = 10000.0, scaling: RopeScale = NO_SCALING) -> None:
         super().__init__(sizes)
-        self.rope = RotaryEmbedding(d_head=sizes.d_head, base=base)
+        self.rope = RotaryEmbedding(d_head=sizes.d_head, base=base, scaling=scaling)
 
     def rotate(self, x: Tensor, offset: int = 0) -> Tensor:
         return self.rope(x, offset)

@@ -54,11 +54,14 @@ class LayerOptions(AttentionOptions):
         d_ff: inner width of the FFN (eq. 2).
         dropout: on each sublayer's output (P_drop).
         pre_norm: LayerNorm on each sublayer's input (Pre-Norm) instead of after the residual sum.
+        ffn_absorbs_kv: widen the FFN by the parameters grouped keys and values save (:meth:`ffn_width`), so
+            a GQA/MQA layer has the parameters of the MHA layer (equal-budget comparisons).
     """
 
     d_ff: int
     dropout: float
     pre_norm: bool
+    ffn_absorbs_kv: bool = False
 
     @property
     def d_model(self) -> int:
@@ -67,8 +70,18 @@ class LayerOptions(AttentionOptions):
     def attention(self, positions: PositionScheme | None = None) -> MultiHeadAttention:
         return MultiHeadAttention(self, positions=positions)
 
-    def feed_forward(self) -> FeedForward:
-        return FeedForward(d_model=self.d_model, d_ff=self.d_ff)
+    def ffn_width(self, attentions: int) -> int:
+        """The FFN's inner width in a layer with ``attentions`` attention modules: ``d_ff``, plus, with
+        ``ffn_absorbs_kv``, round(saved / (2D + 1)). Each module with G < h key/value heads saves
+        2·(h − G)·d_k·(D + 1) parameters (W^K, W^V rows and biases); each FFN unit costs 2D + 1 (a row of
+        W1, its bias, a column of W2). The layer then has the MHA layer's parameters within D + 1."""
+        if not self.ffn_absorbs_kv:
+            return self.d_ff
+        saved = attentions * 2 * (self.heads - (self.kv_heads or self.heads)) * self.d_head * (self.d_model + 1)
+        return self.d_ff + round(saved / (2 * self.d_model + 1))
+
+    def feed_forward(self, attentions: int = 1) -> FeedForward:
+        return FeedForward(d_model=self.d_model, d_ff=self.ffn_width(attentions))
 
     def residual(self) -> Residual:
         return Residual(d_model=self.d_model, pre_norm=self.pre_norm, dropout=self.dropout)
@@ -114,8 +127,9 @@ class DecoderLayer(nn.Module):
     """Masked self-attention, cross-attention (Q from the decoder, K/V from the memory), FFN.
 
     The layer keeps no state: ``cache`` is a dict owned by the caller with keys ``self_k``,
-    ``self_v`` (B, H, t, d_k) — the keys/values of the tokens decoded so far — and ``mem_k``,
-    ``mem_v`` (B, H, S, d_k), the memory's projections, computed once per source.
+    ``self_v`` (B, G, t, d_k) — the keys/values of the tokens decoded so far — and ``mem_k``,
+    ``mem_v`` (B, G, S, d_k), the memory's projections, computed once per source (G = the key/value
+    heads: h for MHA, fewer for GQA/MQA, so the cache shrinks by h/G).
     ``positions`` is the target side's scheme, injected into the masked self-attention only.
     """
 
@@ -123,11 +137,11 @@ class DecoderLayer(nn.Module):
         super().__init__()
         self.self_attn = options.attention(positions)
         self.cross_attn = options.attention()
-        self.ffn = options.feed_forward()
+        self.ffn = options.feed_forward(attentions=2)
         self.res_self, self.res_cross, self.res_ffn = options.residual(), options.residual(), options.residual()
 
     def memory_cache(self, memory: Tensor) -> dict[str, Tensor]:
-        """Project the encoder memory (B, S, D) once: {'mem_k', 'mem_v'} each (B, H, S, d_k)."""
+        """Project the encoder memory (B, S, D) once: {'mem_k', 'mem_v'} each (B, G, S, d_k)."""
         k, v = self.cross_attn.project_kv(memory)
         return {"mem_k": k, "mem_v": v}
 
@@ -181,5 +195,5 @@ class DecoderLayer(nn.Module):
 
 
 def _append(past: Tensor, new: Tensor) -> Tensor:
-    """Concatenate along time: (B, H, t, d) + (B, H, n, d) -> (B, H, t + n, d)."""
+    """Concatenate along time: (B, G, t, d) + (B, G, n, d) -> (B, G, t + n, d)."""
     return torch.cat((past, new), dim=2)

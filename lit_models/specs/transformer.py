@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 
 from attnlab_core.errors import UsageError
 from attnlab_core.options import with_defaults
-from lit_models.axes import AttnScale, Norm, Positions, Tying
-from lit_models.registries import ATTN_SCALES, POSITIONS, PRE_NORM
-from lit_models.validation import head_size
+from lit_models.axes import AttnScale, Norm, Positions, RopeScaling, Tying
+from lit_models.blocks.rope_scaling import RopeScale
+from lit_models.registries import ATTN_SCALES, POSITIONS, PRE_NORM, ROPE_SCALINGS
+from lit_models.validation import head_size, kv_head_count
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,9 +46,19 @@ class TransformerSpec:
             take is an error.
         tying: weight tying of embeddings and output projection (none | decoder | all; with one
             vocabulary, decoder and all are the same).
+        qk_norm: LayerNorm on each head's queries and keys before the score (Dehghani et al. 2023).
+        kv_heads: key/value heads G dividing heads: 1 = multi-query (Shazeer 2019), between = grouped-query
+            (Ainslie et al. 2023); null = heads (multi-head). The KV cache holds G heads.
+        ffn_absorbs_kv: widen each FFN by the parameters grouped keys/values save (equal-parameter arms).
+        rope_scaling: RoPE beyond the training length (none | linear | ntk | yarn; positions=rope only),
+            applied in evaluation; see rope_scaling_train.
+        rope_factor: its scale s = L'/L (>= 1; 1 = plain RoPE).
+        rope_train_len: the training length L (yarn only: its ramp compares L with each wavelength).
+        rope_scaling_train: apply the scaling in training too (fine-tuning with it); false = evaluation only.
 
     A stack of 0 layers is absent (a causal LM is decoder-only, a classifier encoder-only).
-    Derived (not arguments): ``d_head`` (§3.2.2), ``scale`` (the logit multiplier, eq. 1), ``pre_norm``.
+    Derived (not arguments): ``d_head`` (§3.2.2), ``scale`` (the logit multiplier, eq. 1), ``pre_norm``,
+    ``rope_scale`` (the resolved ``blocks.rope_scaling.RopeScale``).
     """
 
     d_model: int = 128
@@ -63,17 +74,27 @@ class TransformerSpec:
     max_positions: int = 256
     position_options: dict[str, float | int | bool] | None = field(default=None, hash=False)
     tying: Tying = "decoder"
+    qk_norm: bool = False
+    kv_heads: int | None = None
+    ffn_absorbs_kv: bool = False
+    rope_scaling: RopeScaling = "none"
+    rope_factor: float = 1.0
+    rope_train_len: int = 0
+    rope_scaling_train: bool = False
     d_head: int = field(init=False)
     scale: float = field(init=False, repr=False)
     pre_norm: bool = field(init=False, repr=False)
+    rope_scale: RopeScale = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         d_head = head_size(d_model=self.d_model, heads=self.heads)
+        kv_head_count(heads=self.heads, kv_heads=self.kv_heads)
         object.__setattr__(self, "position_options", dict(self.position_options or {}))
         object.__setattr__(self, "d_head", d_head)
         object.__setattr__(self, "scale", ATTN_SCALES[self.attn_scale](d_head))
         object.__setattr__(self, "pre_norm", PRE_NORM[self.norm])
         check_position_options(self.positions, self.position_options)
+        object.__setattr__(self, "rope_scale", rope_scale(self))
 
 
 ENCODER_DECODER_OPTIONS = with_defaults(TransformerSpec)
@@ -84,11 +105,26 @@ CAUSAL_LM_OPTIONS = with_defaults(TransformerSpec, rename={"decoder_layers": "la
 """The causal LM's (``causal_lm.CausalLM``): ``layers`` causal layers, no encoder, Pre-Norm, 512 positions."""
 
 
+def rope_scale(spec: TransformerSpec) -> RopeScale:
+    """The spec's RoPE scaling resolved (``registries.ROPE_SCALINGS``), or a one-line UsageError: a scaling
+    needs positions=rope, a factor >= 1, and for yarn the training length L (``rope_train_len``)."""
+    if spec.rope_scaling != "none" and spec.positions != "rope":
+        raise UsageError(f"rope_scaling={spec.rope_scaling} needs positions=rope, got positions={spec.positions}")
+    if spec.rope_factor < 1:
+        raise UsageError(f"rope_factor={spec.rope_factor} is not allowed: it must be >= 1 (L'/L)")
+    if spec.rope_scaling == "yarn" and spec.rope_train_len < 1:
+        raise UsageError("rope_scaling=yarn needs rope_train_len, the training length L its ramp compares "
+                         "each wavelength with")
+    return ROPE_SCALINGS[spec.rope_scaling](factor=spec.rope_factor, train_len=spec.rope_train_len,
+                                            in_training=spec.rope_scaling_train)
+
+
 def check_position_options(positions: Positions, options: Mapping[str, object]) -> None:
     """Refuse, in one line, an option the scheme's class does not take (its keyword-only ``__init__``
-    arguments, ``registries.POSITIONS``) or a value not of its default's type (an int is a float)."""
+    arguments with a number or flag default, ``registries.POSITIONS``: RoPE's resolved ``scaling`` comes from
+    ``rope_scaling``, not from here) or a value not of its default's type (an int is a float)."""
     accepted = {name: p.default for name, p in inspect.signature(POSITIONS[positions]).parameters.items()
-                if p.kind is p.KEYWORD_ONLY}
+                if p.kind is p.KEYWORD_ONLY and isinstance(p.default, (float, int, bool))}  # not a resolved object
     for name, value in options.items():
         if name not in accepted:
             takes = ", ".join(sorted(accepted)) or "none"

@@ -37,6 +37,21 @@ def test_addition_is_the_sum_written_least_significant_digit_first():
     assert dm.decode_tokens([DIGIT0 + 3, PLUS, DIGIT0 + 1, EOS, DIGIT0]) == "3 + 1"
 
 
+def test_recall_answers_each_queried_key_with_its_value():
+    dm = PromptAnswerTasks(task="recall", vocab_size=24, min_len=2, max_len=6, test_max_len=10, train_size=200,
+                           val_size=5, test_size=20)
+    for split in ("train", "test"):
+        for prompt, answer in dm.split(split):
+            n = len(answer)
+            pairs, queries = prompt[: 2 * n], prompt[2 * n:]
+            table = dict(zip(pairs[0::2], pairs[1::2], strict=True))
+            assert len(table) == n and sorted(queries) == sorted(table)  # distinct keys, each queried once
+            assert answer == [table[q] for q in queries]
+            assert all(k < 4 + 10 <= v < 24 for k, v in table.items())  # keys below the values
+    with pytest.raises(UsageError, match="task=recall needs vocab_size >= 24"):
+        PromptAnswerTasks(task="recall", vocab_size=23, max_len=6, test_max_len=10)
+
+
 def test_test_lengths_are_set_apart_from_training_lengths():
     dm = PromptAnswerTasks(task="reverse", min_len=1, max_len=4, test_min_len=5, test_max_len=9, train_size=300,
                            val_size=50, test_size=300)

@@ -1,0 +1,156 @@
+"""Verdicts of the three questions of issue #47: QK-norm and attention-logit growth (``qk_norm_lr``), grouped-query
+attention at equal parameters (``kv_heads``), and RoPE scaling beyond the training length (``rope_scaling``).
+
+Each names its smallest effect of interest (a module constant beside it, with its reason) and judges through the
+shared rules (``ablations.verdicts.rules``, ``ablations.verdicts.extrapolation``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from ablations.catalog.arms import Arms
+from ablations.catalog.claims import _equal_parameters, _ranking
+from ablations.verdicts.extrapolation import extrapolates, rise
+from ablations.verdicts.rules import (
+    Arm,
+    ArmStats,
+    Check,
+    at_least,
+    better,
+    get,
+    join,
+    learned,
+    name,
+    secondary,
+    similar,
+)
+from ablations.verdicts.stats import Stat, stat
+
+LOSS = "val/loss"
+LOSS_CEILING = math.log(24)
+"""lm_reverse's answer loss of the uniform predictor over its 24 ids (nats): a diverged run, or a finished one above
+it, counts as this value in the loss range (Wortsman et al. 2023 §3.1 cap the loss at its initial value likewise)."""
+QK_LEARNED = 1.0  # final val/loss (nats a token): below it the best arm reverses most answer tokens
+QK_RANGE_SESOI = 0.1
+"""Nats: the loss range over the learning rates must shrink by at least a tenth of a nat with QK-norm (Wortsman
+et al.'s Fig. 1 gaps at small width are several tenths of a nat)."""
+LOGIT_LR = 0.03  # the learning rate at which the largest logit is compared (fixed before any confirmatory seed)
+LOGIT_SESOI = 1.0  # the largest logit, in logit units: without QK-norm at least one unit larger
+
+
+def loss_range(stats: ArmStats, arms: Sequence[Arm], *, metric: str = LOSS, ceiling: float = LOSS_CEILING,
+               ) -> Stat | None:
+    """Per seed, max minus min of ``metric`` over ``arms`` (the learning rates of one QK-norm arm), each value
+    capped at ``ceiling`` and a diverged seed (``status/diverged`` 1) counted as ``ceiling``; only seeds that
+    ended (finished or diverged) in every arm."""
+    per_seed: dict[object, list[float]] = {}
+    for arm in arms:
+        ended = dict(s.values) if (s := get(stats, arm, "status/diverged")) is not None else {}
+        values = dict(s.values) if (s := get(stats, arm, metric)) is not None else {}
+        for seed, diverged in ended.items():
+            value = ceiling if diverged else min(values.get(seed, ceiling), ceiling)
+            per_seed.setdefault(seed, []).append(value)
+    full = {seed: v for seed, v in per_seed.items() if len(v) == len(arms)}
+    if not full:
+        return None
+    return stat([max(v) - min(v) for v in full.values()], list(full))
+
+
+def qk_norm_lr(stats: ArmStats, arms: Arms | None = None, *, lrs: Sequence[float]) -> str:
+    """Wortsman et al. 2023 (§3.1, Fig. 1): without QK-layernorm the final loss degrades at high learning rates
+    (attention logits grow, the softmax collapses), with it the loss is flat over a wide range. Judged on the
+    per-seed range of the final validation loss over the learning rates (capped at the uniform predictor's loss,
+    a diverged run counted at the cap), smaller with QK-norm by ``QK_RANGE_SESOI``. Secondary (the mechanism):
+    at lr ``LOGIT_LR`` the last logged largest attention logit is larger without QK-norm; when it grows relative
+    to the loss failing is shown in the report's curves, not judged."""
+    arms = arms or Arms.of(stats)
+    off = [arms.arm(False, lr) for lr in lrs]
+    on = [arms.arm(True, lr) for lr in lrs]
+    gate = learned(stats, off + on, metric=LOSS, threshold=QK_LEARNED, goal="minimize", shows_at=arms.shows_at)
+    key = "final val:loss range over lr"
+    ranges = {arm: {key: s} for arm, side in ((("qk_norm",), on), (("no qk_norm",), off))
+              if (s := loss_range(stats, side)) is not None}
+    checks = [
+        better(ranges, ("qk_norm",), ("no qk_norm",), metric=key, goal="minimize", sesoi=QK_RANGE_SESOI,
+               claim="the final loss varies less over the learning rates with QK-norm"),
+        secondary(better(stats, arms.arm(False, LOGIT_LR), arms.arm(True, LOGIT_LR), metric="train/max_logit",
+                         goal="maximize", sesoi=LOGIT_SESOI,
+                         claim=f"without QK-norm the largest attention logit is larger (lr {LOGIT_LR:g})")),
+    ]
+    return join(checks, gate) + _ranking(stats, arms.ranking, metric=LOSS, maximize=False, label="final val/loss")
+
+
+KV_METRIC = "test/exact_match"
+KV_LEARNED = 0.3  # test exact match of the best arm: recall is learned at all
+KV_MARGIN = 0.05
+"""Equivalence margin (test exact match): Ainslie et al. (Table 1) report GQA-8 within about 0.3 of MHA's average
+score of about 47 (under 1%); ±0.05 of exact match is what CPU-scale seeds can hope to resolve."""
+KV_CACHE = "test/kv_cache_bytes_per_token"
+
+
+def kv_heads(stats: ArmStats, arms: Arms | None = None) -> str:
+    """Ainslie et al. 2023 (§1, §4, Table 1, Fig. 3): grouped-query attention reaches quality close to multi-head
+    attention at a decoding cost close to multi-query attention. Control: equal parameter counts (the FFN absorbs
+    what grouped keys and values save). Judged: GQA (2 key/value heads) ≈ MHA (8) on test exact match within
+    ``KV_MARGIN`` (two one-sided tests), and GQA's KV cache per token closer to MQA's than to MHA's (exact bytes).
+    Decode tokens/s is ranked, not judged: on CPU the cached keys and values are repeated to every head inside
+    attention (``blocks.attention.repeat_kv``), so the bandwidth that MQA saves on accelerators is not measured."""
+    arms = arms or Arms.of(stats)
+    mqa, gqa, mha = arms.arms(1, 2, 8)
+    gate = learned(stats, [mqa, gqa, mha], metric=KV_METRIC, threshold=KV_LEARNED, goal="maximize",
+                   shows_at=arms.shows_at)
+    checks = [
+        _equal_parameters(stats, [mqa, gqa, mha]),
+        similar(stats, gqa, mha, metric=KV_METRIC, margin=KV_MARGIN,
+                claim="GQA (2 key/value heads) ≈ MHA on test exact match"),
+        _cache_closer(stats, gqa, mqa, mha),
+    ]
+    return (join(checks, gate) + _ranking(stats, arms.ranking, metric=KV_METRIC, label="test exact match")
+            + _ranking(stats, arms.ranking, metric="test/decode_tokens_per_s", label="decode tokens/s (CPU)"))
+
+
+def _cache_closer(stats: ArmStats, gqa: Arm, mqa: Arm, mha: Arm) -> Check:
+    """GQA's cache bytes per token nearer MQA's than MHA's (a fixed number of each arm: no seed noise)."""
+    claim = "GQA's KV cache is closer to MQA's than to MHA's"
+    spec = {"kind": "closer", "a": name(gqa), "near": name(mqa), "far": name(mha), "metric": KV_CACHE,
+            "test": "exact bytes per token (no seed noise)"}
+    sizes = {a: s.mean for a in (gqa, mqa, mha) if (s := get(stats, a, KV_CACHE)) is not None}
+    if len(sizes) < 3:
+        return Check(claim, "inconclusive", f"{KV_CACHE}: not recorded", why="n too small", spec=spec)
+    detail = f"{KV_CACHE}: MQA {sizes[mqa]:.0f}, GQA {sizes[gqa]:.0f}, MHA {sizes[mha]:.0f}"
+    near = sizes[gqa] - sizes[mqa] < sizes[mha] - sizes[gqa]
+    return Check(claim, "supported" if near else "not supported", detail, spec=spec)
+
+
+ROPE_CONTEXT = 128  # the training context L of lm_web.yaml (sweeps/rope_scaling.yaml's rope_train_len)
+ROPE_LEARNED = 10.0  # character perplexity at L, as lm_positions_web's gate
+ROPE_UNIGRAM = 17.0  # chance: English's unigram character perplexity (about 4.1 bits)
+ROPE_SESOI = 0.05
+"""The relative rise of perplexity from L to 4L: an interpolation must rise at least five points of perplexity
+percentage less than plain RoPE (Chen et al. 2023, Table 1: plain RoPE's perplexity explodes beyond L, while
+interpolated models stay within a few percent)."""
+
+
+def rope_scaling(stats: ArmStats, arms: Arms | None = None, *, context: int = ROPE_CONTEXT) -> str:
+    """Chen et al. 2023 (§3, Table 1, Fig. 1) and Peng et al. 2023 (§3, Table 1): plain RoPE's perplexity rises
+    past the training length L; position interpolation, the NTK-aware base change and YaRN keep the rise small.
+    Here at zero fine-tune (the scaling acts at evaluation only: Chen et al. report that interpolation without
+    fine-tuning already extrapolates better than plain RoPE, and that a short fine-tune closes the rest). Judged
+    on the per-seed relative rise of test perplexity from L to 4L (``extrapolates``), each scaling against none,
+    with the scaled model below chance (unigram perplexity) at 4L, and plain RoPE's own rise above zero."""
+    at = {k: f"test/ppl_by_ctx/ctx_{k * context:05d}" for k in (1, 2, 4)}
+    arms = arms or Arms.of(stats)
+    none, *scaled = arms.arms("none", "linear", "ntk", "yarn")
+    gate = learned(stats, [none], metric=at[1], threshold=ROPE_LEARNED, goal="minimize", shows_at=arms.shows_at)
+    rises = {none: {"rise": r}} if (r := rise(stats, none, inside=at[1], beyond=at[4], relative=True)) else {}
+    checks = [
+        at_least(rises, none, metric="rise", bound=0.0, claim="plain RoPE's perplexity rises from L to 4L"),
+        *[extrapolates(stats, s, none, inside=at[1], beyond=at[4], goal="minimize", chance=ROPE_UNIGRAM,
+                       sesoi=ROPE_SESOI, relative=True, claim=f"{s[0]} rises less than plain RoPE from L to 4L")
+          for s in scaled],
+    ]
+    return (join(checks, gate) + _ranking(stats, arms.ranking, metric=at[2], maximize=False, label="at 2L")
+            + _ranking(stats, arms.ranking, metric=at[1], maximize=False, label=f"at L = {context}"))
+

@@ -1,0 +1,79 @@
+"""The verdicts of issue #47's questions on hand-made statistics: each says supported where the claim holds, not
+supported where it is reversed, and reads what its docstring says (capped loss ranges, exact cache bytes, the
+relative rise of perplexity)."""
+
+import math
+
+from ablations.catalog import claims_modern
+from ablations.catalog.questions import QK_LRS, QUESTIONS
+from ablations.catalog.questions_real import REAL_QUESTIONS
+from ablations.verdicts.stats import stat
+
+SEEDS = [1, 2, 3, 4, 5]
+
+
+def _s(values, seeds=SEEDS):
+    return stat(values, seeds)
+
+
+def _qk_stats(off_high: float, on_high: float, diverge_off: bool):
+    stats = {}
+    for qk in (False, True):
+        for lr in QK_LRS:
+            high = (on_high if qk else off_high) if lr >= 0.03 else 0.3
+            loss = [high + 0.01 * s for s in SEEDS]
+            diverged = [1.0 if (diverge_off and not qk and lr == 0.1) else 0.0 for _ in SEEDS]
+            stats[(qk, lr)] = {"val/loss": _s([v for v, d in zip(loss, diverged, strict=True) if not d],
+                                              [s for s, d in zip(SEEDS, diverged, strict=True) if not d]),
+                               "status/diverged": _s(diverged),
+                               "train/max_logit": _s([30.0 + s if not qk else 4.0 + 0.1 * s for s in SEEDS])}
+    return stats
+
+
+def test_qk_norm_verdict_reads_the_capped_loss_range():
+    q = QUESTIONS["qk_norm_lr"]
+    assert q.judge(_qk_stats(off_high=2.0, on_high=0.35, diverge_off=True)).startswith("supported")
+    assert q.judge(_qk_stats(off_high=0.35, on_high=2.0, diverge_off=False)).startswith("not supported")
+    off = [(False, lr) for lr in QK_LRS]
+    r = claims_modern.loss_range(_qk_stats(off_high=9.0, on_high=0.3, diverge_off=True), off)
+    assert r is not None and r.n == 5 and math.isclose(r.mean, math.log(24) - 0.3 - 0.03, abs_tol=1e-9)
+
+
+def _kv_stats(mha: float, gqa: float, mqa: float, cache=(64, 128, 512)):
+    stats = {}
+    for kv, acc, size in ((1, mqa, cache[0]), (2, gqa, cache[1]), (8, mha, cache[2])):
+        stats[(kv,)] = {"test/exact_match": _s([acc + 0.002 * s for s in SEEDS]),
+                        "run/parameters": _s([100_000.0] * 5), "test/kv_cache_bytes_per_token": _s([size] * 5),
+                        "test/decode_tokens_per_s": _s([1000.0 / kv] * 5)}
+    return stats
+
+
+def test_kv_heads_verdict():
+    q = QUESTIONS["kv_heads"]
+    assert q.judge(_kv_stats(mha=0.80, gqa=0.79, mqa=0.6)).startswith("supported")
+    assert q.judge(_kv_stats(mha=0.80, gqa=0.50, mqa=0.5)).startswith("not supported")
+    assert q.judge(_kv_stats(mha=0.80, gqa=0.79, mqa=0.6, cache=(64, 400, 512))).startswith("not supported")
+    assert "not shown at this scale" in q.judge(_kv_stats(mha=0.1, gqa=0.1, mqa=0.1))
+
+
+def _rope_stats(rises: dict[str, float], at_l: dict[str, float] | None = None):
+    stats = {}
+    for arm, r in rises.items():
+        base = [(at_l or {}).get(arm, 5.0) + 0.01 * s for s in SEEDS]
+        stats[(arm,)] = {"test/ppl_by_ctx/ctx_00128": _s(base),
+                         "test/ppl_by_ctx/ctx_00256": _s([b * (1 + r / 2) for b in base]),
+                         "test/ppl_by_ctx/ctx_00512": _s([b * (1 + r) + 0.001 * s for b, s in zip(base, SEEDS,
+                                                                                               strict=True)])}
+    return stats
+
+
+def test_rope_scaling_verdict_judges_the_rise_not_the_perplexity():
+    q = REAL_QUESTIONS["rope_scaling"]
+    good = q.judge(_rope_stats({"none": 0.8, "linear": 0.05, "ntk": 0.1, "yarn": 0.02}))
+    assert good.startswith("supported"), good
+    flat = q.judge(_rope_stats({"none": 0.01, "linear": 0.01, "ntk": 0.01, "yarn": 0.01}))
+    assert flat.startswith("not supported"), flat
+    # a scaling that ruins the in-range perplexity rises less but sits past chance at 4L (unigram 17): not supported
+    worse = {"linear": 9.5, "ntk": 9.5, "yarn": 9.5}
+    line = q.judge(_rope_stats({"none": 1.5, "linear": 0.9, "ntk": 0.9, "yarn": 0.9}, at_l=worse))
+    assert line.startswith("not supported") and "not above chance beyond the range" in line, line

@@ -288,7 +288,7 @@ class AttnlabCLI(LightningCLI):
         if self.parent:  # a branch names its parent in its W&B config too
             identity = replace(identity, config={**identity.config,
                                                  **{f"parent.{k}": v for k, v in self.parent.items()}})
-        route_wandb_dirs(self.run_dir)
+        route_wandb_dirs(own_dir)  # an evaluation's W&B cache stays in its own folder too
         trainer_cfg["logger"] = [*build_loggers(self.run_dir, self.run_opts, subcommand=self.subcommand,
                                                 identity=identity, evaluation=evaluation),
                                  *user_loggers(trainer_cfg.get("logger"))]  # ours first: config.yaml goes there

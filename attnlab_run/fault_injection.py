@@ -115,3 +115,12 @@ class NonFiniteAt(L.Callback):
             first = next(p for p in pl_module.parameters() if p.requires_grad)
             with torch.no_grad():
                 first.fill_(float("nan"))
+
+
+class RaiseAt(SignalAt):
+    """Raise ``RuntimeError`` once where ``SignalAt`` would send its signal (``signal`` is not read): a run or an
+    evaluation that fails with an exception rather than a signal."""
+
+    def _fire(self) -> None:
+        self.fired = True
+        raise RuntimeError(f"injected fault ({self.phase})")

@@ -20,7 +20,7 @@ import warnings
 PROBE = r"""
 import json, os, sys, threading, time
 import torch
-from lit_models.blocks.attention import MultiHeadAttention
+from lit_models.blocks.attention import AttentionOptions, MultiHeadAttention
 length, d_model, heads, explicit, threads = (int(a) for a in sys.argv[1:6])
 torch.set_num_threads(threads)
 torch.manual_seed(0)
@@ -28,7 +28,8 @@ page = os.sysconf("SC_PAGE_SIZE")
 def rss():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * page
-layer = MultiHeadAttention(heads=heads, d_head=d_model // heads, scale=(d_model // heads) ** -0.5, dropout=0.0)
+layer = MultiHeadAttention(AttentionOptions(heads=heads, d_head=d_model // heads, scale=(d_model // heads) ** -0.5,
+                                            attn_dropout=0.0))
 x = torch.randn(1, length, d_model, requires_grad=True)
 def run():
     q, k, v = layer.project_qkv(x)

@@ -154,7 +154,7 @@ def readme(results: Sequence[QuestionResult], *, command: str, wall_s: float, mi
     ``replications``: each question's result on the replication seeds (``ablations.verdicts.replication``), by name;
     ``more_seeds`` and ``plan``: the third seed set's results and its plan (``ablations.reports.power``);
     ``confirmed``: the confirmatory set's results, the only ones headlined (``ablations.reports.headline``)."""
-    from ablations.catalog.lookup import plans as registered
+    from ablations.catalog import plans as registered
     from ablations.reports import headline as head
     from ablations.reports import power
     from ablations.verdicts.rules import verdict_word

@@ -95,14 +95,16 @@ def test_report_table_plots_and_verdict(runs_dir: Path):
     assert "1,000" in sqrt_row and "5,001-5,003" in sqrt_row
     assert "2/3" in none_row and "1 diverged" in none_row and "0.5150 ± 0.0071" in none_row
     assert "0/3" in dk_row and "no finished run (3 failed)" in dk_row
-    assert report.verdict.startswith("inconclusive") and "no finished seed for dk" in report.verdict
+    # dk's comparisons are secondary in scaling's plan (Vaswani et al. do not test 1/d_k): its missing seeds show
+    # in its check and leave the main answer alone
+    assert report.verdict.startswith("supported") and "inconclusive (no finished seed for dk)" in report.verdict
     assert report.warning is None
     names = {p.name for p in report.figures}
     assert {"seeds.png", "curves.png", "acc_by_len.png", "attention.png", "probe_train_grad_norm.png",
             "probe_val_attn_entropy.png"} <= names
     assert all((runs_dir / "scaling" / n).stat().st_size > 1000 for n in names)
     text = report.path.read_text()
-    assert "**Verdict:** inconclusive" in text and "![curves](curves.png)" in text and "| none" not in text
+    assert "**Verdict:** supported" in text and "![curves](curves.png)" in text and "| none" not in text
     assert "Warning" not in text
     assert "| attn_scale=dk | 0/3 |" in text and QUESTIONS["scaling"].expected[:40] in text
 

@@ -134,7 +134,7 @@ def test_the_demo_floor_times_each_arm_as_its_trial_builds_it(tmp_path, monkeypa
 
     plan = floor.demo_plan(tmp_path, seeds=1)
     grid = floor.plan_grid(plan)
-    assert len(grid) == 5 and {p["model.attention"] for p in grid} == {"none", "additive", "dot", "general", "hard"}
+    assert len(grid) == 3 and {p["model.attention"] for p in grid} == {"none", "additive", "hard"}  # the judged arms
     command = plan.trial(grid[0]).command
     step_s, steps = floor.arm_step_s(command[command.index("fit"):], timed=2, warmup=1)
     assert 0 < step_s < 5 and steps == 20 * 64  # QUICK_RECURRENT: 20 epochs of 4096 examples in batches of 64
@@ -146,10 +146,10 @@ def test_the_demo_floor_times_each_arm_as_its_trial_builds_it(tmp_path, monkeypa
                                                                 1000)[1:])
     before = torch.get_num_threads()
     res = floor.demo_floor(tmp_path / "f", seeds=2, jobs=2)
-    assert threads_seen == [1] * 5 and torch.get_num_threads() == before  # timed as a trial runs, then restored
-    assert res["floor_s"] == pytest.approx(5 * 0.01 * 1000 * 2 / 2) and res["threads"] == 1  # as a demo trial
+    assert threads_seen == [1] * 3 and torch.get_num_threads() == before  # timed as a trial runs, then restored
+    assert res["floor_s"] == pytest.approx(3 * 0.01 * 1000 * 2 / 2) and res["threads"] == 1  # as a demo trial
     assert [a["arm"] for a in res["arms"]][0].startswith("attention=") and "seed" not in res["arms"][0]["arm"]
     (goal,) = answer_goals({"trials": [], "demo_floor": res})
-    assert goal["value"] == pytest.approx(50.0) and goal["met"]
+    assert goal["value"] == pytest.approx(30.0) and goal["met"]
     assert "floor: training steps alone" in answer_table({"trials": [], "demo_floor": res,
                                                            "ceiling_1thread_gflops": 50.0})

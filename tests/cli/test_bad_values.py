@@ -19,14 +19,15 @@ def _tree(root: Path) -> dict[str, bytes | None]:
     return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None) for p in sorted(root.rglob("*"))}
 
 
-def _one_line(capsys, argv: list[str], root: Path) -> str:
+def _one_line(capsys, argv: list[str], root: Path, prefix: str = "attnlab: error: ") -> str:
+    """The refusal of ``argv``: exit 2, one stderr line starting with ``prefix``, no traceback, the tree as it was."""
     before = _tree(root)
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
     assert exit_info.value.code == 2
     out, err = capsys.readouterr()
     lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("attnlab: error: "), err[:3000]
+    assert len(lines) == 1 and lines[0].startswith(prefix), err[:3000]
     assert "Traceback" not in err and out == ""
     assert _tree(root) == before, "the file tree changed"
     return lines[0]
@@ -115,15 +116,7 @@ def test_a_checkpoint_with_a_wrong_shaped_tensor_is_one_line_and_no_run(sandbox,
 
 # ------------------------------------------------------------------------------------------ sweep files
 def _sweep_refused(capsys, argv: list[str], root: Path) -> str:
-    before = _tree(root)
-    with pytest.raises(SystemExit) as exit_info:
-        main(argv)
-    assert exit_info.value.code == 2
-    out, err = capsys.readouterr()
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("attnlab sweep: error: "), err[:3000]
-    assert _tree(root) == before
-    return lines[0]
+    return _one_line(capsys, argv, root, prefix="attnlab sweep: error: ")
 
 
 def test_sweep_root_naming_a_file_is_one_line(sandbox, capsys):

@@ -26,6 +26,7 @@ from ablations.runner import _done_outcome
 from attnlab_run.cli import main
 from attnlab_run.evaluations import EVALUATION_FOLDERS, evaluation_records
 from attnlab_run.rundir import Status, read_summary
+from tests.cli.quiet_runs import _quiet  # noqa: F401 - autouse fixture
 
 REPO = Path(__file__).parents[2]
 CONFIG = str(REPO / "ablations" / "configs" / "transformer_reverse.yaml")
@@ -56,12 +57,6 @@ def fitted(tmp_path_factory) -> Path:
     return root
 
 
-@pytest.fixture(autouse=True)
-def _quiet(monkeypatch):
-    monkeypatch.setenv("WANDB_MODE", "disabled")
-    monkeypatch.delenv("WANDB_RUN_ID", raising=False)
-    yield
-    os.environ.pop("ATTNLAB_RUN_DIR", None)
 
 
 def fit_hashes(run: Path) -> dict[str, str]:

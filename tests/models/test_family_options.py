@@ -34,7 +34,11 @@ SAVED_BEFORE = {  # a checkpoint's hyper_parameters as each family's flat __init
         "weight_decay": 0.0},
 }
 
-ADDED_SINCE = {SentimentClassifier: {"position_options": None}}  # knobs added later: an old checkpoint gets the default
+TRANSFORMER_KNOBS_47 = {"qk_norm": False, "kv_heads": None, "ffn_absorbs_kv": False, "rope_scaling": "none",
+                       "rope_factor": 1.0, "rope_train_len": 0, "rope_scaling_train": False}
+"""The Transformer knobs of issue #47 at the defaults that build the model as it was before them."""
+ADDED_SINCE = {SentimentClassifier: {"position_options": None, **TRANSFORMER_KNOBS_47}}  # knobs added later: an old
+# checkpoint gets the default
 
 
 def _now(family: type) -> dict[str, object]:

@@ -1,0 +1,14 @@
+"""A fixture for in-process CLI tests: W&B off, no inherited run id, and no run directory left exported for the
+next test (the CLI exports ``ATTNLAB_RUN_DIR`` for its DDP children)."""
+
+import os
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _quiet(monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    monkeypatch.delenv("WANDB_RUN_ID", raising=False)
+    yield
+    os.environ.pop("ATTNLAB_RUN_DIR", None)

@@ -18,6 +18,7 @@ import torch
 from attnlab_run.cli import main
 from lit_models.glimpse import RecurrentAttentionModel
 from tests.configs.test_configs import SMALL_DATA
+from tests.datamodules.real_data import real_data_args
 
 HERE = "tests.models.test_autocast_families"
 CONFIGS = Path(__file__).parents[2] / "ablations" / "configs"
@@ -41,7 +42,7 @@ def first_loss(config: str, tmp_path: Path, precision: str | None) -> float:
     plugin = [] if precision is None else [f"--trainer.plugins={PLUGIN.format(p=precision)}"]
     main(["fit", "--config", str(CONFIGS / f"{config}.yaml"), "--trainer.fast_dev_run=1", "--trainer.accelerator=cpu",
           "--trainer.devices=1", f"--run.root={tmp_path / (precision or 'fp32')}", "--data.init_args.batch_size=4",
-          *SMALL_DATA, *EXTRA.get(config, []), *plugin,
+          *SMALL_DATA, *EXTRA.get(config, []), *plugin, *real_data_args(config, tmp_path),
           f'--trainer.callbacks+={{"class_path": "{HERE}.FirstLoss"}}'])
     return losses[0]
 

@@ -37,7 +37,8 @@ def host_reads() -> Iterator[collections.Counter]:
         def read(self, *args, **kwargs):
             caller = traceback.extract_stack(limit=2)[0]
             path = Path(caller.filename).resolve()
-            if path.is_relative_to(REPO) and not path.is_relative_to(REPO / "tests"):
+            if (path.is_relative_to(REPO) and not path.is_relative_to(REPO / "tests")
+                    and "site-packages" not in path.parts):  # CI's venv lives inside the repository
                 seen[f"{name} {path.relative_to(REPO)}:{caller.lineno}"] += 1
             return saved[name](self, *args, **kwargs)
         return read

@@ -277,6 +277,7 @@ QUESTIONS: dict[str, Question] = {
             source="Wortsman et al. 2023, §3.1 and Fig. 1; Dehghani et al. 2023, §3.1.1",
             full="attnlab sweep sweeps/qk_norm_lr.yaml (lm_reverse.yaml as written: 4 epochs of 20k)",
             shows_at="the full preset (lm_reverse.yaml, 4 epochs x 20k examples; wider models show it at lower lr)",
+            media=("attention/self/ex0",),
         ),
         Question(
             name="kv_heads", plan=PLANS["kv_heads"], axes=("model.kv_heads",),
@@ -290,6 +291,7 @@ QUESTIONS: dict[str, Question] = {
             source="Ainslie et al. 2023, §1, Table 1, Fig. 3; Shazeer 2019",
             full="attnlab sweep sweeps/kv_heads.yaml (lm_reverse.yaml as written, task recall)",
             shows_at="the full preset (lm_reverse.yaml, 4 epochs x 20k examples of recall)",
+            media=("attention/self/ex0",),
         ),
     ]
 }

@@ -123,13 +123,13 @@ def _probe_panel(probe: str, run_keys: Collection[str], band: dict[str, str]) ->
 
 
 def job_types(question: Question) -> list[str]:
-    """The W&B job types a question's workspace shows: its fits, and for a ``test/*`` metric also the evaluations,
-    where `attnlab test --ckpt_path best` after a plain `attnlab fit` puts the test numbers (a sweep trial tests
-    inside its fit, ``--run.test_after_fit``). A fit that was both tested in-fit and evaluated again shows its
-    test numbers twice."""
+    """The W&B job types a question's workspace shows: its fits, and where its metric or a probe is a ``test/*``
+    number also the evaluations, where `attnlab test --ckpt_path best` after a plain `attnlab fit` puts the test
+    numbers (a sweep trial tests inside its fit, ``--run.test_after_fit``). A fit that was both tested in-fit and
+    evaluated again shows its test numbers twice."""
     from attnlab_run.wandb_run import EVAL_JOB_TYPE
 
-    return ["fit", EVAL_JOB_TYPE] if single_point(question.metric) else ["fit"]
+    return ["fit", EVAL_JOB_TYPE] if any(map(single_point, (question.metric, *question.probes))) else ["fit"]
 
 
 def build_workspace(question: Question, *, entity: str, project: str, run_keys: Collection[str] = ()) -> Any:

@@ -42,7 +42,6 @@ from ablations.engine.stackgroups import (
     units,
 )
 from ablations.engine.sweepspec import (  # noqa: F401 - the sweep-file API, re-exported for callers of the runner
-    SEED_KEY,
     SweepError,
     load_sweep,
     proposable_values,
@@ -54,7 +53,6 @@ from ablations.engine.sweepspec import (  # noqa: F401 - the sweep-file API, re-
     varied_keys,
 )
 from ablations.engine.trialproc import (  # noqa: F401 - wait_any re-exported
-    dies_with,
     install_handlers,
     restore_handlers,
     signal_group,
@@ -76,8 +74,6 @@ from ablations.engine.trialstate import (  # noqa: F401 - re-exported
     grid_size,
     progress_line,
     read_json,
-    resumable,
-    trial_status,
 )
 from ablations.engine.warm import warm_wanted
 from attnlab_run.rundir import DONE, RunPaths, Status, read_summary
@@ -374,7 +370,7 @@ def run_sweep(
     sweep starts nothing more, waits up to ``term_timeout_s`` for the trials to save ``last.ckpt`` and
     exit, records them as preempted and exits with ``128 + signal`` (SystemExit). The next invocation
     resumes them from ``last.ckpt`` (:func:`start_trial`). If the sweep itself is killed, the kernel
-    sends each trial SIGTERM (:func:`_dies_with`, Linux).
+    sends each trial SIGTERM (``ablations.engine.trialproc.dies_with``, Linux).
     """
     import numpy as np
 

@@ -2,12 +2,8 @@
 
 * ``AttentionEntropy``: entropy of every attention map per layer and map type on a fixed
   validation batch -> ``val/attn_entropy/<map name>`` (nats; 0 = one-hot, log(keys) = uniform).
-* ``GradientNorms``: gradient L2 norm per layer for the first optimizer steps ->
-  ``train/grad_norm/<layer>`` (Xiong et al. 2020 compare exactly this for Post- vs Pre-Norm).
-* ``GradientNorms`` also logs ``train/grad_qk/<layer>``: the gradient reaching the query and key
-  projections (``in_proj`` rows [0, 2D), fewer with grouped keys) divided by the logit scale s. W_q and W_k get gradient
-  only through the softmax, so this is the "gradient through the softmax" that saturation shrinks
-  (Vaswani et al. 2017, §3.2.1, footnote 4).
+* ``GradientNorms`` (``lit_models.grad_probes``): gradient norms per layer, and through the softmax, for the first
+  optimizer steps -> ``train/grad_norm/<layer>``, ``train/grad_qk/<layer>``.
 * ``AlignmentMass``: the share of cross-attention mass on the source position of each output token
   (anti-diagonal for reverse, diagonal for copy, the positions holding the token for sort), per layer
   (mean over heads), read at the query that predicts the token (``predicted``) and at the one fed it
@@ -30,25 +26,21 @@ collectives, so they are DDP-safe.
 from __future__ import annotations
 
 import logging
-import re
 from typing import Any, ClassVar
 
 import lightning as L
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.amp.grad_scaler import OptState
 
 from attnlab_core.tokens import PAD
-from lit_models.blocks.attention import MultiHeadAttention
 from lit_models.evaluation import EvaluationModule
+from lit_models.grad_probes import GradientNorms
 from lit_models.logit_probe import MaxLogit
 from lit_models.protocols import AttentionMapsNet, NamesTask, SmoothedLoss, SourceTargetBatch, StepwiseNet
-from lit_models.steplogs import forget
 
 log = logging.getLogger(__name__)
 
-LAYER = re.compile(r"^(?:net\.)?((?:encoder|decoder)\.layers\.\d+)\.")
 
 
 class FixedBatch:
@@ -157,102 +149,6 @@ def attention_entropy(weights: Tensor, *, query_mask: Tensor) -> Tensor:
     h = -torch.special.xlogy(w, w).sum(-1)  # (B, H, Tq)
     keep = query_mask[:, None, :].expand_as(h) & ((w.sum(-1) - 1.0).abs() < 1e-3)
     return h[keep].mean() if keep.any() else h.new_tensor(float("nan"))
-
-
-class GradientNorms(L.Callback):
-    """Gradient L2 norm per layer for the first ``steps`` optimizer steps (before clipping; unscaled under a
-    GradScaler: read in ``on_before_optimizer_step`` and divided by the scale it still carries).
-
-    Parameters are grouped by ``net.encoder.layers.{i}`` / ``net.decoder.layers.{i}``; the rest
-    by their first two name components under ``net`` (embeddings, generator, recurrent stacks).
-    Logged as ``train/grad_norm/<group>`` and ``train/grad_norm/total``. Under DDP the gradients
-    are already averaged across ranks here, so rank 0's value is the global one.
-
-    Once its steps have passed, its stored values are dropped (``steplogs.forget``): Lightning would otherwise
-    re-send the last one at every flush to the epoch's end, a flat line in W&B and in metrics.csv that read as
-    later gradients.
-
-    Args:
-        steps: number of initial optimizer steps to log.
-    """
-
-    KEYS: ClassVar[tuple[str, str]] = ("train/grad_norm/", "train/grad_qk/")
-
-    def __init__(self, *, steps: int = 50) -> None:
-        self.steps = steps
-
-    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any,
-                             batch_idx: int) -> None:
-        if trainer.global_step >= self.steps:
-            forget(trainer, self.KEYS)
-
-    def on_before_optimizer_step(self, trainer: L.Trainer, pl_module: L.LightningModule, optimizer: Any) -> None:
-        if trainer.global_step >= self.steps or not trainer.is_global_zero:
-            return
-        unscale = 1.0 / pending_scale(trainer, optimizer)
-        for key, norms in zip(self.KEYS, (layer_grad_norms(pl_module), qk_grad_norms(pl_module)), strict=True):
-            for group, value in norms.items():
-                pl_module.log(f"{key}{group}", value * unscale, on_step=True, on_epoch=False, rank_zero_only=True)
-
-
-def pending_scale(trainer: L.Trainer, optimizer: Any) -> float:
-    """The factor the gradients still carry at ``on_before_optimizer_step``: a GradScaler's scale (``16-mixed``)
-    where it has not unscaled them yet, which is where the optimizer unscales inside its own step (the fused
-    AdamW: Lightning then skips ``unscale_``); else 1."""
-    scaler = getattr(trainer.precision_plugin, "scaler", None)
-    if scaler is None or not scaler.is_enabled():
-        return 1.0
-    inner = getattr(optimizer, "optimizer", optimizer)  # a LightningOptimizer wraps the torch one
-    state = scaler._per_optimizer_states.get(id(inner), {})  # GradScaler's record of unscale_ (no public one)
-    return 1.0 if state.get("stage") is OptState.UNSCALED else float(scaler.get_scale())
-
-
-def parameter_group(name: str) -> str:
-    """``net.encoder.layers.3.ff.w1.weight`` -> ``encoder.layers.3``; ``net.src_embed.table.weight`` ->
-    ``src_embed.table``."""
-    match = LAYER.match(name)
-    if match:
-        return match.group(1)
-    parts = name.split(".")
-    parts = parts[1:] if parts[0] == "net" else parts
-    return ".".join(parts[:2]) if len(parts) > 2 else parts[0]
-
-
-def layer_grad_norms(module: torch.nn.Module) -> dict[str, float]:
-    """L2 norm of the gradient of each parameter group, plus ``total``; parameters without grad are skipped."""
-    sq: dict[str, float] = {}
-    for name, p in module.named_parameters():
-        if p.grad is None:
-            continue
-        group = parameter_group(name)
-        sq[group] = sq.get(group, 0.0) + float(p.grad.detach().float().pow(2).sum())
-    if not sq:
-        return {}
-    return {**{g: v**0.5 for g, v in sq.items()}, "total": sum(sq.values()) ** 0.5}
-
-
-def qk_grad_norms(module: torch.nn.Module) -> dict[str, float]:
-    """Gradient through the attention softmax, per layer group, plus ``total``.
-
-    W_q and W_k (rows [0, (h + G)·d_k) of every packed ``in_proj``, [0, 2D) without grouped keys, weight and
-    bias) get gradient only through the softmax: dL/dW_q = s · (dL/dlogits) · k xᵀ with s the logit scale.
-    Dividing by s leaves the part that Vaswani et al. (2017, §3.2.1) say saturation shrinks, free of the
-    trivial factor s itself.
-    """
-    sq: dict[str, float] = {}
-    for name, mod in module.named_modules():
-        if not isinstance(mod, MultiHeadAttention) or mod.scale <= 0:
-            continue
-        proj, scale = mod.in_proj, float(mod.scale)
-        group = parameter_group(f"{name}.in_proj.weight")
-        rows = (mod.heads + mod.kv_heads) * mod.d_k  # [W_q; W_k; W_v] stacked: W_q's h and W_k's G heads
-        for p in (proj.weight, proj.bias):
-            if p is None or p.grad is None:
-                continue
-            sq[group] = sq.get(group, 0.0) + float(p.grad[:rows].detach().float().pow(2).sum()) / scale**2
-    if not sq:
-        return {}
-    return {**{g: v**0.5 for g, v in sq.items()}, "total": sum(sq.values()) ** 0.5}
 
 
 def target_positions(src: Tensor, tgt: Tensor, task: str) -> Tensor | None:

@@ -23,7 +23,7 @@ every step). A callback's per-step values are left alone.
 Lightning keeps a per-step value until the epoch ends and hands it to the loggers at every flush in between,
 under the flush's step, whether or not it was logged again. A value logged on some steps only (the gradient
 probe's first 50) then reaches W&B and metrics.csv as a flat line of its last value to the epoch's end.
-:func:`forget` drops such stored values once their last step has passed (``probes.GradientNorms``).
+:func:`forget` drops such stored values once their last step has passed (``grad_probes.GradientNorms``).
 """
 
 from __future__ import annotations

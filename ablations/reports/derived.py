@@ -92,7 +92,7 @@ def steps_to(run: RunRecord, key: str, *, target: float, goal: str) -> tuple[flo
 def early_gradients(run: RunRecord, keys: set[str]) -> dict[str, float]:
     """``curve/early/<key>`` for every ``train/grad_`` key: its mean over the first ``EARLY`` of the run's steps
     (summary.json's ``global_step``; the probe's own last logged step when the run has none). The probe logs only
-    the first steps of a run (``probes.GradientNorms``), so its last step is not the run's: measured against it,
+    the first steps of a run (``grad_probes.GradientNorms``), so its last step is not the run's: measured against it,
     the window shrank to the probe's first value."""
     out: dict[str, float] = {}
     for key in keys:

@@ -10,19 +10,16 @@ import torch
 
 from datamodules.batching import BOS, EOS, PAD
 from datamodules.synthetic import SyntheticSeq2Seq
+from lit_models.grad_probes import GradientNorms, layer_grad_norms, parameter_group, qk_grad_norms
 from lit_models.probes import (
     AlignmentMass,
     AttentionEntropy,
     FreeRunningLoss,
-    GradientNorms,
     alignment_mass,
     alignment_readings,
     attention_entropy,
     default_probes,
     fed_positions,
-    layer_grad_norms,
-    parameter_group,
-    qk_grad_norms,
     stepwise_loss,
     target_positions,
 )

@@ -21,7 +21,7 @@ import torch
 from lightning.pytorch.plugins import MixedPrecision
 
 from datamodules.synthetic import SyntheticSeq2Seq
-from lit_models.probes import GradientNorms, layer_grad_norms
+from lit_models.grad_probes import GradientNorms, layer_grad_norms
 from lit_models.seq2seq import TransformerSeq2Seq
 
 

@@ -11,7 +11,7 @@ from lightning.pytorch.loggers.logger import Logger
 
 import lit_models.steplogs as steplogs
 from datamodules.synthetic import SyntheticSeq2Seq
-from lit_models.probes import GradientNorms
+from lit_models.grad_probes import GradientNorms
 from lit_models.recurrent_seq2seq import RecurrentSeq2Seq
 
 

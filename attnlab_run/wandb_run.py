@@ -62,9 +62,10 @@ def wandb_identity(run_dir: Path, *, subcommand: str, arm: dict[str, Any], seed:
     the evaluating command's), with ``eval.*`` config keys pointing at the fit run and checkpoint.
     """
     summary = read_summary(run_dir)
-    # the fit's seed names it: a resumed fit keeps it whatever the resuming command says, an evaluation takes it;
+    # the fit's seed names it: an evaluation takes the seed of the fit it evaluates; a fit its own (a resumed fit's
+    # command carries the run's seed: continuation.run_seed; a fresh fit's is not a leftover summary's);
     # a run that was not seeded (--seed_everything=false: Lightning's bool) has no seed tag
-    fit_seed = summary.seed if summary.seed is not None else seed
+    fit_seed = summary.seed if subcommand != "fit" and summary.seed is not None else seed
     fit_seed = None if isinstance(fit_seed, bool) else fit_seed
     tags = tuple(f"{key}={value}" for key, value in arm.items())
     tags += (f"seed={fit_seed}",) if fit_seed is not None else ()

@@ -310,7 +310,9 @@ def test_an_online_record_reads_the_last_value_beside_a_kept_best():
 
 
 def test_a_run_is_named_by_its_fits_seed(tmp_path):
-    """A resumed fit keeps its seed tag whatever the resuming command says; an unseeded fit has none."""
+    """An evaluation is tagged with the fit's seed; a fresh fit in a directory that holds an earlier attempt's summary
+    (a smoke run, a failed fit) with its own seed; an unseeded fit has none. (A resumed fit's command carries the run's
+    seed already: ``continuation.run_seed``.)"""
     from attnlab_run.rundir import Summary, write_summary
     from attnlab_run.wandb_run import wandb_identity
 
@@ -318,5 +320,5 @@ def test_a_run_is_named_by_its_fits_seed(tmp_path):
     assert wandb_identity(tmp_path, subcommand="fit", arm={"model.norm": "pre"}, seed=3).tags == ("model.norm=pre",
                                                                                                  "seed=3")
     write_summary(tmp_path, Summary(seed=2))
-    for subcommand in ("fit", "test"):
-        assert wandb_identity(tmp_path, subcommand=subcommand, arm={}, seed=1).tags == ("seed=2",), subcommand
+    assert wandb_identity(tmp_path, subcommand="test", arm={}, seed=1).tags == ("seed=2",)
+    assert wandb_identity(tmp_path, subcommand="fit", arm={}, seed=3001).tags == ("seed=3001",)

@@ -138,14 +138,18 @@ def _configured_class(group: str, argv: list[str]) -> Any:
     import importlib
     from pathlib import Path
 
-    import yaml
+    from attnlab_core.yamlfile import load_user_yaml
 
     class_path = None
     for i, arg in enumerate(argv):
         value = arg.split("=", 1)[1] if arg.startswith("--config=") else (
             argv[i + 1] if arg in ("--config", "-c") and i + 1 < len(argv) else None)
         if value and Path(value).is_file():
-            node = (yaml.safe_load(Path(value).read_text()) or {}).get(group)
+            try:  # the same reader as the CLI's (check_config_files refused a bad file before this is asked)
+                data = load_user_yaml(Path(value))
+            except UsageError:
+                return None
+            node = data.get(group) if isinstance(data, dict) else None
             class_path = node.get("class_path", class_path) if isinstance(node, dict) else class_path
         if arg.startswith(f"--{group}.class_path="):
             class_path = arg.split("=", 1)[1]

@@ -14,9 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from attnlab_core.errors import UsageError
+from attnlab_core.yamlfile import load_user_yaml
 from attnlab_run.rundir import check_name, safe_name
 
 DEFAULT_COMMAND = ["${env}", "${interpreter}", "${program}", "${args}"]  # wandb's DEFAULT_SWEEP_COMMAND
@@ -33,12 +32,10 @@ def load_sweep(path: str | Path) -> dict[str, Any]:
     """Read a sweep YAML file into a dict; SweepError naming the file (and line) when it is not readable
     YAML, not a mapping, or its ``name`` (the experiment folder of its trials) is not a safe name."""
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        where = f":{mark.line + 1}" if mark is not None else ""
-        raise SweepError(f"{path}{where}: malformed YAML ({err.problem or err.context})") from None
-    except (yaml.YAMLError, UnicodeDecodeError, OSError) as err:
+        data = load_user_yaml(Path(path))
+    except UsageError as err:  # malformed, not UTF-8, a repeated key, an alias bomb: file:line and the problem
+        raise SweepError(str(err)) from None
+    except OSError as err:
         raise SweepError(f"{path}: cannot read the sweep file ({err})") from None
     if not isinstance(data, dict):
         raise SweepError(f"{path}: a sweep file must be a YAML mapping")

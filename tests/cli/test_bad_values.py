@@ -131,6 +131,7 @@ def test_sweep_root_naming_a_file_is_one_line(sandbox, capsys):
      + t.split("parameters:", 1)[1], "method bayes needs a metric"),
     (lambda t: t.replace("values: [post, pre]", "values: [sideways, pre]"),
      "parameter model.norm has the value 'sideways', which --model.norm does not allow; choose from: post, pre"),
+    (lambda t: t.replace("method: grid", "method: grid\nmethod: random"), ": duplicate key 'method' (first at line"),
 ])
 def test_a_sweep_the_engine_or_the_trials_would_refuse_fails_its_dry_run(sandbox, capsys, edit, expected):
     text = (REPO / "sweeps" / "norm.yaml").read_text()

@@ -141,7 +141,7 @@ def make_plan(
     name = str(sweep["name"])
     question = question_for(name)
     scale_args = [] if scale == "full" else list(question.quick if question else QUICK_DATA)
-    from attnlab_run.rundir import RUN_DIR_ENV
+    from attnlab_run.launch import RUN_DIR_ENV
 
     # each trial names its own run directory and W&B run (a stale agent id would merge them all)
     env = {k: v for k, v in os.environ.items() if k not in (RUN_DIR_ENV, "WANDB_RUN_ID")}

@@ -52,12 +52,12 @@ from attnlab_run.inputs import (
     load_checkpoint,
     nearest_existing,
 )
+from attnlab_run.launch import RUN_DIR_ENV
 from attnlab_run.memory import check_config_memory
 from attnlab_run.ownership import claim_all, own_run_dir, release_all
 from attnlab_run.preemption import PreemptionCheckpoint, is_preemption, preemption_exit_code
 from attnlab_run.recording import RunOptions, RunSummary, build_loggers
 from attnlab_run.rundir import (
-    RUN_DIR_ENV,
     RunPaths,
     Status,
     check_writable,

@@ -7,8 +7,9 @@ PID and host, taken before anything is written into the directory and held until
   machine rebooted) the kernel releases it. A lock file left behind names the dead owner; the next command
   takes the lock over and, when the summary still says ``running``, refuses the crashed run with its two
   ways forward (:func:`refuse_crashed_run`).
-- The ranks of one run share the lock: DDP ranks > 0 (started by the owner's launcher, by ``torchrun`` or
-  by ``srun``) neither take nor test it (:func:`is_rank_above_zero`); their rank 0 holds it.
+- The ranks of one run share the lock: DDP ranks > 0 (``attnlab_run.launch.launch_rank``) neither take nor test
+  it; their rank 0 holds it. Those started beside rank 0 (torchrun, srun) wait until rank 0 has claimed it for
+  their launch (:func:`await_claim`) and stop in one line when rank 0 was refused.
 
 The file is removed when its owner releases it normally; :func:`acquire` checks that the file it locked
 is still the one at the path (an owner may remove it between another process's open and lock).
@@ -27,24 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attnlab_core.errors import UsageError
+from attnlab_run.launch import await_rank_zero, launch_id, launch_rank
 
 LOCK_NAME = ".owner.lock"
 """The lock file in a run directory (a name no run or experiment can take: names never start with '.')."""
-RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID")
-"""Environment variables by which a launcher (Lightning's, torchrun, srun) tells a process its rank."""
-
-
-def is_rank_above_zero() -> bool:
-    """Whether this process is a rank > 0 of a distributed launch (its rank 0 owns the run directory).
-
-    SLURM's task id counts only where a job step runs several tasks (``SLURM_NTASKS`` > 1): a single
-    ``attnlab fit`` in an ``sbatch`` script is task 0 of 1."""
-    for name in RANK_VARIABLES:
-        if name == "SLURM_PROCID" and os.environ.get("SLURM_NTASKS", "1") in ("", "1"):
-            continue
-        if os.environ.get(name, "0") not in ("", "0"):
-            return True
-    return False
+CLAIM_AGE_S = 3600.0
+"""A claim older than this (by its own clock) is a previous start's, never this launch's rank 0."""
 
 
 @dataclass
@@ -54,6 +43,7 @@ class Owner:
     pid: int | None
     host: str | None
     started: float | None = None
+    launch: str | None = None  # attnlab_run.launch.launch_id of the owner's launch
 
     def __str__(self) -> str:
         return f"{self.pid}@{self.host}" if self.pid is not None else "an unknown process"
@@ -68,7 +58,8 @@ class Owner:
             return cls(pid=None, host=None)
         pid = data.get("pid")
         return cls(pid=pid if isinstance(pid, int) else None, host=str(data.get("host") or "") or None,
-                   started=data.get("started") if isinstance(data.get("started"), (int, float)) else None)
+                   started=data.get("started") if isinstance(data.get("started"), (int, float)) else None,
+                   launch=data.get("launch") if isinstance(data.get("launch"), str) else None)
 
 
 @dataclass
@@ -188,7 +179,8 @@ def _read(fd: int) -> str:
 
 
 def _write_owner(fd: int) -> None:
-    data = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": round(time.time(), 1)})
+    data = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": round(time.time(), 1),
+                       "launch": launch_id()})
     os.ftruncate(fd, 0)
     os.pwrite(fd, data.encode(), 0)
 
@@ -209,8 +201,10 @@ def own_run_dir(run_dir: Path, *, subcommand: str, ckpt_path: str | None, restar
     """Take ``run_dir`` for this command (:func:`acquire`); a ``fit`` of a crashed run is refused
     (:func:`refuse_crashed_run`) unless ``restart`` moves the old run aside first (returned: where to).
 
-    DDP ranks > 0 take nothing: their rank 0 owns the directory and decided for them."""
-    if is_rank_above_zero():
+    DDP ranks > 0 take nothing: their rank 0 owns the directory and decided for them; one started beside rank 0
+    waits for rank 0's claim (:func:`await_claim`)."""
+    if launch_rank() > 0:
+        await_claim(run_dir)
         return None
     if restart and ckpt_path:
         raise UsageError(f"--run.restart=true starts the run over, so it cannot also continue from "
@@ -224,6 +218,22 @@ def own_run_dir(run_dir: Path, *, subcommand: str, ckpt_path: str | None, restar
         lock.release()
         raise
     return None
+
+
+def await_claim(run_dir: Path) -> None:
+    """A rank > 0 of a torchrun / srun launch waits until its rank 0 has claimed ``run_dir`` for this launch
+    (the lock file names the same ``launch_id``, claimed recently), or stops in one line
+    (``attnlab_run.launch.await_rank_zero``)."""
+    mine = launch_id()
+
+    def claimed() -> bool:
+        try:
+            owner = Owner.parse((Path(run_dir) / LOCK_NAME).read_text())
+        except OSError:
+            return False
+        return owner.launch == mine and owner.started is not None and owner.started >= time.time() - CLAIM_AGE_S
+
+    await_rank_zero(Path(run_dir), claimed)
 
 
 def refuse_crashed_run(lock: RunLock, *, subcommand: str, ckpt_path: str | None) -> None:

@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 from attnlab_core.errors import UsageError
 from attnlab_run.inputs import creatable_problem
+from attnlab_run.launch import RESUME_ENV, RUN_DIR_ENV, inherited_run_dir, launch_rank, launcher_run_name
 
 log = logging.getLogger(__name__)
 
@@ -283,12 +284,6 @@ def record_evaluation(run_dir: Path, evaluation_key: str, evaluation: Evaluation
 
 # The run directory a command uses: chosen once by the launching process, inherited by DDP ranks > 0.
 
-RUN_DIR_ENV = "ATTNLAB_RUN_DIR"
-"""The run directory the launching process chose (DDP ranks > 0 and the sweep runner read it)."""
-RESUME_ENV = "ATTNLAB_RESUME_CKPT"
-"""The checkpoint the launching process decided to resume from (empty: none)."""
-
-
 class RunNaming(Protocol):
     """What choosing a run directory reads of the ``--run.*`` options (``recording.RunOptions``)."""
 
@@ -300,37 +295,6 @@ class RunNaming(Protocol):
 def fresh_run_name() -> str:
     """A timestamped name with a random suffix: two runs started in the same second never collide."""
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
-
-
-def launch_rank() -> int:
-    """This process's global rank as its launcher set it: ``RANK`` (torchrun, Lightning's own launcher), else
-    ``SLURM_PROCID`` (srun starts every task itself and sets no RANK), else 1 for a process Lightning
-    re-executed (``LOCAL_RANK`` / ``NODE_RANK`` > 0) and 0 for one started alone."""
-    for key in ("RANK", "SLURM_PROCID"):
-        if os.environ.get(key, "").isdigit():
-            return int(os.environ[key])
-    return int(any(os.environ.get(k, "0") not in ("", "0") for k in ("LOCAL_RANK", "NODE_RANK")))
-
-
-def _inherited_run_dir() -> Path | None:
-    """DDP ranks > 0 re-execute the CLI; they reuse the directory rank 0 chose (passed by env)."""
-    child = any(os.environ.get(k, "0") not in ("", "0") for k in ("LOCAL_RANK", "RANK", "NODE_RANK"))
-    inherited = os.environ.get(RUN_DIR_ENV)
-    return Path(inherited) if child and inherited else None
-
-
-def launcher_run_name() -> tuple[str, str] | None:
-    """A name every process of one launch shares, kept by a requeued job, and where it came from: a SLURM
-    array task (``slurm-<array job>_<task>``), a SLURM job (``slurm-<job id>``: a requeued job keeps its id),
-    a torchrun launch (``torchrun-<rdzv id>``: the same on every node); None outside those launchers."""
-    env = os.environ
-    if env.get("SLURM_ARRAY_JOB_ID") and env.get("SLURM_ARRAY_TASK_ID"):
-        return f"slurm-{env['SLURM_ARRAY_JOB_ID']}_{env['SLURM_ARRAY_TASK_ID']}", "SLURM_ARRAY_JOB_ID"
-    if env.get("SLURM_JOB_ID"):
-        return f"slurm-{env['SLURM_JOB_ID']}", "SLURM_JOB_ID"
-    if env.get("TORCHELASTIC_RUN_ID", "none") != "none":  # torchrun's default --rdzv-id is "none": no id
-        return f"torchrun-{env['TORCHELASTIC_RUN_ID']}", "TORCHELASTIC_RUN_ID"
-    return None
 
 
 def stable_run_name(opts: RunNaming) -> str | None:
@@ -354,7 +318,7 @@ def resume_preempted(run_dir: Path, *, subcommand: str, ckpt_path: str | None) -
     Decided once, by the launching process; DDP ranks > 0 (which start later, when the summary
     already says "running") inherit the decision through the environment.
     """
-    if _inherited_run_dir() is not None:
+    if inherited_run_dir() is not None:
         return os.environ.get(RESUME_ENV) or ckpt_path
     last = run_dir / "checkpoints" / "last.ckpt"
     if subcommand == "fit" and not ckpt_path and read_summary(run_dir).status is Status.PREEMPTED and last.is_file():
@@ -369,7 +333,7 @@ def set_aside_stale_log(run_dir: Path) -> None:
     name) keeps that log as ``metrics.prev<N>.csv`` instead of appending to it. Only global rank 0 does it: on
     a shared file system another node's process, later, would move the log rank 0 had just started."""
     log_file = run_dir / "metrics.csv"
-    if launch_rank() == 0 and _inherited_run_dir() is None and log_file.is_file():  # one process of a launch
+    if launch_rank() == 0 and inherited_run_dir() is None and log_file.is_file():  # one process of a launch
         n = 1
         while (run_dir / f"metrics.prev{n}.csv").exists():
             n += 1
@@ -378,7 +342,7 @@ def set_aside_stale_log(run_dir: Path) -> None:
 
 def resolve_run_dir(opts: RunNaming, *, default_experiment: str, ckpt_path: str | None) -> Path:
     """Pick the run directory: the checkpoint's own run, the inherited one, or a fresh one."""
-    inherited = _inherited_run_dir()
+    inherited = inherited_run_dir()
     if inherited is not None:
         return inherited
     experiment = check_name(opts.experiment, option="--run.experiment") if opts.experiment is not None else (

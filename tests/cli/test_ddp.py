@@ -68,8 +68,9 @@ def _no_stray_run_dir_env():
 
 def test_ddp_children_reuse_the_run_directory(tmp_path, monkeypatch):
     """Rank > 0 takes rank 0's directory from the environment instead of naming a fresh one."""
+    from attnlab_run.launch import RUN_DIR_ENV
     from attnlab_run.recording import RunOptions
-    from attnlab_run.rundir import RUN_DIR_ENV, resolve_run_dir
+    from attnlab_run.rundir import resolve_run_dir
 
     monkeypatch.setenv(RUN_DIR_ENV, str(tmp_path / "chosen"))
     monkeypatch.setenv("LOCAL_RANK", "1")

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from attnlab_run.ownership import LOCK_NAME, Owner, acquire, is_rank_above_zero, release
+from attnlab_run.launch import launch_rank
+from attnlab_run.ownership import LOCK_NAME, Owner, acquire, release
 
 REPO = Path(__file__).parents[2]
 CONFIG = str(REPO / "ablations" / "configs" / "transformer_reverse.yaml")
@@ -210,13 +211,14 @@ def test_a_live_owner_in_another_process_refuses_the_lock(tmp_path):
 @pytest.mark.parametrize(("env", "child"), [({}, False), ({"LOCAL_RANK": "1"}, True), ({"RANK": "3"}, True),
                                             ({"RANK": "0", "LOCAL_RANK": "0"}, False), ({"NODE_RANK": "1"}, True),
                                             ({"SLURM_PROCID": "2", "SLURM_NTASKS": "4"}, True),
-                                            ({"SLURM_PROCID": "0", "SLURM_NTASKS": "4"}, False)])
+                                            ({"SLURM_PROCID": "0", "SLURM_NTASKS": "4"}, False),
+                                            ({"SLURM_PROCID": "3", "SLURM_NTASKS": "1"}, False)])
 def test_ddp_ranks_above_zero_share_their_rank_zeros_lock(monkeypatch, env, child):
     for name in ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID", "SLURM_NTASKS"):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    assert is_rank_above_zero() is child
+    assert (launch_rank() > 0) is child
 
 
 # ------------------------------------------------------------------------------- outside the run root

@@ -11,17 +11,21 @@
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 import pytest
 
 from attnlab_core.errors import UsageError
+from attnlab_run.launch import RUN_DIR_ENV
+from attnlab_run.ownership import claim_all, own_run_dir, release_all
 from attnlab_run.recording import RunOptions
-from attnlab_run.rundir import RUN_DIR_ENV, resolve_run_dir, set_aside_stale_log
+from attnlab_run.rundir import resolve_run_dir, set_aside_stale_log
 
 LAUNCHERS = ("RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK", "WORLD_SIZE", "TORCHELASTIC_RUN_ID", "WANDB_RUN_ID",
              "SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_PROCID", "SLURM_NTASKS",
-             RUN_DIR_ENV)
+             "SLURM_STEP_ID", "SLURM_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT", RUN_DIR_ENV)
 
 
 @pytest.fixture(autouse=True)
@@ -87,3 +91,68 @@ def test_a_rank_without_a_stable_name_is_refused_in_one_line(monkeypatch, tmp_pa
         process(monkeypatch, tmp_path, RANK="1", LOCAL_RANK="1", WORLD_SIZE="2", **rdzv)
     assert "\n" not in str(err.value) and "--run.name" in str(err.value)
     assert not any(tmp_path.iterdir()), "nothing created"
+
+
+# A rank > 0 that torchrun or srun started beside rank 0 runs none of the run directory's refusals: it waits for
+# rank 0 to accept the command, and stops in one line when rank 0 was refused, instead of hanging in DDP's setup.
+
+SRUN = {"SLURM_JOB_ID": "4242", "SLURM_STEP_ID": "0", "SLURM_NTASKS": "2"}
+
+
+def _rank_one_owns(monkeypatch: pytest.MonkeyPatch, run: Path, wait_s: str = "0.5") -> float:
+    """Seconds ``own_run_dir`` took on srun's task 1 for ``run``."""
+    for key, value in {**SRUN, "SLURM_PROCID": "1", "ATTNLAB_RANK_WAIT_S": wait_s}.items():
+        monkeypatch.setenv(key, value)
+    start = time.monotonic()
+    assert own_run_dir(run, subcommand="fit", ckpt_path=None, restart=False) is None
+    return time.monotonic() - start
+
+
+def _rank_zero_claims(monkeypatch: pytest.MonkeyPatch, run: Path, **env: str) -> None:
+    for key, value in {**SRUN, "SLURM_PROCID": "0", **env}.items():
+        monkeypatch.setenv(key, value)
+    own_run_dir(run, subcommand="fit", ckpt_path=None, restart=False)
+    claim_all()
+
+
+def test_a_rank_above_zero_stops_in_one_line_when_rank_zero_was_refused(monkeypatch, tmp_path) -> None:
+    run = tmp_path / "x" / "given"
+    (run).mkdir(parents=True)
+    (run / "summary.json").write_text(json.dumps({"status": "running"}))  # a crashed run: rank 0 refuses it
+    for key, value in {**SRUN, "SLURM_PROCID": "0"}.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(UsageError, match="crashed run"):
+        own_run_dir(run, subcommand="fit", ckpt_path=None, restart=False)
+    with pytest.raises(UsageError) as err:
+        _rank_one_owns(monkeypatch, run)
+    assert "\n" not in str(err.value) and "rank 1: rank 0 did not accept" in str(err.value)
+    assert sorted(p.name for p in run.iterdir()) == ["summary.json"], "the waiting rank wrote nothing"
+
+
+def test_a_rank_above_zero_goes_on_once_its_rank_zero_claimed_the_run(monkeypatch, tmp_path) -> None:
+    run = tmp_path / "x" / "given"
+    _rank_zero_claims(monkeypatch, run)
+    try:
+        assert _rank_one_owns(monkeypatch, run, wait_s="30") < 5
+    finally:
+        release_all()
+
+
+def test_another_launchs_owner_is_not_this_launchs_rank_zero(monkeypatch, tmp_path) -> None:
+    """A live owner from another job (same --run.name) refuses rank 0; rank 1 must not take it for its own."""
+    run = tmp_path / "x" / "given"
+    _rank_zero_claims(monkeypatch, run, SLURM_JOB_ID="9999")
+    try:
+        with pytest.raises(UsageError, match="rank 0 did not accept"):
+            _rank_one_owns(monkeypatch, run)
+    finally:
+        release_all()
+
+
+def test_a_child_lightning_started_after_the_checks_does_not_wait(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv(RUN_DIR_ENV, str(tmp_path / "chosen"))
+    monkeypatch.setenv("ATTNLAB_RANK_WAIT_S", "30")
+    start = time.monotonic()
+    assert own_run_dir(tmp_path / "chosen", subcommand="fit", ckpt_path=None, restart=False) is None
+    assert time.monotonic() - start < 5 and not (tmp_path / "chosen").exists()

@@ -175,3 +175,17 @@ def test_the_automatic_resume_of_a_preempted_run_is_compared_too(ten_steps, tmp_
     err = capsys.readouterr().err.strip().splitlines()
     assert exc.value.code == 2 and len(err) == 1 and "data.val_size: 8 → 16" in err[0], err
     assert _fit_files(run) == before
+
+
+def test_a_resume_may_add_a_callback(ten_steps, tmp_path):
+    """``trainer.callbacks`` is EXTENDABLE: a resume that adds a callback (here LearningRateMonitor) continues."""
+    import shutil
+
+    root = tmp_path / "root"
+    shutil.copytree(ten_steps, root)
+    run = root / "transformer_reverse" / "P"
+    steps = read_summary(run).global_step
+    added = json.dumps({"class_path": "lightning.pytorch.callbacks.LearningRateMonitor"})
+    main(["fit", "--config", CONFIG, f"--run.root={root}", "--run.name=P", *TINY, f"--trainer.max_steps={steps + 2}",
+          "--ckpt_path=last", f"--trainer.callbacks+={added}"])
+    assert read_summary(run).global_step == steps + 2 and read_summary(run).status is Status.FINISHED

@@ -54,7 +54,7 @@ from attnlab_run.inputs import (
 )
 from attnlab_run.launch import RUN_DIR_ENV
 from attnlab_run.memory import check_config_memory
-from attnlab_run.ownership import claim_all, own_run_dir, release_all
+from attnlab_run.ownership import claim_all, move_aside, own_run_dir, release_all
 from attnlab_run.preemption import PreemptionCheckpoint, is_preemption, preemption_exit_code
 from attnlab_run.recording import RunOptions, RunSummary, build_loggers
 from attnlab_run.rundir import (
@@ -196,14 +196,17 @@ class AttnlabCLI(LightningCLI):
                                        ckpt_path=cfg.get("ckpt_path"))
         check_writable(self.run_dir)
         type(self).fresh = None if self.run_dir.exists() else (self.run_dir, nearest_existing(self.run_dir))
-        self._own_run_dir(cfg.get("ckpt_path"))
-        refuse_finished_run(self.run_dir, subcommand=self.subcommand, ckpt_path=cfg.get("ckpt_path"))
-        cfg.ckpt_path = resume_preempted(self.run_dir, subcommand=self.subcommand, ckpt_path=cfg.get("ckpt_path"))
+        restart = self.subcommand == "fit" and self.run_opts.restart  # the old run will be moved aside
+        own_run_dir(self.run_dir, subcommand=self.subcommand, ckpt_path=cfg.get("ckpt_path"),
+                    restart=self.run_opts.restart)
+        if not restart:
+            refuse_finished_run(self.run_dir, subcommand=self.subcommand, ckpt_path=cfg.get("ckpt_path"))
+        cfg.ckpt_path = resume_preempted(self.run_dir, subcommand=self.subcommand, ckpt_path=cfg.get("ckpt_path"),
+                                         restart=restart)
         if self.subcommand == "fit":
             _save_experiment(cfg, self.run_dir.parent.name)
-        if self.subcommand == "fit" and not cfg.get("ckpt_path"):
-            set_aside_stale_log(self.run_dir)
-        self._continue_or_branch(cfg)
+        stale_log = self.subcommand == "fit" and not cfg.get("ckpt_path")  # a fresh fit: not appended to
+        self._continue_or_branch(cfg, restart=restart)
         if self.subcommand != "fit" and not cfg.get("ckpt_path"):
             cfg.ckpt_path = fit_checkpoint(self.run_dir, self.subcommand)  # never an untrained model under a fit
         if cfg.get("ckpt_path") in ("best", "last") and stable_run_name(self.run_opts) is None:
@@ -214,18 +217,20 @@ class AttnlabCLI(LightningCLI):
         elif cfg.get("ckpt_path") == "last" and (self.run_dir / "checkpoints" / "last.ckpt").is_file():
             cfg.ckpt_path = str(self.run_dir / "checkpoints" / "last.ckpt")  # found whatever the W&B run id
             self._parse_ckpt_path()  # a checkpoint of another family is refused before anything runs
-        claim_all()  # accepted: the lock file now names this process
+        self._accepted(restart=restart, stale_log=stale_log)
 
-    def _own_run_dir(self, ckpt_path: str | None) -> None:
-        """Own the run directory (one live process per run; a crashed run is refused or, with
-        ``--run.restart=true``, moved aside: :mod:`attnlab_run.ownership`)."""
-        moved = own_run_dir(self.run_dir, subcommand=self.subcommand, ckpt_path=ckpt_path,
-                            restart=self.run_opts.restart)
+    def _accepted(self, *, restart: bool, stale_log: bool) -> None:
+        """Every refusal has passed: only now move things (``--run.restart`` moves the old run aside, a fresh fit
+        sets an old ``metrics.csv`` aside), then claim the run directory (its lock file names this process)."""
+        moved = move_aside(self.run_dir) if restart else None
         if moved is not None:
             log.warning("--run.restart: the previous run in %s was moved to %s", self.run_dir, moved)
             type(self).fresh = (self.run_dir, self.run_dir.parent)
+        elif stale_log:
+            set_aside_stale_log(self.run_dir)
+        claim_all()
 
-    def _continue_or_branch(self, cfg: Any) -> None:
+    def _continue_or_branch(self, cfg: Any, *, restart: bool) -> None:
         """``fit`` with a checkpoint of this very run continues it exactly (``continuation``: a changed key is
         refused); ``--run.branch_from`` starts this new run from another run's checkpoint and records it as the
         parent; ``--ckpt_path best`` (Lightning refuses it for fit, after the run was marked) is one line."""
@@ -235,7 +240,7 @@ class AttnlabCLI(LightningCLI):
         if ckpt == "best":
             raise UsageError("--ckpt_path=best is for test/validate: fit continues a run with --ckpt_path last, or "
                              "starts a new run from another run's checkpoint with --run.branch_from")
-        if self.run_opts.branch_from and not RunPaths(self.run_dir).checkpoint("last").is_file():
+        if self.run_opts.branch_from and (restart or not RunPaths(self.run_dir).checkpoint("last").is_file()):
             parent = branch_checkpoint(self.run_opts.branch_from)
             if ckpt not in (None, "last") or parent.resolve().parent.parent == self.run_dir.resolve():
                 raise UsageError(f"--run.branch_from={self.run_opts.branch_from} starts a new run from that "

@@ -197,9 +197,10 @@ CRASHED = "crashed"
 """What a run whose summary says ``running`` but whose owner is gone is called (and its set-aside folder)."""
 
 
-def own_run_dir(run_dir: Path, *, subcommand: str, ckpt_path: str | None, restart: bool) -> Path | None:
+def own_run_dir(run_dir: Path, *, subcommand: str, ckpt_path: str | None, restart: bool) -> None:
     """Take ``run_dir`` for this command (:func:`acquire`); a ``fit`` of a crashed run is refused
-    (:func:`refuse_crashed_run`) unless ``restart`` moves the old run aside first (returned: where to).
+    (:func:`refuse_crashed_run`) unless ``restart`` asks to move the old run aside. Nothing is moved here:
+    the command moves it (:func:`move_aside`) once every other refusal has passed.
 
     DDP ranks > 0 take nothing: their rank 0 owns the directory and decided for them; one started beside rank 0
     waits for rank 0's claim (:func:`await_claim`)."""
@@ -211,13 +212,18 @@ def own_run_dir(run_dir: Path, *, subcommand: str, ckpt_path: str | None, restar
                          f"--ckpt_path={ckpt_path}; give one of them")
     lock = acquire(run_dir)
     try:
-        if restart and subcommand == "fit":
-            return _move_aside(lock)
-        refuse_crashed_run(lock, subcommand=subcommand, ckpt_path=ckpt_path)
+        if not (restart and subcommand == "fit"):
+            refuse_crashed_run(lock, subcommand=subcommand, ckpt_path=ckpt_path)
     except BaseException:
         lock.release()
         raise
-    return None
+
+
+def move_aside(run_dir: Path) -> Path | None:
+    """``--run.restart=true``, accepted: move the run this process owns in ``run_dir`` aside (:func:`_move_aside`);
+    None when there was nothing to move or this process does not own it (a DDP rank > 0)."""
+    lock = _HELD.get(Path(run_dir))
+    return _move_aside(lock) if lock is not None else None
 
 
 def await_claim(run_dir: Path) -> None:

@@ -312,8 +312,9 @@ def _name_source(opts: RunNaming) -> str:
             else launcher[1] if launcher else "--run.name")
 
 
-def resume_preempted(run_dir: Path, *, subcommand: str, ckpt_path: str | None) -> str | None:
-    """``fit`` of a run directory whose summary says preempted continues from its ``last.ckpt``.
+def resume_preempted(run_dir: Path, *, subcommand: str, ckpt_path: str | None, restart: bool = False) -> str | None:
+    """``fit`` of a run directory whose summary says preempted continues from its ``last.ckpt`` (not when
+    ``--run.restart`` will move that run aside).
 
     Decided once, by the launching process; DDP ranks > 0 (which start later, when the summary
     already says "running") inherit the decision through the environment.
@@ -321,7 +322,8 @@ def resume_preempted(run_dir: Path, *, subcommand: str, ckpt_path: str | None) -
     if inherited_run_dir() is not None:
         return os.environ.get(RESUME_ENV) or ckpt_path
     last = run_dir / "checkpoints" / "last.ckpt"
-    if subcommand == "fit" and not ckpt_path and read_summary(run_dir).status is Status.PREEMPTED and last.is_file():
+    preempted = read_summary(run_dir).status is Status.PREEMPTED and last.is_file()
+    if subcommand == "fit" and not ckpt_path and not restart and preempted:
         log.warning("%s was preempted: continuing from %s", run_dir, last)
         ckpt_path = "last"
     os.environ[RESUME_ENV] = ckpt_path or ""

@@ -160,6 +160,24 @@ def test_a_crashed_run_is_refused_then_restarted_only_on_request(tmp_path):
     assert aside.is_dir()
 
 
+@pytest.mark.parametrize("restart", [True, False], ids=["--run.restart", "a retried fit"])
+def test_a_fit_refused_after_its_run_directory_was_read_moves_nothing(tmp_path, restart):
+    """Every refusal comes before the first move: a --run.restart (moves the old run aside) or a retried fit
+    (sets its old metrics.csv aside) refused for a later option (a missing --run.branch_from) leaves the tree
+    byte-identical."""
+    root = tmp_path / "runs"
+    run = root / "transformer_reverse" / "old"
+    run.mkdir(parents=True)
+    (run / "summary.json").write_text(json.dumps({"status": "finished" if restart else "failed"}))
+    (run / "metrics.csv").write_text("step,train/loss\n1,2.0\n")
+    (run / "config.yaml").write_text("seed_everything: 1\n")
+    before = _tree(tmp_path)
+    extra = ["--run.restart=true"] if restart else []
+    line = _refused(_run(_fit(root, "old", *extra, f"--run.branch_from={tmp_path / 'missing'}")))
+    assert "--run.branch_from=" in line and "no checkpoint at" in line, line
+    assert _tree(tmp_path) == before
+
+
 # ------------------------------------------------------------------------------------- memory bombs
 def _capped() -> None:
     resource.setrlimit(resource.RLIMIT_DATA, (MEMORY_CAP, MEMORY_CAP))

@@ -187,5 +187,5 @@ def test_a_resume_may_add_a_callback(ten_steps, tmp_path):
     steps = read_summary(run).global_step
     added = json.dumps({"class_path": "lightning.pytorch.callbacks.LearningRateMonitor"})
     main(["fit", "--config", CONFIG, f"--run.root={root}", "--run.name=P", *TINY, f"--trainer.max_steps={steps + 2}",
-          "--ckpt_path=last", f"--trainer.callbacks+={added}"])
+          "--trainer.max_epochs=100", "--ckpt_path=last", f"--trainer.callbacks+={added}"])
     assert read_summary(run).global_step == steps + 2 and read_summary(run).status is Status.FINISHED

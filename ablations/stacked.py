@@ -29,7 +29,8 @@ from ablations.catalog.lookup import arm_axes
 from ablations.engine.stackgroups import REFUSAL, REFUSED_EXIT, SEPARATOR
 from ablations.engine.trialproc import install_handlers, restore_handlers
 from attnlab_core.errors import user_error_line
-from attnlab_run.cli import AttnlabCLI, build_cli, cli_class_for
+from attnlab_run.cli import build_cli, cli_class_for
+from attnlab_run.command import AttnlabCLI
 from attnlab_run.conventions import quiet_console
 from attnlab_run.guards import DIVERGED_EXIT
 from attnlab_run.lockstep import Lockstep

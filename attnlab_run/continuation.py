@@ -52,6 +52,15 @@ def saved_config(run_dir: Path) -> dict[str, Any] | None:
         return None
 
 
+def fit_arm(run_dir: Path, axes: tuple[str, ...]) -> dict[str, Any] | None:
+    """``{short name: value}`` of each axis as the fit's saved ``config.yaml`` has it (an evaluation is tagged
+    with the arm of the run it evaluates, not the one its own ``--config`` names); None without a saved fit."""
+    saved = saved_config(run_dir)
+    if saved is None:
+        return None
+    return {axis.rsplit(".", 1)[-1]: saved[axis] for axis in axes if saved.get(axis) is not None}
+
+
 def differences(saved: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
     """(key, saved value, new value) of every compared key, not :data:`EXTENDABLE`, whose value changed.
     A key only one side has (a config written by another attnlab version) is not compared."""

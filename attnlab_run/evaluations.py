@@ -11,14 +11,76 @@ this layout; :func:`evaluation_records` reads both.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from attnlab_core.errors import UsageError
-from attnlab_run.rundir import Evaluation, RunPaths, read_summary
+from attnlab_run.rundir import RunPaths, Status, read_summary, write_summary
+
+
+@dataclass
+class Evaluation:
+    """One ``test`` / ``validate`` of a run, kept apart from the fit and from every other evaluation
+    (``Summary.evaluations[id]``), so that a report reads exactly one of them.
+
+    Args:
+        subcommand: test or validate.
+        options: what decides the numbers: the flat ``decode.*`` and ``data.*`` settings (CLI paths).
+        checkpoint: the checkpoint evaluated, relative to the run directory when it lies inside it.
+        metrics: its scalar metrics (``test/...`` or ``val/...``).
+        ended: when its record was last written (its end; its start while it runs), epoch seconds; the latest of
+            several evaluations wins a tie.
+        seed: the evaluation's own seed (sampled decoding); the fit's stays in ``Summary.seed``.
+        wandb_run_id: its own W&B run (the fit's run for ``--run.test_after_fit``).
+        in_fit: run by the fit itself (``--run.test_after_fit``); its metrics are also the fit's.
+        git_commit: the code that evaluated.
+        status: ``running`` (a SIGKILL leaves it so), ``finished``, ``failed``, ``interrupted`` or ``preempted``;
+            only a finished evaluation has numbers a report reads.
+        error: why it failed (``Type: message``).
+    """
+
+    subcommand: str
+    options: dict[str, Any]
+    checkpoint: str | None
+    metrics: dict[str, float] = field(default_factory=dict)
+    ended: float | None = None
+    seed: int | None = None
+    wandb_run_id: str | None = None
+    in_fit: bool = False
+    git_commit: str | None = None
+    status: str = Status.FINISHED.value
+    error: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Evaluation:
+        known = {f.name for f in fields(cls)}
+        out = cls(**{k: v for k, v in data.items() if k in known})
+        out.metrics = {k: float(v) for k, v in (out.metrics or {}).items() if isinstance(v, (int, float))}
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+def evaluation_id(subcommand: str, options: dict[str, Any], checkpoint: str | None) -> str:
+    """A short, stable id of what an evaluation evaluated (``test-1a2b3c4d``): the same command with
+    the same options and checkpoint replaces its earlier record; any other option makes a new one."""
+    key = json.dumps({"options": options, "checkpoint": checkpoint}, sort_keys=True, default=str)
+    return f"{subcommand}-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
+
+
+def record_evaluation(run_dir: Path, evaluation_key: str, evaluation: Evaluation) -> None:
+    """Add (or replace) the fit's own test (``--run.test_after_fit``) in summary.json, written by the fit itself;
+    any other evaluation keeps its record in its own folder (:mod:`attnlab_run.evaluations`)."""
+    summary = read_summary(run_dir)
+    summary.evaluations = {**summary.evaluations, evaluation_key: evaluation.to_dict()}
+    write_summary(run_dir, summary)
+
 
 EVALUATION_FOLDERS = ("test", "validate", "predict")
 """The folders of a run directory that its evaluations own (``RunPaths.evaluation``); the rest is the fit's."""
@@ -77,18 +139,6 @@ def evaluation_notes(records: dict[str, dict[str, Any]]) -> list[str]:
             shown = "stopped (no end recorded)" if status == "running" else status
             notes.append(f"{record.get('subcommand')} {key} {shown}{why}")
     return notes
-
-
-def fit_arm(run_dir: Path, axes: tuple[str, ...]) -> dict[str, Any] | None:
-    """``{short name: value}`` of each axis as the fit's saved ``config.yaml`` has it (an evaluation is tagged
-    with the arm of the run it evaluates, not the one its own ``--config`` names); None without a saved fit."""
-    from attnlab_run.trainer_setup import flatten
-
-    try:
-        saved = flatten(RunPaths(Path(run_dir)).config.read_text())
-    except (OSError, ValueError):
-        return None
-    return {axis.rsplit(".", 1)[-1]: saved[axis] for axis in axes if saved.get(axis) is not None}
 
 
 def fit_checkpoint(run_dir: Path, subcommand: str) -> str | None:

@@ -23,15 +23,12 @@ from lightning.pytorch.loggers.logger import rank_zero_experiment
 
 from attnlab_core.errors import user_error_line
 from attnlab_run.environment import environment
-from attnlab_run.evaluations import write_evaluation
+from attnlab_run.evaluations import Evaluation, evaluation_id, record_evaluation, write_evaluation
 from attnlab_run.preemption import is_preemption, preemption_exit_code
 from attnlab_run.rundir import (
-    Evaluation,
     RunPaths,
     Status,
-    evaluation_id,
     read_summary,
-    record_evaluation,
     relative_checkpoint,
     write_summary,
 )

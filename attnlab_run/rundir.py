@@ -12,7 +12,7 @@ else parses these files. Nothing here imports Lightning or torch.
     <run>/checkpoints/       best.ckpt, last.ckpt
     <run>/figures/           attention maps, caption overlays
     <run>/<subcommand>/<id>/ one evaluation of the run (test / validate): its config, log and record
-                             ``evaluation.json`` (:mod:`attnlab_run.evaluations`; id: :func:`evaluation_id`)
+                             ``evaluation.json`` (:mod:`attnlab_run.evaluations`: the records and their ids)
     <run>/predict/           predictions of the run
     <run>/trial.json         the sweep runner's record of the trial (command, exit code, status)
 """
@@ -213,73 +213,6 @@ def write_summary(run_dir: Path, summary: Summary) -> None:
     tmp = paths.summary.with_name("summary.json.tmp")
     tmp.write_text(json.dumps(summary.to_dict(), indent=2, sort_keys=True))
     os.replace(tmp, paths.summary)
-
-
-@dataclass
-class Evaluation:
-    """One ``test`` / ``validate`` of a run, kept apart from the fit and from every other evaluation
-    (``Summary.evaluations[id]``), so that a report reads exactly one of them.
-
-    Args:
-        subcommand: test or validate.
-        options: what decides the numbers: the flat ``decode.*`` and ``data.*`` settings (CLI paths).
-        checkpoint: the checkpoint evaluated, relative to the run directory when it lies inside it.
-        metrics: its scalar metrics (``test/...`` or ``val/...``).
-        ended: when its record was last written (its end; its start while it runs), epoch seconds; the latest of
-            several evaluations wins a tie.
-        seed: the evaluation's own seed (sampled decoding); the fit's stays in ``Summary.seed``.
-        wandb_run_id: its own W&B run (the fit's run for ``--run.test_after_fit``).
-        in_fit: run by the fit itself (``--run.test_after_fit``); its metrics are also the fit's.
-        git_commit: the code that evaluated.
-        status: ``running`` (a SIGKILL leaves it so), ``finished``, ``failed``, ``interrupted`` or ``preempted``;
-            only a finished evaluation has numbers a report reads.
-        error: why it failed (``Type: message``).
-    """
-
-    subcommand: str
-    options: dict[str, Any]
-    checkpoint: str | None
-    metrics: dict[str, float] = field(default_factory=dict)
-    ended: float | None = None
-    seed: int | None = None
-    wandb_run_id: str | None = None
-    in_fit: bool = False
-    git_commit: str | None = None
-    status: str = Status.FINISHED.value
-    error: str | None = None
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Evaluation:
-        known = {f.name for f in fields(cls)}
-        out = cls(**{k: v for k, v in data.items() if k in known})
-        out.metrics = {k: float(v) for k, v in (out.metrics or {}).items() if isinstance(v, (int, float))}
-        return out
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
-
-
-def evaluation_id(subcommand: str, options: dict[str, Any], checkpoint: str | None) -> str:
-    """A short, stable id of what an evaluation evaluated (``test-1a2b3c4d``): the same command with
-    the same options and checkpoint replaces its earlier record; any other option makes a new one."""
-    import hashlib
-
-    key = json.dumps({"options": options, "checkpoint": checkpoint}, sort_keys=True, default=str)
-    return f"{subcommand}-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
-
-
-def evaluations(summary: Summary) -> dict[str, Evaluation]:
-    """The run's evaluations by id, oldest first."""
-    found = {k: Evaluation.from_dict(v) for k, v in summary.evaluations.items()}
-    return dict(sorted(found.items(), key=lambda item: item[1].ended or 0.0))
-
-
-def record_evaluation(run_dir: Path, evaluation_key: str, evaluation: Evaluation) -> None:
-    """Add (or replace) the fit's own test (``--run.test_after_fit``) in summary.json, written by the fit itself;
-    any other evaluation keeps its record in its own folder (:mod:`attnlab_run.evaluations`)."""
-    summary = read_summary(run_dir)
-    summary.evaluations = {**summary.evaluations, evaluation_key: evaluation.to_dict()}
-    write_summary(run_dir, summary)
 
 
 # The run directory a command uses: chosen once by the launching process, inherited by DDP ranks > 0.

@@ -14,8 +14,9 @@ import torch
 from lightning.pytorch.cli import SaveConfigCallback
 from lightning.pytorch.loggers import WandbLogger
 
+from attnlab_run.evaluations import evaluation_id
 from attnlab_run.faults import AtomicCheckpointIO
-from attnlab_run.rundir import RunPaths, evaluation_id, relative_checkpoint
+from attnlab_run.rundir import RunPaths, relative_checkpoint
 
 log = logging.getLogger(__name__)
 

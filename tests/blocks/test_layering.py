@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = {"attnlab_core", "lit_models", "datamodules", "attnlab_run", "ablations", "benchmarks", "attnlab"}
 
@@ -76,9 +78,11 @@ def test_the_runtime_sits_above_the_models():
     assert not [row for row in _package_imports("lit_models") if row.endswith(": attnlab_run")]
 
 
-def test_the_run_directory_reads_without_lightning():
-    """ablations reads a run through attnlab_run.rundir, which loads neither Lightning nor torch."""
-    code = ("import sys, attnlab_run.rundir; "
+@pytest.mark.parametrize("module", ["attnlab_run.rundir", "attnlab_run.launch", "attnlab_run.evaluations"])
+def test_the_run_directory_reads_without_lightning(module):
+    """ablations reads a run through attnlab_run.rundir (its launcher's rank through launch, its evaluations'
+    records through evaluations), which load neither Lightning nor torch."""
+    code = (f"import sys, {module}; "
             "print(sorted(m for m in ('lightning', 'torch', 'jsonargparse') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr

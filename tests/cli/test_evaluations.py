@@ -13,11 +13,12 @@ import lightning as L
 import pytest
 
 import attnlab_run.cli as cli
+import attnlab_run.command as command
 from ablations.reports.report import write_report
 from ablations.reports.results import choose_evaluations, load_run, with_evaluations
 from attnlab_run.cli import main
-from attnlab_run.evaluations import evaluation_records
-from attnlab_run.rundir import Status, evaluation_id, read_summary
+from attnlab_run.evaluations import evaluation_id, evaluation_records
+from attnlab_run.rundir import Status, read_summary
 from attnlab_run.wandb_run import metric_goal
 from tests.cli.wandb_records import offline_runs
 
@@ -180,12 +181,12 @@ def test_a_preempted_fit_resumed_offline_is_one_complete_wandb_run(tmp_path, mon
     beyond the last, wandb/wandb#3841, #5865), and every validation row of both attempts is there."""
     common = ["--config", CONFIG, f"--run.root={tmp_path}", "--run.name=p", *TINY, "--data.train_size=64",
               "--trainer.max_epochs=2", "--data.batch_size=16"]  # 4 steps per epoch, 8 planned
-    original = cli._fault_callbacks
-    monkeypatch.setattr(cli, "_fault_callbacks", lambda run_dir, opts: [*original(run_dir, opts), _SigtermAt(6)])
+    original = command._fault_callbacks
+    monkeypatch.setattr(command, "_fault_callbacks", lambda run_dir, opts: [*original(run_dir, opts), _SigtermAt(6)])
     with pytest.raises(SystemExit):
         main(["fit", *common])
     cli.finish_wandb()  # the preempted process ends here
-    monkeypatch.setattr(cli, "_fault_callbacks", original)
+    monkeypatch.setattr(command, "_fault_callbacks", original)
     main(["fit", *common, "--ckpt_path=last"])
     run = tmp_path / "transformer_reverse" / "p"
     first, second = offline_runs(run)

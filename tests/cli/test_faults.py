@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-import attnlab_run.cli as cli
+import attnlab_run.command as command
 from attnlab_run.cli import main
 from attnlab_run.faults import AtomicCheckpointIO, RngState
 
@@ -80,8 +80,9 @@ class _SignalAt(L.Callback):
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGUSR1], ids=["SIGTERM", "SIGUSR1"])
 def test_preemption_saves_last_marks_summary_exits_nonzero_and_resumes(tmp_path, monkeypatch, capsys, sig):
-    original = cli._fault_callbacks
-    monkeypatch.setattr(cli, "_fault_callbacks", lambda run_dir, opts: [*original(run_dir, opts), _SignalAt(5, sig)])
+    original = command._fault_callbacks
+    monkeypatch.setattr(command, "_fault_callbacks",
+                        lambda run_dir, opts: [*original(run_dir, opts), _SignalAt(5, sig)])
     found = signal.getsignal(sig)  # what the fit must put back (another test may have left its own)
     with pytest.raises(SystemExit) as exit_info:
         _fit(tmp_path, "p", "--trainer.log_every_n_steps=2")
@@ -97,7 +98,7 @@ def test_preemption_saves_last_marks_summary_exits_nonzero_and_resumes(tmp_path,
     steps_before = _logged_steps(run)
     assert steps_before, "train/loss rows were logged before the signal"
 
-    monkeypatch.setattr(cli, "_fault_callbacks", original)
+    monkeypatch.setattr(command, "_fault_callbacks", original)
     if sig == signal.SIGTERM:
         _fit(tmp_path, "p", "--ckpt_path=last")
     else:  # a W&B agent requeues the trial with the same WANDB_RUN_ID and the same command
@@ -170,8 +171,8 @@ def test_slurm_sigusr1_requeues_through_lightning_and_saves_last(tmp_path, monke
              "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0", "SLURM_NODELIST": "localhost"}
     for key, value in slurm.items():
         monkeypatch.setenv(key, value)
-    original = cli._fault_callbacks
-    monkeypatch.setattr(cli, "_fault_callbacks",
+    original = command._fault_callbacks
+    monkeypatch.setattr(command, "_fault_callbacks",
                         lambda run_dir, opts: [*original(run_dir, opts), _SignalAt(3, signal.SIGUSR1)])
     with pytest.raises(SystemExit) as exit_info:
         _fit(tmp_path, "slurm")
@@ -179,7 +180,7 @@ def test_slurm_sigusr1_requeues_through_lightning_and_saves_last(tmp_path, monke
     run = tmp_path / "transformer_reverse" / "slurm"
     assert (tmp_path / "scontrol.log").read_text().split() == ["requeue", "4242"]
     assert (run / "hpc_ckpt_1.ckpt").is_file() and (run / "checkpoints" / "last.ckpt").is_file()
-    monkeypatch.setattr(cli, "_fault_callbacks", original)
+    monkeypatch.setattr(command, "_fault_callbacks", original)
     _fit(tmp_path, "slurm")  # the requeued job runs the same command
     assert json.loads((run / "summary.json").read_text())["global_step"] == 16
 
@@ -227,16 +228,16 @@ def test_resuming_twice_from_epoch_end_checkpoints_never_replays_an_epoch(tmp_pa
     same scheduler step and the same weights (bit-exact: dropout draws continue where they stopped)."""
     every = ["--run.checkpoint_every_n_steps=8"]  # 8 steps per epoch: every epoch end is an N-step save
     whole = _three_epoch_weights(_fit(tmp_path, "whole", "--trainer.max_epochs=3", *every))
-    original = cli._fault_callbacks
+    original = command._fault_callbacks
     for epoch in (1, 2):
         resume = ["--ckpt_path=last"] if epoch > 1 else []
         if stop == "every_n_steps":
             _fit(tmp_path, "parts", f"--trainer.max_epochs={epoch}", *every, *resume)
             continue
-        monkeypatch.setattr(cli, "_fault_callbacks", _with_signal_at(original, 8 * epoch))  # the epoch's last batch
+        monkeypatch.setattr(command, "_fault_callbacks", _with_signal_at(original, 8 * epoch))  # the epoch's last batch
         with pytest.raises(SystemExit):
             _fit(tmp_path, "parts", "--trainer.max_epochs=3", *every, *resume)
-        monkeypatch.setattr(cli, "_fault_callbacks", original)
+        monkeypatch.setattr(command, "_fault_callbacks", original)
     parts = _three_epoch_weights(_fit(tmp_path, "parts", "--trainer.max_epochs=3", *every, "--ckpt_path=last"))
     assert (parts["step"], parts["sched"]) == (whole["step"], whole["sched"]) == (24, 24)
     for key, value in whole["weights"].items():
@@ -264,11 +265,11 @@ def test_a_preemption_at_an_epoch_end_resumes_a_globally_seeded_shuffle_bit_exac
     monkeypatch.setattr(SyntheticSeq2Seq, "train_dataloader", shuffled)
     log = ["--trainer.log_every_n_steps=1"]
     whole = _fit(tmp_path, "whole", *log)
-    original = cli._fault_callbacks
-    monkeypatch.setattr(cli, "_fault_callbacks", _with_signal_at(original, 8))  # epoch 1's last batch
+    original = command._fault_callbacks
+    monkeypatch.setattr(command, "_fault_callbacks", _with_signal_at(original, 8))  # epoch 1's last batch
     with pytest.raises(SystemExit):
         _fit(tmp_path, "parts", *log)
-    monkeypatch.setattr(cli, "_fault_callbacks", original)
+    monkeypatch.setattr(command, "_fault_callbacks", original)
     parts = _fit(tmp_path, "parts", *log, "--ckpt_path=last")
     a, b = _three_epoch_weights(whole), _three_epoch_weights(parts)
     assert a["step"] == b["step"] == 16

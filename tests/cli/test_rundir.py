@@ -41,7 +41,7 @@ def test_paths_and_done_states(tmp_path):
 
 
 def test_evaluations_round_trip_beside_the_fit_fields(tmp_path):
-    from attnlab_run.rundir import Evaluation, evaluations, record_evaluation
+    from attnlab_run.evaluations import Evaluation, evaluation_records, record_evaluation
 
     write_summary(tmp_path, Summary(status=Status.FINISHED, seed=2, metrics={"val/loss": 1.0}))
     for key, ended in (("test-b", 2.0), ("test-a", 1.0)):
@@ -50,6 +50,6 @@ def test_evaluations_round_trip_beside_the_fit_fields(tmp_path):
                                                    ended=ended, seed=1))
     summary = read_summary(tmp_path)
     assert (summary.status, summary.seed, summary.metrics) == (Status.FINISHED, 2, {"val/loss": 1.0})
-    assert list(evaluations(summary)) == ["test-a", "test-b"], "oldest first"
-    assert evaluations(summary)["test-b"].metrics == {"test/bleu": 2.0}
+    assert list(evaluation_records(tmp_path)) == ["test-a", "test-b"], "oldest first"
+    assert evaluation_records(tmp_path)["test-b"]["metrics"] == {"test/bleu": 2.0}
     assert "evaluations" not in Summary().to_dict()

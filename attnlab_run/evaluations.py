@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from attnlab_core.atomic import atomic_write
 from attnlab_core.errors import UsageError
 from attnlab_run.rundir import RunPaths, Status, read_summary, write_summary
 
@@ -93,12 +93,8 @@ def record_path(run_dir: Path, evaluation: str) -> Path:
 
 
 def write_evaluation(run_dir: Path, evaluation: str, record: Evaluation) -> None:
-    """Atomically (write + rename) replace one evaluation's record; nothing else is touched."""
-    path = record_path(run_dir, evaluation)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(RECORD_FILE + ".tmp")
-    tmp.write_text(json.dumps(record.to_dict(), indent=2, sort_keys=True))
-    os.replace(tmp, path)
+    """Atomically (``attnlab_core.atomic``) replace one evaluation's record; nothing else is touched."""
+    atomic_write(record_path(run_dir, evaluation), json.dumps(record.to_dict(), indent=2, sort_keys=True).encode())
 
 
 def _read(path: Path) -> dict[str, Any] | None:

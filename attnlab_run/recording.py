@@ -6,6 +6,7 @@ and the :class:`RunSummary` callback that writes ``summary.json`` and each evalu
 from __future__ import annotations
 
 import csv
+import io
 import logging
 import os
 import subprocess
@@ -21,6 +22,7 @@ from lightning.pytorch.loggers import CSVLogger, Logger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.loggers.logger import rank_zero_experiment
 
+from attnlab_core.atomic import atomic_write
 from attnlab_core.errors import user_error_line
 from attnlab_run.environment import environment
 from attnlab_run.evaluations import Evaluation, evaluation_id, record_evaluation, write_evaluation
@@ -103,12 +105,11 @@ class _AppendingWriter(ExperimentWriter):
         path = Path(self.metrics_file_path)
         with path.open(newline="") as f:
             rows = list(csv.DictReader(f))
-        tmp = path.with_name(path.name + ".tmp")
-        with tmp.open("w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=fieldnames)
-            writer.writeheader()
-            writer.writerows(rows)
-        os.replace(tmp, path)
+        out = io.StringIO(newline="")
+        writer = csv.DictWriter(out, fieldnames=fieldnames)
+        writer.writeheader()
+        writer.writerows(rows)
+        atomic_write(path, out.getvalue().encode())
 
 
 class ResumableCSVLogger(CSVLogger):

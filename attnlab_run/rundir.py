@@ -30,6 +30,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Protocol
 
+from attnlab_core.atomic import atomic_write
 from attnlab_core.errors import UsageError
 from attnlab_run.inputs import creatable_problem
 from attnlab_run.launch import RESUME_ENV, RUN_DIR_ENV, inherited_run_dir, launch_rank, launcher_run_name
@@ -207,12 +208,8 @@ def read_summary(run_dir: Path) -> Summary:
 
 
 def write_summary(run_dir: Path, summary: Summary) -> None:
-    """Atomically (write + rename) replace summary.json."""
-    paths = RunPaths(Path(run_dir))
-    paths.run.mkdir(parents=True, exist_ok=True)
-    tmp = paths.summary.with_name("summary.json.tmp")
-    tmp.write_text(json.dumps(summary.to_dict(), indent=2, sort_keys=True))
-    os.replace(tmp, paths.summary)
+    """Atomically (``attnlab_core.atomic``) replace summary.json."""
+    atomic_write(RunPaths(Path(run_dir)).summary, json.dumps(summary.to_dict(), indent=2, sort_keys=True).encode())
 
 
 # The run directory a command uses: chosen once by the launching process, inherited by DDP ranks > 0.

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
+from attnlab_core.errors import exception_chain
+
 
 def atomic_write(path: Path, data: bytes | Callable[[BinaryIO], None]) -> None:
     """Write ``data`` (bytes, or a function that writes into the open binary file) to ``path`` atomically."""
@@ -46,11 +48,8 @@ FULL_BELOW = 1 << 20
 def disk_full(folder: Path, err: BaseException) -> str | None:
     """``<mount point>, <free> free`` when ``err`` (a failed write into ``folder``) came from a full disk:
     ENOSPC anywhere in its chain, or less than :data:`FULL_BELOW` bytes left there; else None."""
-    node: BaseException | None = err
-    nospace = False
-    while node is not None and not nospace:
-        nospace = isinstance(node, OSError) and node.errno in (errno.ENOSPC, errno.EDQUOT)
-        node = node.__cause__ or node.__context__
+    nospace = any(isinstance(node, OSError) and node.errno in (errno.ENOSPC, errno.EDQUOT)
+                  for node in exception_chain(err))
     try:
         stat = os.statvfs(folder)
     except OSError:

@@ -66,7 +66,7 @@ def bounded(text: str, limit: int = MAX_LINE) -> str:
 
 
 def _user_error_line(err: BaseException) -> str | None:
-    for link in _chain(err):
+    for link in exception_chain(err):
         if isinstance(link, UsageError):
             return _worker_message(str(link))
     parsed = condense_parser_error(err)
@@ -90,7 +90,9 @@ def _worker_message(text: str) -> str:
     return last.split(f"{UsageError.__name__}: ", 1)[-1]
 
 
-def _chain(err: BaseException) -> list[BaseException]:
+def exception_chain(err: BaseException) -> list[BaseException]:
+    """``err`` and every exception it was raised from or during (``__cause__``, else ``__context__``), outermost
+    first; a chain that loops back is cut where it repeats. The one walker of exception chains."""
     out: list[BaseException] = []
     node: BaseException | None = err
     while node is not None and node not in out:

@@ -15,7 +15,7 @@ from typing import Any
 
 import lightning as L
 
-from attnlab_core.errors import user_error_line
+from attnlab_core.errors import exception_chain, user_error_line
 from attnlab_core.yamlfile import check_config_files
 from attnlab_run.command import AttnlabCLI
 from attnlab_run.console import HeldConsole
@@ -110,11 +110,9 @@ def _run_held(cli_class: type[AttnlabCLI], argv: list[str], args: list[str] | No
 
 def no_space(err: BaseException) -> str | None:
     """The line for a write that failed on a full disk (``attnlab_core.atomic``), naming the disk and file."""
-    node: BaseException | None = err
-    while node is not None:
+    for node in exception_chain(err):
         if isinstance(node, OSError) and node.errno == errno.ENOSPC:
             return f"{node.strerror}: cannot write {node.filename}" if node.filename else str(node)
-        node = node.__cause__ or node.__context__
     return None
 
 

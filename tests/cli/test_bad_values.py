@@ -166,3 +166,24 @@ def test_an_unknown_question_is_one_line_not_a_usage_block(sandbox, capsys, argv
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith(prefix) and "invalid choice" in err, err
+
+
+def test_a_full_disk_is_found_anywhere_in_an_exception_chain_even_a_looping_one():
+    """One walker of exception chains (attnlab_core.errors.exception_chain) serves the full-disk line and the
+    full-disk check of atomic writes; a chain that loops back on itself ends."""
+    import errno
+
+    from attnlab_core.atomic import disk_full
+    from attnlab_core.errors import exception_chain
+    from attnlab_run.cli import no_space
+
+    full = OSError(errno.ENOSPC, "No space left on device", "/runs/x/summary.json")
+    outer = RuntimeError("file write failed")
+    outer.__cause__ = full
+    assert no_space(outer) == "No space left on device: cannot write /runs/x/summary.json"
+    assert disk_full(Path("/"), outer) is not None
+    looping = ValueError("a")
+    looping.__context__ = RuntimeError("b")
+    looping.__context__.__context__ = looping
+    assert [str(e) for e in exception_chain(looping)] == ["a", "b"]
+    assert no_space(looping) is None

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from attnlab_core.atomic import atomic_write
-from attnlab_core.errors import UsageError
+from attnlab_core.errors import UsageError, bounded
 from attnlab_run.rundir import RunPaths, Status, read_summary, write_summary
 
 
@@ -131,7 +131,7 @@ def evaluation_notes(records: dict[str, dict[str, Any]]) -> list[str]:
         status = record.get("status")
         if status != "finished":
             error = " ".join(str(record.get("error") or "").split()).replace("|", "/")  # one line, a table cell
-            why = f" ({error[:80]}{'…' if len(error) > 80 else ''})" if error else ""
+            why = f" ({bounded(error, 80)})" if error else ""
             shown = "stopped (no end recorded)" if status == "running" else status
             notes.append(f"{record.get('subcommand')} {key} {shown}{why}")
     return notes

@@ -53,3 +53,15 @@ def test_evaluations_round_trip_beside_the_fit_fields(tmp_path):
     assert list(evaluation_records(tmp_path)) == ["test-a", "test-b"], "oldest first"
     assert evaluation_records(tmp_path)["test-b"]["metrics"] == {"test/bleu": 2.0}
     assert "evaluations" not in Summary().to_dict()
+
+
+def test_an_unfinished_evaluation_is_one_bounded_note():
+    from attnlab_run.evaluations import evaluation_notes
+
+    error = "RuntimeError: " + "x|y\n" * 60
+    notes = evaluation_notes({"test-a": {"subcommand": "test", "status": "failed", "error": error},
+                              "test-b": {"subcommand": "test", "status": "running"},
+                              "test-c": {"subcommand": "test", "status": "finished"}})
+    assert notes[1] == "test test-b stopped (no end recorded)" and len(notes) == 2
+    assert notes[0].startswith("test test-a failed (RuntimeError: x/y x/y") and "\n" not in notes[0]
+    assert "more characters)" in notes[0] and "|" not in notes[0] and len(notes[0]) < 160

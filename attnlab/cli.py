@@ -76,21 +76,6 @@ def _line_buffered() -> None:
             stream.reconfigure(line_buffering=True)
 
 
-QUIET_NOTICES = (
-    # torch deprecates the LeafSpec class that Lightning's own _pytree.py still builds: nothing a user can change
-    (FutureWarning, r".*isinstance\(treespec, LeafSpec\)` is deprecated"),
-)
-"""Library warnings a user can do nothing about, ignored by the commands (tests/cli/test_quiet_fit.py checks that
-a fit prints none of them)."""
-
-
-def quiet_library_notices() -> None:
-    import warnings
-
-    for category, message in QUIET_NOTICES:
-        warnings.filterwarnings("ignore", message=message, category=category)
-
-
 def main(args: list[str] | None = None) -> None:
     """Entry point of the ``attnlab`` console script (``args``: the arguments after ``attnlab``)."""
     argv = sys.argv[1:] if args is None else list(args)
@@ -103,7 +88,9 @@ def main(args: list[str] | None = None) -> None:
         print(f"attnlab {version()}")
         raise SystemExit(0)
     name = argv[0]
-    quiet_library_notices()
+    from attnlab_run.conventions import quiet_console
+
+    quiet_console()  # before any library is imported: its warnings too
     if name in LIGHTNING:
         from attnlab_run.cli import run_cli
 

@@ -170,10 +170,22 @@ class _NoTips:
         return not str(record.getMessage()).startswith("💡")
 
 
-def quiet_console() -> None:
-    """No Lightning advertising tips on the console (W&B's anonymous warning is gone at its source)."""
-    import logging
+QUIET_NOTICES = (
+    # torch deprecates the LeafSpec class that Lightning's own _pytree.py still builds: nothing a user can change
+    (FutureWarning, r".*isinstance\(treespec, LeafSpec\)` is deprecated"),
+)
+"""Library warnings a user can do nothing about, ignored by the commands (tests/cli/test_quiet_fit.py checks that
+a fit prints none of them)."""
 
+
+def quiet_console() -> None:
+    """No Lightning advertising tips on the console (W&B's anonymous warning is gone at its source), and none of
+    the :data:`QUIET_NOTICES` warnings. Idempotent."""
+    import logging
+    import warnings
+
+    for category, message in QUIET_NOTICES:
+        warnings.filterwarnings("ignore", message=message, category=category)
     for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
         logger = logging.getLogger(name)
         if not any(isinstance(f, _NoTips) for f in logger.filters):

@@ -1,5 +1,5 @@
-"""A fixture for in-process CLI tests: W&B off, no inherited run id, and no run directory left exported for the
-next test (the CLI exports ``ATTNLAB_RUN_DIR`` for its DDP children)."""
+"""A fixture for in-process CLI tests: W&B off, no inherited run id, and no run directory or resume decision left
+exported for the next test (the CLI exports ``ATTNLAB_RUN_DIR`` and ``ATTNLAB_RESUME_CKPT`` for its DDP children)."""
 
 import os
 
@@ -12,3 +12,4 @@ def _quiet(monkeypatch):
     monkeypatch.delenv("WANDB_RUN_ID", raising=False)
     yield
     os.environ.pop("ATTNLAB_RUN_DIR", None)
+    os.environ.pop("ATTNLAB_RESUME_CKPT", None)

@@ -10,27 +10,10 @@ import pytest
 import attnlab_run.cli  # noqa: F401  (Lightning's console handler binds the real stderr; see test_bad_input)
 from attnlab.cli import main
 from attnlab_core.errors import MAX_LINE
+from tests.cli.trees import one_line
 
 REPO = Path(__file__).parents[2]
 CONFIG = str(REPO / "ablations" / "configs" / "transformer_reverse.yaml")
-
-
-def _tree(root: Path) -> dict[str, bytes | None]:
-    return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None) for p in sorted(root.rglob("*"))}
-
-
-def _one_line(capsys, argv: list[str], root: Path, prefix: str = "attnlab: error: ") -> str:
-    """The refusal of ``argv``: exit 2, one stderr line starting with ``prefix``, no traceback, the tree as it was."""
-    before = _tree(root)
-    with pytest.raises(SystemExit) as exit_info:
-        main(argv)
-    assert exit_info.value.code == 2
-    out, err = capsys.readouterr()
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith(prefix), err[:3000]
-    assert "Traceback" not in err and out == ""
-    assert _tree(root) == before, "the file tree changed"
-    return lines[0]
 
 
 @pytest.fixture()
@@ -54,12 +37,12 @@ def sandbox(tmp_path, monkeypatch):
     ("--run.checkpoint_every_n_steps=-3", "--run.checkpoint_every_n_steps: Not of type NonNegativeInt: -3"),
 ])
 def test_a_value_outside_its_range_is_one_line(sandbox, capsys, option, expected):
-    line = _one_line(capsys, ["fit", "--config", CONFIG, "--run.root=runs", "--run.name=r", option], sandbox)
+    line = one_line(capsys, ["fit", "--config", CONFIG, "--run.root=runs", "--run.name=r", option], sandbox)
     assert expected in line, line
 
 
 def test_restart_and_ckpt_path_contradict(sandbox, capsys):
-    line = _one_line(capsys, ["fit", "--config", CONFIG, "--run.root=runs", "--run.name=r", "--run.restart=true",
+    line = one_line(capsys, ["fit", "--config", CONFIG, "--run.root=runs", "--run.name=r", "--run.restart=true",
                               "--ckpt_path=last"], sandbox)
     assert "--run.restart=true starts the run over, so it cannot also continue from --ckpt_path=last" in line
 
@@ -72,7 +55,7 @@ def test_restart_and_ckpt_path_contradict(sandbox, capsys):
 def test_a_config_file_that_is_empty_or_repeats_a_key_is_named(sandbox, capsys, text, expected):
     config = sandbox / "c.yaml"
     config.write_text(text)
-    line = _one_line(capsys, ["fit", "--config", str(config), "--run.root=runs"], sandbox)
+    line = one_line(capsys, ["fit", "--config", str(config), "--run.root=runs"], sandbox)
     assert f"{config}" in line and expected in line, line
 
 
@@ -90,7 +73,7 @@ def _alias_bomb(path: Path, at: str) -> None:
 def test_a_yaml_alias_bomb_is_refused_in_one_short_line(sandbox, capsys, at):
     config = sandbox / "bomb.yaml"
     _alias_bomb(config, at)
-    line = _one_line(capsys, ["fit", "--config", str(config), "--run.root=runs"], sandbox)
+    line = one_line(capsys, ["fit", "--config", str(config), "--run.root=runs"], sandbox)
     assert "its aliases expand to more than" in line and len(line) < MAX_LINE + 100
 
 
@@ -108,7 +91,7 @@ def test_a_checkpoint_with_a_wrong_shaped_tensor_is_one_line_and_no_run(sandbox,
     key = next(k for k, v in ckpt["state_dict"].items() if v.ndim == 2)
     ckpt["state_dict"][key] = torch.zeros(ckpt["state_dict"][key].shape[0] + 1, ckpt["state_dict"][key].shape[1])
     torch.save(ckpt, sandbox / "bent.ckpt")
-    line = _one_line(capsys, ["test", "--config", CONFIG, *tiny, f"--ckpt_path={sandbox / 'bent.ckpt'}",
+    line = one_line(capsys, ["test", "--config", CONFIG, *tiny, f"--ckpt_path={sandbox / 'bent.ckpt'}",
                               "--run.root=other"], sandbox)
     assert f"{sandbox / 'bent.ckpt'}: does not fit the model: {key} has shape" in line, line
     assert not (sandbox / "other").exists()
@@ -116,7 +99,7 @@ def test_a_checkpoint_with_a_wrong_shaped_tensor_is_one_line_and_no_run(sandbox,
 
 # ------------------------------------------------------------------------------------------ sweep files
 def _sweep_refused(capsys, argv: list[str], root: Path) -> str:
-    return _one_line(capsys, argv, root, prefix="attnlab sweep: error: ")
+    return one_line(capsys, argv, root, prefix="attnlab sweep: error: ")
 
 
 def test_sweep_root_naming_a_file_is_one_line(sandbox, capsys):

@@ -23,6 +23,7 @@ from attnlab.cli import main
 from attnlab_core.errors import UsageError
 from attnlab_run.recording import RunOptions
 from attnlab_run.rundir import NAME_RULE, check_name, resolve_run_dir, run_dir_in, safe_name
+from tests.cli.trees import one_line, tree
 
 REPO = Path(__file__).parents[2]
 REVERSE = ["--config", str(REPO / "ablations" / "configs" / "transformer_reverse.yaml")]
@@ -38,11 +39,6 @@ def generated_names(n: int, seed: int = 24) -> list[str]:
     rng = random.Random(seed)
     mixed = ["".join(rng.choice(FRAGMENTS) for _ in range(rng.randint(0, 12))) for _ in range(n)]
     return EDGE_NAMES + mixed
-
-
-def _tree(root: Path) -> dict[str, bytes | None]:
-    """Every path under ``root`` with its bytes (None for folders)."""
-    return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None) for p in sorted(root.rglob("*"))}
 
 
 @pytest.mark.parametrize("name", generated_names(400))
@@ -102,20 +98,6 @@ def sandbox(tmp_path, monkeypatch):
     return tmp_path
 
 
-def _one_line(capsys, argv: list[str], tree_root: Path, *, prefix: str = "attnlab: error: ") -> str:
-    """``attnlab argv``: exit 2, exactly one stderr line starting with ``prefix``, no stdout, tree unchanged."""
-    before = _tree(tree_root)
-    with pytest.raises(SystemExit) as exit_info:
-        main(argv)
-    assert exit_info.value.code == 2
-    out, err = capsys.readouterr()
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith(prefix), err
-    assert out == "", out
-    assert _tree(tree_root) == before, "the file tree changed"
-    return lines[0]
-
-
 def _fit(*extra: str) -> list[str]:
     return ["fit", *REVERSE, "--run.root=runs", "--trainer.max_steps=1", *extra]
 
@@ -128,7 +110,7 @@ def _fit(*extra: str) -> list[str]:
     (["--run.experiment=../x"], "--run.experiment='../x' is not a valid name"),
 ], ids=["dotdot", "absolute", "dot", "empty", "experiment"])
 def test_paths(sandbox, capsys, argv, needle):
-    line = _one_line(capsys, _fit(*argv), sandbox)
+    line = one_line(capsys, _fit(*argv), sandbox)
     assert needle in line and "one folder name" in line
     assert (sandbox / "precious" / "config.yaml").read_text() == "notes\n"
 
@@ -141,11 +123,11 @@ def test_paths(sandbox, capsys, argv, needle):
     ("--model.heads=3", "d_model=64 is not divisible by heads=3"),
 ], ids=["d_model0", "d_model-8", "heads0", "layers0", "indivisible"])
 def test_numbers(sandbox, capsys, option, needle):
-    assert needle in _one_line(capsys, _fit(option), sandbox)
+    assert needle in one_line(capsys, _fit(option), sandbox)
 
 
 def test_enums(sandbox, capsys):
-    line = _one_line(capsys, _fit("--model.norm=sideways"), sandbox)
+    line = one_line(capsys, _fit("--model.norm=sideways"), sandbox)
     assert "--model.norm=sideways is not allowed; choose one of: post, pre" in line
 
 
@@ -154,7 +136,7 @@ def test_files(sandbox, capsys, case):
     config = sandbox / "cfg.yaml"
     text = (REPO / "ablations" / "configs" / "transformer_reverse.yaml").read_text()
     config.write_text(text.replace("    d_model:", "    d_modle:") if case == "unknown_key" else text + "  : [\n")
-    line = _one_line(capsys, ["fit", "--config", str(config), "--run.root=runs"], sandbox)
+    line = one_line(capsys, ["fit", "--config", str(config), "--run.root=runs"], sandbox)
     if case == "unknown_key":
         assert line.endswith("no option model.d_modle; did you mean model.d_model?")
     else:
@@ -182,7 +164,7 @@ def test_checkpoints(sandbox, capsys, case):
         full = _transformer_checkpoint(sandbox / "full.ckpt").read_bytes()
         ckpt.write_bytes({"junk": b"101\n", "empty": b"", "truncated": full[:2000]}[case])
     extra = ["--model.d_model=32"] if case == "moot_override" else []
-    line = _one_line(capsys, ["test", *REVERSE, f"--ckpt_path={ckpt}", "--run.root=runs", *extra], sandbox)
+    line = one_line(capsys, ["test", *REVERSE, f"--ckpt_path={ckpt}", "--run.root=runs", *extra], sandbox)
     expected = {"junk": "not a checkpoint (not a file torch.save writes)",
                 "empty": "not a checkpoint (the file is empty)",
                 "truncated": "not a checkpoint that loads safely (the file is truncated or damaged)",
@@ -199,7 +181,7 @@ def test_sweep_files(sandbox, capsys, case):
              "unsafe_name": text.replace("name: heads\n", "name: ../../precious\n")}
     sweep.write_text(edits.get(case, text))
     extra = {"count": ["--count", "-1"], "jobs": ["--jobs", "0"]}.get(case, [])
-    line = _one_line(capsys, ["sweep", str(sweep), "--dry-run", "--root", "runs", *extra], sandbox,
+    line = one_line(capsys, ["sweep", str(sweep), "--dry-run", "--root", "runs", *extra], sandbox,
                      prefix="attnlab sweep: error: ")
     expected = {"malformed": f"{sweep}:", "unknown_parameter": "no option model.haeds; did you mean model.heads?",
                 "unsafe_name": "name='../../precious' is not a valid name",
@@ -224,7 +206,7 @@ def test_data(sandbox, capsys, tokenizer):
             *(f"--data.init_args.{split}_path={sandbox / 'c'}" for split in ("train", "val", "test")),
             "--model.init_args.d_model=16", "--model.init_args.d_ff=32", "--model.init_args.encoder_layers=1",
             "--model.init_args.decoder_layers=1", "--trainer.accelerator=cpu", "--run.root=runs"]
-    line = _one_line(capsys, argv, sandbox)
+    line = one_line(capsys, argv, sandbox)
     words = len({w for lines in SMALL_CORPUS.values() for t in lines for w in t.split()})
     assert f"--data.vocab_size=8000 is too large for the training files {sandbox}/c.de and {sandbox}/c.en: " in line
     if tokenizer == "word":
@@ -243,7 +225,7 @@ def test_credentials(sandbox, capsys, monkeypatch):
         raise wandb.errors.UsageError("No API key configured. Use `wandb login` to log in.")
 
     monkeypatch.setattr(wandb, "Api", no_key)
-    line = _one_line(capsys, ["report", "runs", "--wandb-sweep", "me/proj/abc123"], sandbox,
+    line = one_line(capsys, ["report", "runs", "--wandb-sweep", "me/proj/abc123"], sandbox,
                      prefix="attnlab report: error: ")
     assert "--wandb-sweep me/proj/abc123: W&B refused: No API key configured" in line and "wandb login" in line
 
@@ -270,7 +252,7 @@ def test_a_diverged_fit_says_so_and_exits_3(sandbox, capsys):
 def test_best_of_a_run_that_never_validated(sandbox, capsys):
     main(["fit", *REVERSE, *TINY, "--run.root=runs", "--run.name=short", "--trainer.max_steps=1"])
     capsys.readouterr()  # the fit's own report (its run directory and summary)
-    line = _one_line(capsys, ["test", *REVERSE, *TINY, "--run.root=runs", "--run.name=short", "--ckpt_path=best"],
+    line = one_line(capsys, ["test", *REVERSE, *TINY, "--run.root=runs", "--run.name=short", "--ckpt_path=best"],
                      sandbox)
     assert "has no best checkpoint: the run never validated" in line and "--ckpt_path last" in line
 
@@ -278,7 +260,7 @@ def test_best_of_a_run_that_never_validated(sandbox, capsys):
 def test_input_refused_after_the_run_started_leaves_no_run(sandbox, capsys):
     """A learned position table shorter than the data is found at the first batch, after the loggers
     and the summary started: the run directory this command created is removed again."""
-    before = _tree(sandbox)
+    before = tree(sandbox)
     with pytest.raises(SystemExit) as exit_info:
         main(["fit", *REVERSE, *TINY, "--run.root=runs", "--trainer.max_steps=1",
               "--model.init_args.positions=learned", "--model.init_args.max_positions=4"])
@@ -286,7 +268,7 @@ def test_input_refused_after_the_run_started_leaves_no_run(sandbox, capsys):
     err = capsys.readouterr().err
     assert "exceeds the learned position table (max_len=4)" in err and "Traceback" not in err
     assert not (sandbox / "runs").exists()
-    assert {k: v for k, v in _tree(sandbox).items() if not k.startswith("wandb_dir")} == before
+    assert {k: v for k, v in tree(sandbox).items() if not k.startswith("wandb_dir")} == before
 
 
 def test_ids_past_a_word_vocabulary_decode_as_unk():

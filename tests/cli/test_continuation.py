@@ -7,7 +7,6 @@ and the issue's reproduction runs end to end."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -20,21 +19,14 @@ from attnlab_run.cli import main
 from attnlab_run.continuation import EXTENDABLE, NOT_COMPARED, comparable, differences
 from attnlab_run.rundir import Status, read_summary
 from attnlab_run.trainer_setup import flatten
+from tests.cli.quiet_runs import _quiet  # noqa: F401 - autouse fixture
+from tests.cli.trees import tree
 
 REPO = Path(__file__).parents[2]
 CONFIG = str(REPO / "ablations" / "configs" / "transformer_reverse.yaml")
 TINY = ["--trainer.enable_progress_bar=false", "--trainer.log_every_n_steps=1", "--model.d_model=16",
         "--model.d_ff=32", "--model.encoder_layers=1", "--model.decoder_layers=1", "--data.train_size=32",
         "--data.val_size=8", "--data.test_size=8", "--data.batch_size=8", "--run.figure_drawings=1"]
-
-
-@pytest.fixture(autouse=True)
-def _quiet(monkeypatch):
-    monkeypatch.setenv("WANDB_MODE", "disabled")
-    monkeypatch.delenv("WANDB_RUN_ID", raising=False)
-    yield
-    os.environ.pop("ATTNLAB_RUN_DIR", None)
-    os.environ.pop("ATTNLAB_RESUME_CKPT", None)
 
 
 def _parser_keys() -> dict[str, Any]:
@@ -85,11 +77,6 @@ def test_the_command_only_keys_are_never_compared():
     assert differences(KEYS, {**KEYS, "model.dict_kwargs.d_model": 7}) == []
 
 
-def _fit_files(run: Path) -> dict[str, str]:
-    return {str(p.relative_to(run)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(run.rglob("*")) if p.is_file()}
-
-
 @pytest.fixture(scope="module")
 def ten_steps(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("resume")
@@ -114,7 +101,7 @@ THROUGH_THE_CLI = [("--data.train_size=512", "data.train_size: 32 → 512"),
 @pytest.mark.parametrize(("option", "named"), THROUGH_THE_CLI)
 def test_a_changed_resume_is_one_line_and_writes_nothing(ten_steps, capsys, option, named):
     run = ten_steps / "transformer_reverse" / "P"
-    before = _fit_files(run)
+    before = tree(run)
     capsys.readouterr()
     with pytest.raises(SystemExit) as exc:
         main(["fit", "--config", CONFIG, f"--run.root={ten_steps}", "--run.name=P", *TINY,
@@ -122,17 +109,17 @@ def test_a_changed_resume_is_one_line_and_writes_nothing(ten_steps, capsys, opti
     err = capsys.readouterr().err.strip().splitlines()
     assert exc.value.code == 2 and len(err) == 1 and err[0].startswith("attnlab: error:"), err
     assert named in err[0] and "--run.branch_from" in err[0]
-    assert _fit_files(run) == before, "a refused resume wrote into the run"
+    assert tree(run) == before, "a refused resume wrote into the run"
 
 
 def test_fit_with_ckpt_path_best_is_one_line_and_rewrites_nothing(ten_steps, capsys):
     run = ten_steps / "transformer_reverse" / "P"
-    before = _fit_files(run)
+    before = tree(run)
     with pytest.raises(SystemExit) as exc:
         main(["fit", "--config", CONFIG, f"--run.root={ten_steps}", "--run.name=P", *TINY, "--ckpt_path=best"])
     err = capsys.readouterr().err.strip().splitlines()
     assert exc.value.code == 2 and len(err) == 1 and "--ckpt_path=best is for test/validate" in err[0]
-    assert _fit_files(run) == before
+    assert tree(run) == before
 
 
 def test_the_issue_reproduction_refuses_train_size_and_extends_to_step_20(ten_steps, tmp_path):
@@ -167,14 +154,14 @@ def test_the_automatic_resume_of_a_preempted_run_is_compared_too(ten_steps, tmp_
     run = root / "transformer_reverse" / "P"
     summary = json.loads((run / "summary.json").read_text())
     (run / "summary.json").write_text(json.dumps({**summary, "status": "preempted"}))
-    before = _fit_files(run)
+    before = tree(run)
     capsys.readouterr()
     with pytest.raises(SystemExit) as exc:
         main(["fit", "--config", CONFIG, f"--run.root={root}", "--run.name=P", *TINY, "--trainer.max_steps=20",
               "--data.val_size=16"])
     err = capsys.readouterr().err.strip().splitlines()
     assert exc.value.code == 2 and len(err) == 1 and "data.val_size: 8 → 16" in err[0], err
-    assert _fit_files(run) == before
+    assert tree(run) == before
 
 
 def test_a_resume_may_add_a_callback(ten_steps, tmp_path):

@@ -9,7 +9,6 @@ signal is sent by the child itself after its first evaluation batch (``fault_inj
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -27,6 +26,7 @@ from attnlab_run.cli import main
 from attnlab_run.evaluations import EVALUATION_FOLDERS, evaluation_records
 from attnlab_run.rundir import Status, read_summary
 from tests.cli.quiet_runs import _quiet  # noqa: F401 - autouse fixture
+from tests.cli.trees import tree
 
 REPO = Path(__file__).parents[2]
 CONFIG = str(REPO / "ablations" / "configs" / "transformer_reverse.yaml")
@@ -62,12 +62,7 @@ def fitted(tmp_path_factory) -> Path:
 def fit_hashes(run: Path) -> dict[str, str]:
     """sha256 of every file of the fit: the run directory less its evaluations' folders and the owner's lock file
     (which a killed evaluation leaves behind, and the next command takes over as stale)."""
-    out = {}
-    for path in sorted(run.rglob("*")):
-        rel = path.relative_to(run)
-        if path.is_file() and rel.parts[0] not in EVALUATION_FOLDERS and rel.name != ".owner.lock":
-            out[str(rel)] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return out
+    return tree(run, skip=lambda rel: rel.parts[0] in EVALUATION_FOLDERS or rel.name == ".owner.lock")
 
 
 def broken_checkpoint(run: Path, dest: Path) -> Path:

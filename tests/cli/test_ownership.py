@@ -8,7 +8,6 @@ with ``STOP`` to hold it while it owns its run directory, ``KILL`` to crash it).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import resource
@@ -22,6 +21,7 @@ import pytest
 
 from attnlab_run.launch import launch_rank
 from attnlab_run.ownership import LOCK_NAME, Owner, acquire, release
+from tests.cli.trees import tree
 
 REPO = Path(__file__).parents[2]
 CONFIG = str(REPO / "ablations" / "configs" / "transformer_reverse.yaml")
@@ -47,12 +47,6 @@ def _fit(root: Path, name: str, *extra: str) -> list[str]:
 def _signal_at(step: int, sig: str) -> str:
     spec = {"class_path": "attnlab_run.fault_injection.SignalAt", "init_args": {"step": step, "signal": sig}}
     return f"--trainer.callbacks+={json.dumps(spec)}"
-
-
-def _tree(root: Path) -> dict[str, str | None]:
-    """Every path under ``root`` with the sha256 of its bytes (None for folders)."""
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else None
-            for p in sorted(root.rglob("*"))}
 
 
 def _refused(proc: subprocess.CompletedProcess[str]) -> str:
@@ -103,10 +97,10 @@ def test_a_different_fit_started_while_the_first_runs_is_refused_and_the_first_i
         run = root / "transformer_reverse" / "conc"
         owner = Owner.parse((run / LOCK_NAME).read_text())
         assert owner.pid == first.pid
-        before = _tree(tmp_path)
+        before = tree(tmp_path)
         line = _refused(_run(_fit(root, "conc", "--model.norm=post")))
         assert f"{run} is in use by {first.pid}@" in line
-        assert _tree(tmp_path) == before
+        assert tree(tmp_path) == before
     finally:
         first.send_signal(signal.SIGCONT)
         out, err = first.communicate(timeout=600)
@@ -144,16 +138,16 @@ def test_a_crashed_run_is_refused_then_restarted_only_on_request(tmp_path):
     run = root / "transformer_reverse" / "c"
     assert json.loads((run / "summary.json").read_text())["status"] == "running"
     assert (run / "checkpoints" / "last.ckpt").is_file()
-    before = _tree(tmp_path)
+    before = tree(tmp_path)
     line = _refused(_run(_fit(root, "c", "--run.checkpoint_every_n_steps=3")))
     assert f"{run} holds a crashed run" in line and "is gone" in line
     assert "--ckpt_path last" in line and "--run.restart=true" in line and "c.crashed-1" in line
-    assert _tree(tmp_path) == before
+    assert tree(tmp_path) == before
 
     restarted = _run(_fit(root, "c", "--run.checkpoint_every_n_steps=3", "--run.restart=true"))
     assert restarted.returncode == 0, restarted.stderr[-3000:]
     aside = run.with_name("c.crashed-1")
-    moved = {k.replace("c.crashed-1", "c", 1): v for k, v in _tree(tmp_path).items() if "c.crashed-1" in k}
+    moved = {k.replace("c.crashed-1", "c", 1): v for k, v in tree(tmp_path).items() if "c.crashed-1" in k}
     kept = {k: v for k, v in before.items() if k.startswith(str(run.relative_to(tmp_path))) and LOCK_NAME not in k}
     assert moved == kept, "the crashed run is moved aside byte for byte (less its stale lock file)"
     assert json.loads((run / "summary.json").read_text())["status"] == "finished"
@@ -171,11 +165,11 @@ def test_a_fit_refused_after_its_run_directory_was_read_moves_nothing(tmp_path, 
     (run / "summary.json").write_text(json.dumps({"status": "finished" if restart else "failed"}))
     (run / "metrics.csv").write_text("step,train/loss\n1,2.0\n")
     (run / "config.yaml").write_text("seed_everything: 1\n")
-    before = _tree(tmp_path)
+    before = tree(tmp_path)
     extra = ["--run.restart=true"] if restart else []
     line = _refused(_run(_fit(root, "old", *extra, f"--run.branch_from={tmp_path / 'missing'}")))
     assert "--run.branch_from=" in line and "no checkpoint at" in line, line
-    assert _tree(tmp_path) == before
+    assert tree(tmp_path) == before
 
 
 # ------------------------------------------------------------------------------------- memory bombs

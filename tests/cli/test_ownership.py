@@ -235,17 +235,24 @@ def test_ddp_ranks_above_zero_share_their_rank_zeros_lock(monkeypatch, env, chil
 
 # ------------------------------------------------------------------------------- outside the run root
 def test_a_command_writes_nothing_outside_its_root_but_the_attnlab_cache(tmp_path):
-    """A refused command (the model too large) with HOME, XDG_CACHE_HOME and TMPDIR of its own: torch's
-    inductor folder and matplotlib's font cache land in the attnlab cache, nothing in the temp folder."""
-    home, tmp = tmp_path / "home", tmp_path / "tmp"
-    home.mkdir(), tmp.mkdir()
+    """A real 2-step fit started from an empty working directory, with HOME and TMPDIR of its own: the run lies
+    in its root; torch's inductor folder and matplotlib's font cache land in the attnlab cache; nothing in the
+    working directory, the temp folder or anywhere else."""
+    home, tmp, cwd = tmp_path / "home", tmp_path / "tmp", tmp_path / "cwd"
+    for folder in (home, tmp, cwd):
+        folder.mkdir()
     env = {k: v for k, v in _env().items() if k not in ("MPLCONFIGDIR", "TORCHINDUCTOR_CACHE_DIR", "XDG_CACHE_HOME",
                                                          "ATTNLAB_CACHE_DIR")}
     env.update(HOME=str(home), TMPDIR=str(tmp))
-    proc = subprocess.run(_fit(tmp_path / "runs", "big", "--model.d_ff=20000000"), cwd=REPO, env=env,
+    proc = subprocess.run(_fit(tmp_path / "runs", "two", "--trainer.max_steps=2"), cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=600, preexec_fn=_capped)
-    _refused(proc)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = tmp_path / "runs" / "transformer_reverse" / "two"
+    assert json.loads((run / "summary.json").read_text())["global_step"] == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cwd", "home", "runs", "tmp"]
+    assert not any(cwd.iterdir()), sorted(cwd.iterdir())
     assert not any(tmp.iterdir()), sorted(tmp.iterdir())
+    assert [p.name for p in (tmp_path / "runs").iterdir()] == ["transformer_reverse"]
     top = {p.relative_to(home).parts[:3] for p in home.rglob("*")}
     assert top <= {(".cache",), (".cache", "attnlab"), (".cache", "attnlab", "matplotlib"),
                    (".cache", "attnlab", "torchinductor")}, top

@@ -44,7 +44,9 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the unpickler's protocol notice: the error below says it all
-            ckpt = torch.load(path, map_location="cpu", weights_only=True)
+            # mmap: the tensors stay on disk until read (a caller wants the hyper-parameters or the shapes, not
+            # gigabytes of weights in memory); only the zip format torch.save writes since 1.6 can be mapped
+            ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=head == ZIP_MAGIC)
     except Exception as err:  # noqa: BLE001 - pickle/zip/EOF/unsafe-type errors all mean "not ours"
         raise UsageError(f"{path}: not a checkpoint that loads safely ({_load_failure(err)})") from None
     if not isinstance(ckpt, dict) or "state_dict" not in ckpt:

@@ -13,7 +13,7 @@ import torch
 from attnlab_run.cli import main
 
 REPO = Path(__file__).parents[2]
-PACKAGES = ("lit_models", "datamodules", "ablations", "benchmarks", "tests")
+PACKAGES = ("attnlab_core", "lit_models", "datamodules", "attnlab_run", "ablations", "attnlab", "benchmarks", "tests")
 SUBPROCESS_CALLS = {"run", "Popen", "call", "check_call", "check_output"}
 
 
@@ -47,6 +47,26 @@ def test_every_torch_load_is_weights_only():
                 if not (isinstance(flag, ast.Constant) and flag.value is True):
                     offenders.append(f"{path.relative_to(REPO)}:{call.lineno}")
     assert not offenders, f"torch.load without weights_only=True: {offenders}"
+
+
+def test_the_packages_checked_are_every_package():
+    assert set(PACKAGES) >= {p.parent.name for p in REPO.glob("*/__init__.py")} - {"docs"}
+
+
+@pytest.mark.parametrize("zip_format", [True, False], ids=["zip", "legacy pickle"])
+def test_a_checkpoint_read_for_its_metadata_is_memory_mapped(tmp_path, monkeypatch, zip_format):
+    """``inputs.load_checkpoint`` (hyper-parameters, shapes) maps a checkpoint's tensors instead of reading them
+    into memory; a legacy (pre-zip) file, which torch cannot map, still loads."""
+    from attnlab_run.inputs import load_checkpoint
+
+    path = tmp_path / "c.ckpt"
+    torch.save({"state_dict": {"w": torch.ones(4)}, "hyper_parameters": {"d_model": 4}}, path,
+               _use_new_zipfile_serialization=zip_format)
+    seen, real = [], torch.load
+    monkeypatch.setattr(torch, "load", lambda *a, **kw: seen.append(kw) or real(*a, **kw))
+    ckpt = load_checkpoint(path)
+    assert ckpt["hyper_parameters"] == {"d_model": 4} and ckpt["state_dict"]["w"].tolist() == [1.0] * 4
+    assert [kw.get("mmap") for kw in seen] == [zip_format] and all(kw["weights_only"] is True for kw in seen)
 
 
 def test_subprocesses_get_argument_lists_never_a_shell():

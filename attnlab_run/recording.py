@@ -185,7 +185,7 @@ class RunSummary(L.Callback):
         run_dir: the run directory.
         seed: this command's seed.
         subcommand: fit / validate / test / predict.
-        evaluation: the id of this command's evaluation (``rundir.evaluation_id``), for test / validate.
+        evaluation: the id of this command's evaluation (``evaluations.evaluation_id``), for test / validate.
         options: the evaluation's flat ``decode.*`` / ``data.*`` settings.
         checkpoint: the checkpoint it evaluates (:func:`relative_checkpoint`).
         parent: a branched fit's parent run (``continuation.parent_record``), kept in ``summary.json``.

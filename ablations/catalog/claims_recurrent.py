@@ -75,7 +75,7 @@ def bottleneck_translation(stats: ArmStats, arms: Arms | None = None) -> str:
         gate = Check("the fixed-vector model translates short sentences", "not shown at this scale",
                      f"none reaches {bleu} {none.mean:.3f}, so its fall with source length cannot be read",
                      why=f"expected at {arms.shows_at}")
-        return join([], gate) + " | " + beats.text()
+        return join([beats], gate)
     checks = [
         beats,
         at_least(stats, none_, metric=drop, bound=0.1,
@@ -136,7 +136,7 @@ def _short_spans(stats: ArmStats, arms: list[tuple], checks: list[Check], shows_
     return Check(
         "the sequences are long enough for gradients to vanish",
         "not shown at this scale",
-        f"training sequences of at most {int(max(lens))} tokens; measured: {' | '.join(c.text() for c in checks)}",
+        f"training sequences of at most {int(max(lens))} tokens",
         why=f"the claim concerns spans of {LONG_SPAN}+ steps; expected to show at {shows_at}",
     )
 

@@ -6,9 +6,13 @@ check measured (same metric and arms), the estimate reads the observed differenc
 d (so the spread of the differences is Δ/d) and asks how many seeds would put the 95% interval above the
 comparison's smallest effect of interest with 80% power: ``stats.seeds_for_power((Δ - sesoi) / spread)``. A
 bound check (at least / at most) reads the arm's mean and standard deviation against its bound the same way.
-A comparison whose observed Δ is not above its smallest effect of interest cannot be powered by any count and
-is listed as such. The question's count is the largest count any of its main (not secondary) comparisons needs
-over every exploratory set, between ``LEAST`` and ``MOST``.
+An equivalence (two one-sided tests, ``rules.similar``) asks how many seeds would put the 90% interval inside
+±margin, i.e. resolve margin − |Δ| (Schuirmann 1987); ``seeds_for_power``'s two-sided 95% critical value stands
+in for the one-sided 95% one, so the count is slightly conservative. A comparison whose observed Δ is not
+beyond its smallest effect of interest (or not inside the margin) cannot be powered by any count and is listed
+as such; other kinds (extrapolates, closer) are not estimated. The question's count is the largest count any of
+its main (not secondary) comparisons needs over every exploratory set, between ``LEAST`` and ``MOST``; where no
+main comparison was powered the count is the floor ``LEAST`` and the plan says so (``count_from``).
 """
 
 from __future__ import annotations
@@ -65,11 +69,21 @@ def _observed(verdict: str) -> Iterable[tuple[tuple[str, str, str], float, float
 
 def _key(spec: Mapping[str, Any]) -> tuple[str, str, str] | None:
     kind = spec.get("kind")
-    if kind == "beats":
+    if kind in ("beats", "equivalent"):
         return spec["metric"], spec["a"], spec["b"]
     if kind in ("at least", "at most"):
         return spec["metric"], spec["a"], "≥" if kind == "at least" else "≤"
     return None
+
+
+def _numerator(spec: Mapping[str, Any], observed: float) -> float:
+    """The difference the seeds must resolve: beyond the smallest effect of interest, inside the margin (an
+    equivalence), or beyond the bound (a bound check's ``observed`` is already signed against its bound)."""
+    if spec["kind"] == "beats":
+        return observed - float(spec.get("sesoi") or 0.0)
+    if spec["kind"] == "equivalent":
+        return float(spec["margin"]) - abs(observed)
+    return observed
 
 
 def _need(numerator: float, spread: float) -> int | None:
@@ -89,19 +103,26 @@ def estimate(comparisons: Sequence[Mapping[str, Any]], verdicts: Mapping[str, st
         key = _key(c["spec"])
         if key is None:
             continue
-        least = float(c["spec"].get("sesoi") or 0.0) if c["spec"]["kind"] == "beats" else 0.0
         row: dict[str, Any] = {}
         for s, seen in observed.items():
             if key in seen:
                 num, spread = seen[key]
-                n = _need(num - least, spread)
-                row[s] = n if n is not None else "not resolvable (observed effect not beyond the SESOI)"
+                n = _need(_numerator(c["spec"], num), spread)
+                row[s] = n if n is not None else "not resolvable (observed effect not beyond the SESOI or margin)"
         if row:
             rows.append({"claim": c["claim"], "secondary": c["secondary"], "needs": row})
             if not c["secondary"]:
                 needs += [n for n in row.values() if isinstance(n, int)]
     count = min(MOST, max([LEAST, *needs]))
     rule = (f"the most seeds any main comparison needs on any exploratory set (80% power for its observed "
-            f"difference beyond its smallest effect of interest; stats.seeds_for_power), between {LEAST} and "
-            f"{MOST}; exploratory answers as on record at commit {EXPLORATORY_COMMIT}")
+            f"difference beyond its smallest effect of interest, or inside its equivalence margin; "
+            f"stats.seeds_for_power), between {LEAST} and {MOST}; exploratory answers as on record at commit "
+            f"{EXPLORATORY_COMMIT}")
     return {"count": count, "rule": rule, "comparisons": rows}
+
+
+def count_from(power: Mapping[str, Any]) -> str:
+    """Where an estimated count came from: the power estimate, or the floor when nothing was powered."""
+    if any(isinstance(n, int) for r in power["comparisons"] if not r["secondary"] for n in r["needs"].values()):
+        return "power estimate"
+    return f"floor ({LEAST}: no main comparison measured and resolvable on the exploratory seeds)"

@@ -10,7 +10,7 @@ import pytest
 
 from ablations.catalog import plans
 from ablations.catalog.plan import CONFIRM_FIRST, CONFIRM_STRIDE, Plan
-from ablations.catalog.power_estimate import MOST
+from ablations.catalog.power_estimate import LEAST, MOST, estimate
 from ablations.catalog.questions import QUESTIONS
 from ablations.catalog.questions_real import REAL_QUESTIONS
 from ablations.reports.power import FIRST_SEED as POWER_FIRST
@@ -97,3 +97,33 @@ def test_confirm_takes_the_seeds_its_committed_plan_names_and_refuses_a_stale_on
     monkeypatch.setattr(plans, "text", lambda q, root=plans.REPO: "changed\n")
     seeds, problem = findings.confirm_seeds([heads])
     assert seeds is None and "docs/findings/plans/heads.yaml" in problem and "--write-plans" in problem
+
+
+@pytest.mark.parametrize("question", EVERY, ids=lambda q: q.name)
+def test_every_plan_takes_at_least_the_floor_of_seeds(question):
+    assert plans.load(question)["seeds"]["count"] >= LEAST
+    with pytest.raises(ValueError, match=f"at least {LEAST}"):
+        Plan(stated="s", changes="c", seeds=LEAST - 1)
+
+
+def _verdict(diff: float, d: float) -> str:
+    return (f"x: inconclusive — m: a 0.5 ± 0.1 [0.4, 0.6] vs b 0.5 ± 0.1 [0.4, 0.6]; Δ={diff:+.3f} [-0.1, +0.1] "
+            f"(paired, n=5, p=0.5, d={d:.2f})")
+
+
+def test_an_equivalence_is_powered_for_its_margin_and_nothing_powered_says_floor():
+    """TOST: the seeds must resolve margin - |Δ|; a plan with no powered comparison names the floor, not an
+    estimate."""
+    from ablations.verdicts.stats import seeds_for_power
+
+    equivalent = {"claim": "a ≈ b", "secondary": False,
+                  "spec": {"kind": "equivalent", "a": "a", "b": "b", "metric": "m", "margin": 0.05}}
+    power = estimate([equivalent], {"main": _verdict(0.01, 0.5)})  # spread 0.02: (0.05 - 0.01) / 0.02 = 2
+    assert power["comparisons"][0]["needs"]["main"] == seeds_for_power(2.0, paired=True)
+    assert plans.count_from(power) == "power estimate"
+    outside = estimate([equivalent], {"main": _verdict(0.06, 0.5)})
+    assert "not resolvable" in outside["comparisons"][0]["needs"]["main"] and outside["count"] == LEAST
+    assert plans.count_from(outside).startswith(f"floor ({LEAST}")
+    closer = {**equivalent, "spec": {**equivalent["spec"], "kind": "closer"}}
+    assert plans.count_from(estimate([closer], {"main": _verdict(0.01, 0.5)})).startswith("floor")
+

@@ -48,5 +48,12 @@ def test_a_failing_secondary_check_leaves_the_headline_alone():
 
 
 def test_the_demo_seeds_come_from_the_plans_power_estimate():
+    """With the plan file in this checkout, the count is the largest a main comparison needs in it (no fallback)."""
+    from ablations.catalog.plans import load
+
+    plan = load(QUESTION)
+    assert plan is not None, "the attention_bottleneck plan file is committed in this repository"
+    needs = [n for row in plan["seeds"]["power"]["comparisons"] if not row["secondary"]
+             for n in row["needs"].values() if isinstance(n, int)]
     n, why = demo_seeds(QUESTION)
-    assert n >= 2 and ("80% power" in why or "absent" in why)
+    assert needs and n == max(2, *needs) and "80% power" in why, (n, why, needs)

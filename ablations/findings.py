@@ -340,9 +340,10 @@ def findings_main(argv: list[str]) -> int:
 
 def committed(path: Path) -> bool:
     """Whether ``path`` is committed and unchanged since (git; a checkout without git cannot register a plan)."""
-    from ablations.reports.headline import _git, plan_commit_time
+    from ablations.reports.headline import plan_commit_time
+    from ablations.reports.provenance import git
 
-    return plan_commit_time(path) is not None and not _git(["status", "--porcelain", "--", path.name], path.parent)
+    return plan_commit_time(path) is not None and not git(["status", "--porcelain", "--", path.name], path.parent)
 
 
 def confirm_seeds(questions: Sequence[Question]) -> tuple[dict[str, list[int]] | None, str | None]:

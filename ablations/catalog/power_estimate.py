@@ -20,11 +20,11 @@ from __future__ import annotations
 import json
 import math
 import re
-import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ablations.reports.provenance import git
 from ablations.verdicts.stats import seeds_for_power
 
 EXPLORATORY_COMMIT = "0367f32"
@@ -39,18 +39,13 @@ _BOUND = re.compile(r"— (?P<metric>[^:|]+): (?P<a>\S+) (?P<mean>-?[\d.]+) ± (
                     r"\((?P<op>[≤≥]) (?P<bound>-?[\d.e+-]+) wanted\)")
 
 
-def _git_show(path: str, root: Path) -> str | None:
-    done = subprocess.run(["git", "show", f"{EXPLORATORY_COMMIT}:{path}"], cwd=root, capture_output=True,
-                          text=True, check=False)
-    return done.stdout if done.returncode == 0 else None
-
-
 def exploratory_verdicts(name: str, *, real: bool, root: Path) -> dict[str, str]:
     """Seed set ("main", "replication", "power") -> the verdict on record at ``EXPLORATORY_COMMIT``."""
     base = "docs/findings/real" if real else "docs/findings"
     found = {}
     for sub in SETS:
-        text = _git_show("/".join(p for p in (base, sub, name, "result.json") if p), root)
+        text = git(["show", f"{EXPLORATORY_COMMIT}:" + "/".join(p for p in (base, sub, name, "result.json") if p)],
+                   root)
         if text:
             found[sub or "main"] = json.loads(text)["verdict"]
     return found

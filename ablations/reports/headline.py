@@ -11,33 +11,25 @@ old headline (the main seeds' answer), the new one and why it changed (the plan'
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ablations.reports.provenance import git
 from ablations.reports.record import QuestionResult
 from ablations.verdicts.rules import verdict_word
 
 PENDING = "pending: confirmatory seeds not run"
 
 
-def _git(args: Sequence[str], cwd: Path) -> str | None:
-    try:
-        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else None
-
-
 def plan_commit_time(path: Path) -> int | None:
     """Epoch seconds of the last commit that touched the plan file (None: not committed, or no git)."""
-    out = _git(["log", "-1", "--format=%ct", "--", path.name], path.parent)
+    out = git(["log", "-1", "--format=%ct", "--", path.name], path.parent)
     return int(out) if out else None
 
 
 def commit_time(commit: str, cwd: Path) -> int | None:
-    out = _git(["show", "-s", "--format=%ct", commit], cwd)
+    out = git(["show", "-s", "--format=%ct", commit], cwd)
     return int(out) if out else None
 
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ablations.engine.trialstate import grid_size, minutes
+
 DEMO_BENCH_S, DEMO_BENCH_TRIALS = 246.0, 10
 """The demo benchmark: ``attnlab demo`` as it ran then (10 trials, five arms × two seeds, 2 at once, one thread each,
 warm): 246 s on AMD EPYC, 2 cores, quiet (BENCHMARKS.md, "Time to answer on AMD EPYC after the figure and logging
@@ -76,16 +78,13 @@ def findings_trial(question: str, findings_dir: Path) -> Measured | None:
 
 
 def planned_trials(sweep: Mapping[str, Any], *, count: int | None, baselines: int = 0) -> int | None:
-    """The trials a sweep will start: its grid (times the baseline arms' trials), or ``count``/``run_cap``."""
+    """The trials a sweep will start: its grid (``trialstate.grid_size``) plus the baseline arms' trials, or
+    ``count``/``run_cap``."""
     limit = count or sweep.get("run_cap")
-    if sweep.get("method") != "grid":
+    grid = grid_size(sweep)
+    if grid is None:
         return limit
-    grid = math.prod(len(spec["values"]) for spec in sweep["parameters"].values() if "values" in spec)
     return min(grid, limit) + baselines if limit else grid + baselines
-
-
-def minutes(seconds: float) -> str:
-    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
 
 def start_line(name: str, *, trials: int | None, jobs: int, measured: Measured | None, idle_cores: int = 0) -> str:

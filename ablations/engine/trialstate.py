@@ -42,8 +42,13 @@ def progress_line(index: int, total: int | None, outcome: Outcome, metric: str |
     value = "" if outcome.metric is None or metric is None else f"  {metric}={outcome.metric:.4g}"
     rc = f" (exit {outcome.returncode})" if outcome.returncode not in (0, None) else ""
     wall = f"  {outcome.wall_s:.0f}s" if not outcome.skipped else ""
-    eta = "" if eta_s is None else f"  ETA {eta_s / 60:.0f} min" if eta_s >= 90 else f"  ETA {eta_s:.0f}s"
+    eta = "" if eta_s is None else f"  ETA {minutes(eta_s)}"
     return f"[{index}/{total or '?'}] {outcome.trial.name}  {outcome.status}{rc}{value}{wall}{eta}"
+
+
+def minutes(seconds: float) -> str:
+    """A duration as people read it: whole minutes from 90 s on, else seconds (every ETA and estimate line)."""
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
 
 def eta_seconds(outcomes: list[Outcome], total: int | None, jobs: int) -> float | None:

@@ -49,15 +49,18 @@ def bottleneck_checks(stats: ArmStats, arms: Arms) -> tuple[list[Check], list[Ch
     return main, extra
 
 
+def bottleneck_gate(stats: ArmStats, arms: Arms) -> Check | None:
+    """The attention bottleneck's precondition: the soft arm learns the task (exact match 0.3) at this scale."""
+    return learned(stats, [arms.chosen("soft")], metric=EXACT, threshold=0.3, goal="maximize", shows_at=arms.shows_at)
+
+
 def bottleneck(stats: ArmStats, arms: Arms | None = None) -> str:
     """Bahdanau et al. 2015 Fig. 2, Cho et al. 2014: accuracy falls with length without attention, stays
     near flat with soft attention over the training lengths (``bottleneck_checks``); the hard-attention check is
     secondary and never changes the answer."""
     arms = arms or Arms.of(stats)
-    soft = arms.chosen("soft")
-    gate = learned(stats, [soft], metric=EXACT, threshold=0.3, goal="maximize", shows_at=arms.shows_at)
     main, extra = bottleneck_checks(stats, arms)
-    return join([*main, *extra], gate)
+    return join([*main, *extra], bottleneck_gate(stats, arms))
 
 
 def bottleneck_translation(stats: ArmStats, arms: Arms | None = None) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ablations.catalog.question import Question
-from ablations.verdicts.rules import Check, head_of
+from ablations.verdicts.rules import Check, gate_holds, head_of
 
 WIDTH = 100
 FALLBACK_SEEDS = 3
@@ -52,8 +52,12 @@ def _line(check: Check) -> str:
 
 
 def headline_lines(question: Question, main: list[Check], extra: list[Check], gate: Check | None) -> list[str]:
-    """The headline (the main claim's answer), each main check, then the secondary checks under their own title."""
-    answer = f"{gate.answer} ({gate.why})" if gate is not None else head_of(main)
+    """The headline (the main claim's answer), each main check, then the secondary checks under their own title.
+    A failed ``gate`` heads only where it holds (``rules.gate_holds``: never over a wrong sign); else it is listed
+    first among the main checks, as ``rules.join`` does."""
+    held = gate_holds(gate, main)
+    answer = f"{gate.answer} ({gate.why})" if held and gate is not None else head_of(main)
+    main = [gate, *main] if gate is not None and not held else main
     lines = [textwrap.fill(f"Headline: {answer}", WIDTH, subsequent_indent="  "),
              textwrap.fill(f"  claim: {question.claim} ({question.source})", WIDTH, subsequent_indent="    ")]
     lines += [_line(c) for c in main]
@@ -65,15 +69,11 @@ def headline_lines(question: Question, main: list[Check], extra: list[Check], ga
 
 def demo_lines(question: Question, stats: Any) -> list[str]:
     """The demo's headline and secondary lines for the attention-bottleneck statistics ``stats``."""
-    from ablations.catalog.claims import EXACT
-    from ablations.catalog.claims_recurrent import bottleneck_checks
-    from ablations.verdicts.rules import learned
+    from ablations.catalog.claims_recurrent import bottleneck_checks, bottleneck_gate
 
     arms = question.arms()
-    gate = learned(stats, [arms.chosen("soft")], metric=EXACT, threshold=0.3, goal="maximize",
-                   shows_at=arms.shows_at)
     main, extra = bottleneck_checks(stats, arms)
-    return headline_lines(question, main, extra, gate)
+    return headline_lines(question, main, extra, bottleneck_gate(stats, arms))
 
 
 def print_demo(exp_dir: Path, question: Question) -> bool:

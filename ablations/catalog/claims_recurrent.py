@@ -59,8 +59,9 @@ def bottleneck(stats: ArmStats, arms: Arms | None = None) -> str:
     near flat with soft attention over the training lengths (``bottleneck_checks``); the hard-attention check is
     secondary and never changes the answer."""
     arms = arms or Arms.of(stats)
+    gate = bottleneck_gate(stats, arms)  # first: the plan file records the checks in the order they are made
     main, extra = bottleneck_checks(stats, arms)
-    return join([*main, *extra], bottleneck_gate(stats, arms))
+    return join([*main, *extra], gate)
 
 
 def bottleneck_translation(stats: ArmStats, arms: Arms | None = None) -> str:

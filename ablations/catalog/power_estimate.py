@@ -93,7 +93,7 @@ def estimate(comparisons: Sequence[Mapping[str, Any]], verdicts: Mapping[str, st
     """``{"count", "rule", "comparisons": [{claim, set: needs}]}`` for a plan's comparisons (each a dict with
     ``claim``, ``spec`` and ``secondary``) from the exploratory ``verdicts`` by seed set."""
     observed = {s: {k: (num, spread) for k, num, spread in _observed(v)} for s, v in verdicts.items()}
-    rows, needs = [], []
+    rows: list[dict[str, Any]] = []
     for c in comparisons:
         key = _key(c["spec"])
         if key is None:
@@ -106,9 +106,7 @@ def estimate(comparisons: Sequence[Mapping[str, Any]], verdicts: Mapping[str, st
                 row[s] = n if n is not None else "not resolvable (observed effect not beyond the SESOI or margin)"
         if row:
             rows.append({"claim": c["claim"], "secondary": c["secondary"], "needs": row})
-            if not c["secondary"]:
-                needs += [n for n in row.values() if isinstance(n, int)]
-    count = min(MOST, max([LEAST, *needs]))
+    count = min(MOST, max([LEAST, *main_needs({"comparisons": rows})]))
     rule = (f"the most seeds any main comparison needs on any exploratory set (80% power for its observed "
             f"difference beyond its smallest effect of interest, or inside its equivalence margin; "
             f"stats.seeds_for_power), between {LEAST} and {MOST}; exploratory answers as on record at commit "
@@ -116,8 +114,14 @@ def estimate(comparisons: Sequence[Mapping[str, Any]], verdicts: Mapping[str, st
     return {"count": count, "rule": rule, "comparisons": rows}
 
 
+def main_needs(power: Mapping[str, Any]) -> list[int]:
+    """The seed counts an estimate (:func:`estimate`'s result, or a plan file's ``seeds.power``) found for its main
+    comparisons, over every exploratory set."""
+    return [n for r in power["comparisons"] if not r["secondary"] for n in r["needs"].values() if isinstance(n, int)]
+
+
 def count_from(power: Mapping[str, Any]) -> str:
     """Where an estimated count came from: the power estimate, or the floor when nothing was powered."""
-    if any(isinstance(n, int) for r in power["comparisons"] if not r["secondary"] for n in r["needs"].values()):
+    if main_needs(power):
         return "power estimate"
     return f"floor ({LEAST}: no main comparison measured and resolvable on the exploratory seeds)"

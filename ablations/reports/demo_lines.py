@@ -26,10 +26,10 @@ def demo_seeds(question: Question) -> tuple[int, str]:
     """(seeds per arm, why): the most seeds any main comparison needs on any exploratory set (80% power, the
     question's plan file, ``ablations.catalog.power_estimate``), at least 2."""
     from ablations.catalog.plans import load, plan_path
+    from ablations.catalog.power_estimate import main_needs
 
     plan = load(question)
-    rows = [] if plan is None else plan["seeds"]["power"]["comparisons"]
-    needs = [n for r in rows if not r["secondary"] for n in r["needs"].values() if isinstance(n, int)]
+    needs = [] if plan is None else main_needs(plan["seeds"]["power"])
     if not needs:
         return FALLBACK_SEEDS, f"no power estimate found ({plan_path(question).name} absent)"
     return max(2, *needs), (f"the most any main comparison needs at 80% power on the exploratory seeds "
@@ -72,8 +72,9 @@ def demo_lines(question: Question, stats: Any) -> list[str]:
     from ablations.catalog.claims_recurrent import bottleneck_checks, bottleneck_gate
 
     arms = question.arms()
+    gate = bottleneck_gate(stats, arms)
     main, extra = bottleneck_checks(stats, arms)
-    return headline_lines(question, main, extra, bottleneck_gate(stats, arms))
+    return headline_lines(question, main, extra, gate)
 
 
 def print_demo(exp_dir: Path, question: Question) -> bool:

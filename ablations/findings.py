@@ -338,23 +338,16 @@ def findings_main(argv: list[str]) -> int:
     return 0
 
 
-def committed(path: Path) -> bool:
-    """Whether ``path`` is committed and unchanged since (git; a checkout without git cannot register a plan)."""
-    from ablations.reports.headline import plan_commit_time
-    from ablations.reports.provenance import git
-
-    return plan_commit_time(path) is not None and not git(["status", "--porcelain", "--", path.name], path.parent)
-
-
 def confirm_seeds(questions: Sequence[Question]) -> tuple[dict[str, list[int]] | None, str | None]:
     """(question -> the confirmatory seeds its committed plan file names, None) or (None, one-line error) when a
     plan file is missing or differs from its rendering from code (the registration must be committed first)."""
     from ablations.catalog import plans
+    from ablations.reports.headline import plan_problem
 
     seeds, stale = {}, []
     for q in questions:
         path = plans.plan_path(q)
-        if not path.is_file() or path.read_text(encoding="utf-8") != plans.text(q) or not committed(path):
+        if plan_problem(path, plans.text(q)):
             stale.append(str(path.relative_to(plans.REPO)))
             continue
         seeds[q.name] = list(plans.load(q)["seeds"]["values"])

@@ -13,6 +13,7 @@ from ablations.catalog.plan import CONFIRM_FIRST, CONFIRM_STRIDE, Plan
 from ablations.catalog.power_estimate import LEAST, MOST, estimate
 from ablations.catalog.questions import QUESTIONS
 from ablations.catalog.questions_real import REAL_QUESTIONS
+from ablations.reports.headline import committed
 from ablations.reports.power import FIRST_SEED as POWER_FIRST
 from ablations.verdicts.replication import FIRST_SEED as REPLICATION_FIRST
 
@@ -87,7 +88,7 @@ def test_confirm_takes_the_seeds_its_committed_plan_names_and_refuses_a_stale_on
 
     heads = QUESTIONS["heads"]
     seeds, problem = findings.confirm_seeds([heads])
-    if not findings.committed(plans.plan_path(heads)):  # a working copy with the plan file edited: nothing to check
+    if not committed(plans.plan_path(heads)):  # a working copy with the plan file edited: nothing to check
         pytest.skip(f"{plans.plan_path(heads)} is not committed as it stands")
     first = heads.plan.first_seed
     assert problem is None and seeds["heads"][0] == first and seeds["heads"] == list(range(first, first + len(

@@ -80,10 +80,10 @@ class Progress:
         return self.line()
 
     def eta_s(self) -> float | None:
-        """Trials left times the mean wall time of the trials run so far, divided by the trials run at once."""
-        if self.ran == 0:
-            return None
-        return (self.total - self.done) * (self.ran_wall_s / self.ran) / max(1, self.jobs)
+        """Time left (``trialstate.time_left``) from the trials run so far; None before the first."""
+        from ablations.engine.trialstate import time_left
+
+        return None if self.ran == 0 else time_left(self.ran_wall_s / self.ran, self.total - self.done, self.jobs)
 
     def line(self) -> str:
         eta = self.eta_s()

@@ -4,7 +4,7 @@ for the attention-bottleneck question at quick scale.
     attnlab sweep sweeps/norm.yaml --scale quick --root runs      # every trial, offline
     attnlab sweep sweeps/norm.yaml --dry-run --count 4            # print the trials' commands
     attnlab report runs                                           # runs/<sweep>/report.md + PNGs
-    attnlab demo                                                  # about 4 min on 2 AMD EPYC cores (measured)
+    attnlab demo                                                  # the quick demo and its report
 """
 
 from __future__ import annotations
@@ -21,10 +21,9 @@ from typing import TYPE_CHECKING, TypeVar
 
 from ablations.catalog.questions import QUESTIONS, SWEEPS_DIR
 from ablations.engine.estimate import (
-    DEMO_CPU,
-    DEMO_WALL_S,
     SLOWER_CPU,
     TIMEOUT_MARGIN,
+    demo_quote,
     demo_timeout_s,
     demo_trial,
     planned_trials,
@@ -259,9 +258,8 @@ def demo_parser() -> argparse.ArgumentParser:
         description=f"Run the {DEMO_QUESTION!r} question (recurrent seq2seq on reverse: attention none, additive "
                     "and hard, the arms its plan judges) at quick scale on the seeds that resolve its main claim, "
                     "then write the report and print its table, the main claim's answer as the headline and the "
-                    "secondary checks beneath it. Its start line estimates the time from the demo benchmark "
-                    f"({DEMO_WALL_S:.0f} s for ten trials on {DEMO_CPU}, BENCHMARKS.md); a slower or busy CPU "
-                    f"takes up to ~{SLOWER_CPU}x that.")
+                    f"secondary checks beneath it. Its time: {demo_quote()} (BENCHMARKS.md); a slower or busy CPU "
+                    f"takes up to ~{SLOWER_CPU}x that, and the start line says so.")
     p.add_argument("--root", default="runs/demo", help="runs directory (default: runs/demo)")
     p.add_argument("--seeds", type=positive_int, default=None,
                    help="seeds per arm (default: the most any main comparison needs at 80%% power on the "
@@ -325,8 +323,7 @@ COMMANDS = {"sweep": sweep_main, "report": report_main, "demo": demo_main, "find
 SUMMARIES = {
     "sweep": "run a sweep file offline on W&B's sweeps engine, each trial as `wandb agent` would run it",
     "report": "compare a question's arms: table (mean ± std over seeds), curves, attention maps, verdict",
-    "demo": f"the {DEMO_QUESTION} question at quick scale, then its report (about {DEMO_WALL_S / 60:.0f} min on "
-            f"{DEMO_CPU}, measured)",
+    "demo": f"the {DEMO_QUESTION} question at quick scale, then its report ({demo_quote()})",
     "findings": "every question at quick scale (resumable), then docs/findings/README.md: one row per claim",
     "dashboard": "save a W&B workspace view of a question: metric by arm, runs grouped by arm, probes, images",
 }

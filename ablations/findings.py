@@ -80,10 +80,10 @@ class Progress:
         return self.line()
 
     def eta_s(self) -> float | None:
-        """Trials left times the mean wall time of the trials run so far, divided by the trials run at once."""
-        if self.ran == 0:
-            return None
-        return (self.total - self.done) * (self.ran_wall_s / self.ran) / max(1, self.jobs)
+        """Time left (``trialstate.time_left``) from the trials run so far; None before the first."""
+        from ablations.engine.trialstate import time_left
+
+        return None if self.ran == 0 else time_left(self.ran_wall_s / self.ran, self.total - self.done, self.jobs)
 
     def line(self) -> str:
         eta = self.eta_s()
@@ -338,22 +338,16 @@ def findings_main(argv: list[str]) -> int:
     return 0
 
 
-def committed(path: Path) -> bool:
-    """Whether ``path`` is committed and unchanged since (git; a checkout without git cannot register a plan)."""
-    from ablations.reports.headline import _git, plan_commit_time
-
-    return plan_commit_time(path) is not None and not _git(["status", "--porcelain", "--", path.name], path.parent)
-
-
 def confirm_seeds(questions: Sequence[Question]) -> tuple[dict[str, list[int]] | None, str | None]:
     """(question -> the confirmatory seeds its committed plan file names, None) or (None, one-line error) when a
     plan file is missing or differs from its rendering from code (the registration must be committed first)."""
     from ablations.catalog import plans
+    from ablations.reports.headline import plan_problem
 
     seeds, stale = {}, []
     for q in questions:
         path = plans.plan_path(q)
-        if not path.is_file() or path.read_text(encoding="utf-8") != plans.text(q) or not committed(path):
+        if plan_problem(path, plans.text(q)):
             stale.append(str(path.relative_to(plans.REPO)))
             continue
         seeds[q.name] = list(plans.load(q)["seeds"]["values"])

@@ -103,7 +103,7 @@ def bottleneck_bible(stats: ArmStats, arms: Arms | None = None) -> str:
                      f"none reaches BLEU {none_short.text()} in its shortest bucket ({where}), short of "
                      f"{SHORT_BLEU:g} (BLEU {100 * SHORT_BLEU:g}){add}, so its fall with verse length cannot be read",
                      why=f"expected at {arms.shows_at}")
-        return join([], gate) + " | " + beats.text()
+        return join([beats], gate)
     return join(checks)
 
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from ablations.catalog.power_estimate import LEAST
+
 CONFIRM_FIRST = 3001
 CONFIRM_STRIDE = 100
 CONFIRM_SUBDIR = "confirm"
@@ -50,7 +52,8 @@ class Plan:
         changes: why the headline may differ from the old one (rule, selection, preset or seeds).
         preset_history: how the quick preset came to be (changes made while reading exploratory seeds).
         version: 1 for a first plan; a change after confirmatory seeds ran means version + 1 (fresh seeds).
-        seeds: the confirmatory seed count when fixed by hand (None: the power estimate decides).
+        seeds: the confirmatory seed count when fixed by hand (None: the power estimate decides); never below
+            ``power_estimate.LEAST``.
         superseded: earlier versions with their reasons and answers.
     """
 
@@ -66,6 +69,8 @@ class Plan:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "chosen", MappingProxyType(dict(self.chosen)))
+        if self.seeds is not None and self.seeds < LEAST:
+            raise ValueError(f"a plan's seed count is at least {LEAST}, not {self.seeds}")
 
     @property
     def first_seed(self) -> int:

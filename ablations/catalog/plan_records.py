@@ -11,6 +11,7 @@ fixes before its confirmatory seeds run (an arm, a margin, a seed count), never 
 from __future__ import annotations
 
 from ablations.catalog.plan import Plan
+from ablations.catalog.power_estimate import LEAST
 
 RULES = ("rule: the interval must clear the smallest effect of interest, a wrong sign is never 'not shown at this "
          "scale', '≈' is a two-one-sided-tests equivalence")
@@ -203,7 +204,7 @@ NEW_PLANS: dict[str, Plan] = {
                "loss in range (Peng et al. 2023, §3, Table 1).",
         own="the zero-fine-tune case only (a short fine-tune at the extended length is not run); judged on the "
             "relative rise of perplexity from L to 4L at s = 4",
-        changes=NEW_QUESTION, seeds=3,
+        changes=NEW_QUESTION, seeds=LEAST,
     ),
 }
 PLANS.update(NEW_PLANS)

@@ -23,7 +23,7 @@ import yaml
 
 from ablations.catalog.arms import REPO
 from ablations.catalog.plan import CONFIRM_SUBDIR, EXPLORATORY, Plan
-from ablations.catalog.power_estimate import estimate, exploratory_verdicts
+from ablations.catalog.power_estimate import count_from, estimate, exploratory_verdicts
 from ablations.catalog.question import Question
 from ablations.verdicts.rules import name, recording
 
@@ -56,7 +56,7 @@ def confirm_seeds(question: Question, plan: Plan, found: list[dict[str, Any]], r
     count = plan.seeds if plan.seeds is not None else power["count"]
     return {"set": f"confirmatory ({CONFIRM_SUBDIR}/)", "first": plan.first_seed, "count": count,
             "values": list(range(plan.first_seed, plan.first_seed + count)),
-            "count_from": "declared in the plan" if plan.seeds is not None else "power estimate", "power": power}
+            "count_from": "declared in the plan" if plan.seeds is not None else count_from(power), "power": power}
 
 
 def render(question: Question, root: Path = REPO) -> dict[str, Any]:

@@ -1,9 +1,10 @@
 """How long a sweep will take, said before its first trial starts: its trials × one trial's measured time / jobs.
 
-The times are measurements, never guesses: a question's quick-scale trial time is its committed findings run's
-(``docs/findings/<question>/result.json``: the trials' summed fit wall over their count, on the CPU that file names),
-and the demo's is its benchmark (:data:`DEMO_WALL_S`). Where nothing was measured (full scale, an installed package
-without docs/, an ad-hoc sweep) the start line says so instead of inventing a number.
+The trial times are measurements, never guesses: a question's quick-scale trial time is its committed findings
+run's (``docs/findings/<question>/result.json``: the trials' summed fit wall over their count, on the CPU that file
+names), and the demo's is its benchmark's mean trial (:data:`DEMO_BENCH_S`); the demo's quoted time
+(:func:`demo_quote`) is an estimate from it, labelled as one. Where nothing was measured (full scale, an installed
+package without docs/, an ad-hoc sweep) the start line says so instead of inventing a number.
 """
 
 from __future__ import annotations
@@ -15,12 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-DEMO_WALL_S = 246.0
-"""``attnlab demo`` as it runs by default (10 trials, 2 at once, one thread each, warm): 246 s on AMD EPYC, 2 cores,
-quiet (BENCHMARKS.md, "Time to answer on AMD EPYC after the figure and logging cuts", at 4fc0673). The README,
-``attnlab demo --help`` and docs/sweeps.md quote this number; tests/ablations/test_estimate.py checks they do."""
+from ablations.engine.trialstate import grid_size, minutes
+
+DEMO_BENCH_S, DEMO_BENCH_TRIALS = 246.0, 10
+"""The demo benchmark: ``attnlab demo`` as it ran then (10 trials, five arms × two seeds, 2 at once, one thread each,
+warm): 246 s on AMD EPYC, 2 cores, quiet (BENCHMARKS.md, "Time to answer on AMD EPYC after the figure and logging
+cuts", at 4fc0673). Its mean trial is the one measured demo trial time (:func:`demo_trial`)."""
 DEMO_CPU = "AMD EPYC, 2 cores"
-DEMO_TRIALS, DEMO_JOBS = 10, 2
+DEMO_TRIALS, DEMO_JOBS = 12, 2
+"""The default demo's trials (three judged arms × the 4 seeds its plan's power estimate gives,
+``commands.demo_plan``; tests/ablations/test_estimate.py checks the two agree) and trials at once."""
 SLOWER_CPU = 3
 """How much slower than the measuring machine a user's 2-core CPU was seen to be (an Intel Xeon kind ran the demo
 at 2.6× its AMD EPYC time, BENCHMARKS.md; a newcomer's busy AMD EPYC at about 2.6× too): the start line's upper end."""
@@ -38,7 +43,19 @@ class Measured:
 
 def demo_trial() -> Measured:
     """The demo's mean trial, from its benchmark: the wall over the trials each job ran."""
-    return Measured(DEMO_WALL_S * DEMO_JOBS / DEMO_TRIALS, f"{DEMO_CPU}, BENCHMARKS.md")
+    return Measured(DEMO_BENCH_S * DEMO_JOBS / DEMO_BENCH_TRIALS, f"{DEMO_CPU}, BENCHMARKS.md")
+
+
+def demo_estimate_s() -> float:
+    """The default demo's wall, estimated: its trials, :data:`DEMO_JOBS` at once, at the benchmark's mean trial."""
+    return math.ceil(DEMO_TRIALS / DEMO_JOBS) * demo_trial().trial_s
+
+
+def demo_quote() -> str:
+    """The one wording of the demo's time that README.md, docs/sweeps.md, ``attnlab --help`` and ``attnlab demo
+    --help`` use (tests/ablations/test_estimate.py checks they do)."""
+    return (f"about {minutes(demo_estimate_s())}, estimated: {DEMO_TRIALS} trials at the {demo_trial().trial_s:.0f} s "
+            f"mean trial measured on {DEMO_CPU}")
 
 
 def demo_timeout_s() -> float:
@@ -61,16 +78,13 @@ def findings_trial(question: str, findings_dir: Path) -> Measured | None:
 
 
 def planned_trials(sweep: Mapping[str, Any], *, count: int | None, baselines: int = 0) -> int | None:
-    """The trials a sweep will start: its grid (times the baseline arms' trials), or ``count``/``run_cap``."""
+    """The trials a sweep will start: its grid (``trialstate.grid_size``) plus the baseline arms' trials, or
+    ``count``/``run_cap``."""
     limit = count or sweep.get("run_cap")
-    if sweep.get("method") != "grid":
+    grid = grid_size(sweep)
+    if grid is None:
         return limit
-    grid = math.prod(len(spec["values"]) for spec in sweep["parameters"].values() if "values" in spec)
     return min(grid, limit) + baselines if limit else grid + baselines
-
-
-def minutes(seconds: float) -> str:
-    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
 
 def start_line(name: str, *, trials: int | None, jobs: int, measured: Measured | None, idle_cores: int = 0) -> str:

@@ -8,7 +8,8 @@ few FLOPs a parameter are left out. Then
 
     GPU-hours = Σ over trials of (FLOPs a step × steps) / (MFU × H100_PEAK) / 3600
 
-with steps = ``max_epochs`` × batches an epoch (or ``max_steps`` where set and smaller). Stated assumptions:
+with steps = ``max_epochs`` × batches an epoch (or ``max_steps`` where set and smaller; ``max_epochs`` = -1, no
+epoch limit, leaves ``max_steps``, and an arm with neither limit is not estimated). Stated assumptions:
 ``MFU`` = 30% of the H100 SXM's dense bf16 tensor-core peak (989 TFLOP/s), i.e. a bf16-mixed run as efficient as
 a well-fed Transformer. The step's first batch stands for every batch (bucketed batches vary in length). Small
 recurrent models stepped token by token are latency-bound and reach far less than 30% (the CPU benchmark's
@@ -39,14 +40,22 @@ def step_flops(fit_args: list[str], build: Builder) -> tuple[float, int]:
     data.prepare_data()
     data.setup("fit")
     loader = data.train_dataloader()
-    steps = int(trainer.max_epochs or 1) * len(loader)
-    if trainer.max_steps and trainer.max_steps > 0:
-        steps = min(steps, int(trainer.max_steps))
+    steps = training_steps(trainer.max_epochs, trainer.max_steps, len(loader))
     model.train()
     with FlopCounterMode(display=False) as counter, torch.enable_grad():
         loss, _ = model.training_loss(next(iter(loader)), 0)
         loss.backward()
     return float(counter.get_total_flops()), steps
+
+
+def training_steps(max_epochs: int | None, max_steps: int | None, batches: int) -> int:
+    """The steps a fit runs: the smaller of its epoch limit × ``batches`` and ``max_steps``, where each is set
+    (Lightning: -1 is no limit). ValueError when neither is (the run would go on until stopped)."""
+    limits = [int(max_epochs) * batches] if max_epochs is not None and max_epochs >= 0 else []
+    limits += [int(max_steps)] if max_steps is not None and max_steps >= 0 else []
+    if not limits:
+        raise ValueError(f"no limit on training steps (max_epochs={max_epochs}, max_steps={max_steps})")
+    return min(limits)
 
 
 def arms(commands: Iterable[list[str]]) -> dict[tuple[str, ...], int]:
@@ -73,7 +82,9 @@ def estimate_lines(commands: Iterable[list[str]], build: Builder) -> list[str]:
             flops, steps = step_flops(list(args), build)
         except Exception as err:  # noqa: BLE001 - an arm whose data is absent here is reported, not fatal
             unknown += 1
-            lines.append(f"  {label}: not estimated ({type(err).__name__}: {str(err).splitlines()[0][:120]})")
+            message = str(err).strip().splitlines()
+            why = type(err).__name__ + (f": {message[0][:120]}" if message else "")
+            lines.append(f"  {label}: not estimated ({why})")
             continue
         h = hours(flops, steps, trials)
         total += h

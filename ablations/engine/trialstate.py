@@ -42,16 +42,26 @@ def progress_line(index: int, total: int | None, outcome: Outcome, metric: str |
     value = "" if outcome.metric is None or metric is None else f"  {metric}={outcome.metric:.4g}"
     rc = f" (exit {outcome.returncode})" if outcome.returncode not in (0, None) else ""
     wall = f"  {outcome.wall_s:.0f}s" if not outcome.skipped else ""
-    eta = "" if eta_s is None else f"  ETA {eta_s / 60:.0f} min" if eta_s >= 90 else f"  ETA {eta_s:.0f}s"
+    eta = "" if eta_s is None else f"  ETA {minutes(eta_s)}"
     return f"[{index}/{total or '?'}] {outcome.trial.name}  {outcome.status}{rc}{value}{wall}{eta}"
 
 
+def minutes(seconds: float) -> str:
+    """A duration as people read it: whole minutes from 90 s on, else seconds (every ETA and estimate line)."""
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+
+
+def time_left(mean_trial_s: float, trials_left: int, jobs: int) -> float:
+    """The mean wall time of the trials run so far times the trials left, over the trials run at once."""
+    return mean_trial_s * max(0, trials_left) / max(1, jobs)
+
+
 def eta_seconds(outcomes: list[Outcome], total: int | None, jobs: int) -> float | None:
-    """Time left: the mean wall time of the trials run so far times the trials left, over ``jobs``."""
+    """Time left (:func:`time_left`) from the trials run so far; None before the first or for an open total."""
     ran = [o.wall_s for o in outcomes if not o.skipped]
     if total is None or not ran:
         return None
-    return sum(ran) / len(ran) * max(0, total - len(outcomes)) / max(1, jobs)
+    return time_left(sum(ran) / len(ran), total - len(outcomes), jobs)
 
 
 def grid_size(sweep: Mapping[str, Any]) -> int | None:

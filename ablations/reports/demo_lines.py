@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ablations.catalog.question import Question
-from ablations.verdicts.rules import Check, head_of
+from ablations.verdicts.rules import Check, gate_holds, head_of
 
 WIDTH = 100
 FALLBACK_SEEDS = 3
@@ -26,10 +26,10 @@ def demo_seeds(question: Question) -> tuple[int, str]:
     """(seeds per arm, why): the most seeds any main comparison needs on any exploratory set (80% power, the
     question's plan file, ``ablations.catalog.power_estimate``), at least 2."""
     from ablations.catalog.plans import load, plan_path
+    from ablations.catalog.power_estimate import main_needs
 
     plan = load(question)
-    rows = [] if plan is None else plan["seeds"]["power"]["comparisons"]
-    needs = [n for r in rows if not r["secondary"] for n in r["needs"].values() if isinstance(n, int)]
+    needs = [] if plan is None else main_needs(plan["seeds"]["power"])
     if not needs:
         return FALLBACK_SEEDS, f"no power estimate found ({plan_path(question).name} absent)"
     return max(2, *needs), (f"the most any main comparison needs at 80% power on the exploratory seeds "
@@ -52,8 +52,12 @@ def _line(check: Check) -> str:
 
 
 def headline_lines(question: Question, main: list[Check], extra: list[Check], gate: Check | None) -> list[str]:
-    """The headline (the main claim's answer), each main check, then the secondary checks under their own title."""
-    answer = f"{gate.answer} ({gate.why})" if gate is not None else head_of(main)
+    """The headline (the main claim's answer), each main check, then the secondary checks under their own title.
+    A failed ``gate`` heads only where it holds (``rules.gate_holds``: never over a wrong sign); else it is listed
+    first among the main checks, as ``rules.join`` does."""
+    held = gate_holds(gate, main)
+    answer = f"{gate.answer} ({gate.why})" if held and gate is not None else head_of(main)
+    main = [gate, *main] if gate is not None and not held else main
     lines = [textwrap.fill(f"Headline: {answer}", WIDTH, subsequent_indent="  "),
              textwrap.fill(f"  claim: {question.claim} ({question.source})", WIDTH, subsequent_indent="    ")]
     lines += [_line(c) for c in main]
@@ -65,13 +69,10 @@ def headline_lines(question: Question, main: list[Check], extra: list[Check], ga
 
 def demo_lines(question: Question, stats: Any) -> list[str]:
     """The demo's headline and secondary lines for the attention-bottleneck statistics ``stats``."""
-    from ablations.catalog.claims import EXACT
-    from ablations.catalog.claims_recurrent import bottleneck_checks
-    from ablations.verdicts.rules import learned
+    from ablations.catalog.claims_recurrent import bottleneck_checks, bottleneck_gate
 
     arms = question.arms()
-    gate = learned(stats, [arms.chosen("soft")], metric=EXACT, threshold=0.3, goal="maximize",
-                   shows_at=arms.shows_at)
+    gate = bottleneck_gate(stats, arms)
     main, extra = bottleneck_checks(stats, arms)
     return headline_lines(question, main, extra, gate)
 

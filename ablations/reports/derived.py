@@ -29,13 +29,12 @@
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from typing import Any
 
+from ablations.reports.readable import LEN_KEY
 from ablations.reports.results import RunRecord
 
-LEN_KEY = re.compile(r"^(?P<split>\w+)/(?P<family>(?:token_)?acc_by_len|bleu_by_len)/len_(?P<lo>\d+)_(?P<hi>\d+)$")
 CURVE_MEANS = ("val/exposure_gap", "val/free_running_loss", "val/loss", "val/exact_match")
 EARLY = 0.1  # the first tenth of the run's steps
 

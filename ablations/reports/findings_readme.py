@@ -163,7 +163,8 @@ def readme(results: Sequence[QuestionResult], *, command: str, wall_s: float, mi
     qs = {r.name: r.question for r in results} | {q.name: q for q in missing}
     files = {n: registered.plan_path(q) for n, q in qs.items()}
     plans = {n: registered.load(q) for n, q in qs.items()}
-    heads = {n: head.headline(conf.get(n), plans[n], files[n]) for n in qs}
+    heads = {n: head.headline(conf.get(n), plans[n], files[n], registered.text(q)) if n in conf else head.PENDING
+             for n, q in qs.items()}
     from attnlab_run.environment import cpu_model
 
     trial_wall = sum(r.trial_wall_s or 0.0 for r in results)

@@ -11,46 +11,54 @@ old headline (the main seeds' answer), the new one and why it changed (the plan'
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ablations.reports.provenance import git
 from ablations.reports.record import QuestionResult
 from ablations.verdicts.rules import verdict_word
 
 PENDING = "pending: confirmatory seeds not run"
 
 
-def _git(args: Sequence[str], cwd: Path) -> str | None:
-    try:
-        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else None
-
-
 def plan_commit_time(path: Path) -> int | None:
     """Epoch seconds of the last commit that touched the plan file (None: not committed, or no git)."""
-    out = _git(["log", "-1", "--format=%ct", "--", path.name], path.parent)
+    out = git(["log", "-1", "--format=%ct", "--", path.name], path.parent)
     return int(out) if out else None
 
 
 def commit_time(commit: str, cwd: Path) -> int | None:
-    out = _git(["show", "-s", "--format=%ct", commit], cwd)
+    out = git(["show", "-s", "--format=%ct", commit], cwd)
     return int(out) if out else None
 
 
-def refusal(result: QuestionResult, plan: Mapping[str, Any] | None, plan_file: Path) -> str | None:
-    """Why ``result`` (a confirmatory set's) may not be headlined, or None when it may."""
+def committed(path: Path) -> bool:
+    """Whether ``path`` is committed and unchanged since (git; a checkout without git cannot register a plan)."""
+    return plan_commit_time(path) is not None and not git(["status", "--porcelain", "--", path.name], path.parent)
+
+
+def plan_problem(plan_file: Path, rendering: str) -> str | None:
+    """Why ``plan_file`` does not register its plan (absent, not ``rendering``, the plan's rendering from code, or
+    not committed as it stands), or None when it does."""
+    if not plan_file.is_file():
+        return f"no plan file ({plan_file.name})"
+    if plan_file.read_text(encoding="utf-8") != rendering:
+        return "the plan file differs from its plan's rendering (attnlab findings --write-plans, then commit)"
+    return None if committed(plan_file) else "the plan file is not committed"
+
+
+def refusal(result: QuestionResult, plan: Mapping[str, Any] | None, plan_file: Path, rendering: str) -> str | None:
+    """Why ``result`` (a confirmatory set's) may not be headlined, or None when it may; ``rendering``: the plan's
+    rendering from code (``ablations.catalog.plans.text``), which the committed file must equal."""
     if plan is None:
         return f"refused: no plan file ({plan_file.name})"
     planned = (plan.get("preset") or {}).get("flags") or []
     if list(result.quick) != list(planned):
         return "refused: the runs' preset differs from the plan's"
-    registered = plan_commit_time(plan_file)
-    if registered is None:
-        return "refused: the plan file is not committed"
+    if problem := plan_problem(plan_file, rendering):
+        return f"refused: {problem}"
+    registered = plan_commit_time(plan_file) or 0  # committed: plan_problem said so
     times = [commit_time(c, plan_file.parent) for c in result.commits]
     if not times or any(t is None for t in times):
         return "refused: the runs' commit is not recorded or not in this repository"
@@ -59,11 +67,11 @@ def refusal(result: QuestionResult, plan: Mapping[str, Any] | None, plan_file: P
     return None
 
 
-def headline(result: QuestionResult | None, plan: Mapping[str, Any] | None, plan_file: Path) -> str:
+def headline(result: QuestionResult | None, plan: Mapping[str, Any] | None, plan_file: Path, rendering: str) -> str:
     """The table's headline cell: the confirmatory answer, a refusal, or ``PENDING``."""
     if result is None:
         return PENDING
-    return refusal(result, plan, plan_file) or verdict_word(result.verdict)
+    return refusal(result, plan, plan_file, rendering) or verdict_word(result.verdict)
 
 
 def change_rows(names: Sequence[str], old: Mapping[str, QuestionResult], new: Mapping[str, str],

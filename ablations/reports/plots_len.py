@@ -10,8 +10,6 @@ bucket holds (``<split>/count_by_len/...``) as grey bars on a second axis, since
 from __future__ import annotations
 
 import itertools
-import math
-import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -22,25 +20,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from ablations.reports.plots import colors, length_limits, save_figure  # noqa: E402
-from ablations.verdicts.stats import stat  # noqa: E402
+from ablations.reports.readable import bucket_stats, length_panels  # noqa: E402
 
 Arm = tuple[Any, ...]
-LEN_KEY = re.compile(r"^(?P<split>\w+)/(?P<family>(?:token_)?acc_by_len|bleu_by_len)/len_(?P<lo>\d+)_(?P<hi>\d+)$")
 ACC_FAMILIES = {"acc_by_len": "exact match", "token_acc_by_len": "token accuracy (free-running)"}
 BLEU_FAMILIES = {"bleu_by_len": "corpus BLEU (0..1)"}
 LENGTH_AXIS = {"bleu_by_len": "source length in tokens (bucket centre)"}  # the others: target length
-
-
-def _panels(arms: Mapping[Arm, list[Any]]) -> dict[tuple[str, str], set[tuple[int, int]]]:
-    """(family, split) -> the (lo, hi) buckets any run logged."""
-    panels: dict[tuple[str, str], set[tuple[int, int]]] = {}
-    for runs in arms.values():
-        for r in runs:
-            for key in r.metrics:
-                m = LEN_KEY.match(key)
-                if m:
-                    panels.setdefault((m["family"], m["split"]), set()).add((int(m["lo"]), int(m["hi"])))
-    return panels
 
 
 def _counts(arms: Mapping[Arm, list[Any]], split: str, buckets: list[tuple[int, int]]) -> list[float] | None:
@@ -55,19 +40,14 @@ def _counts(arms: Mapping[Arm, list[Any]], split: str, buckets: list[tuple[int, 
 def arm_series(arms: Mapping[Arm, list[Any]], order: list[Arm], prefix: str,
                buckets: list[tuple[int, int]]) -> dict[Arm, list[Any]]:
     """Arm -> the stat over finished seeds of ``<prefix>/len_<lo>_<hi>`` per bucket; arms that logged none left out."""
-    series = {}
-    for arm in order:
-        done = [r for r in arms[arm] if r.status == "finished"]
-        stats = [stat([r.metrics.get(f"{prefix}/len_{lo:03d}_{hi:03d}", math.nan) for r in done]) for lo, hi in buckets]
-        if any(s.n for s in stats):
-            series[arm] = stats
-    return series
+    series = {arm: bucket_stats(arms[arm], prefix, buckets) for arm in order}
+    return {arm: stats for arm, stats in series.items() if any(s.n for s in stats)}
 
 
 def plot_by_length(arms: Mapping[Arm, list[Any]], order: list[Arm], *, label: Callable[[Arm], str], out: Path,
                    families: Mapping[str, str], name: str) -> Path | None:
     """Draw ``families`` (key family -> axis label) by length into ``out/<name>.png``; None when no run logged them."""
-    panels = {k: v for k, v in _panels(arms).items() if k[0] in families}
+    panels = {k: v for k, v in length_panels(arms).items() if k[0] in families}
     if not panels:
         return None
     params = next(r.params for rs in arms.values() for r in rs)

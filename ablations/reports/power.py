@@ -56,12 +56,12 @@ def _needs(sets: Sequence[tuple[str, QuestionResult]], keep: Any) -> list[dict[s
 
 def make_plan(main: Mapping[str, QuestionResult], again: Mapping[str, QuestionResult]) -> dict[str, Any]:
     """The plan for every question with a saved result on either set (``main`` and ``again``, by name)."""
-    from attnlab_run.recording import git_commit
+    from ablations.reports.provenance import git
 
     names = [*main, *(n for n in again if n not in main)]
     return {
         "declared": stamp(),
-        "commit": git_commit() or "",
+        "commit": git(["rev-parse", "HEAD"], Path.cwd()) or "",
         "cap": CAP,
         "first_seed": FIRST_SEED,
         "rule": "n = the most seeds any within-noise comparison of the question needs (80% power, observed "

@@ -62,30 +62,43 @@ def count_cell(s: Stat, most: int | None) -> str:
     return f"{text} [{lo:.0f}, {hi:.0f}]" + (" (clipped)" if clipped else "")
 
 
+LEN_KEY = re.compile(r"^(?P<split>\w+)/(?P<family>(?:token_)?acc_by_len|bleu_by_len)/len_(?P<lo>\d+)_(?P<hi>\d+)$")
+"""A per-length metric: ``<split>/<family>/len_<lo>_<hi>`` (``lit_models.metrics`` names the buckets)."""
+
+
+def length_panels(arms: Mapping[Any, Sequence[Any]]) -> dict[tuple[str, str], set[tuple[int, int]]]:
+    """(family, split) -> the (lo, hi) length buckets any run logged."""
+    panels: dict[tuple[str, str], set[tuple[int, int]]] = {}
+    for runs in arms.values():
+        for r in runs:
+            for m in filter(None, map(LEN_KEY.match, r.metrics)):
+                panels.setdefault((m["family"], m["split"]), set()).add((int(m["lo"]), int(m["hi"])))
+    return panels
+
+
+def bucket_stats(runs: Sequence[Any], prefix: str, buckets: Sequence[tuple[int, int]],
+                 value: Callable[[Any, str], float] | None = None) -> list[Stat]:
+    """The stat over the finished runs of ``<prefix>/len_<lo>_<hi>`` for each bucket (``value``: how a run's
+    number is read; default its logged metric, NaN when absent)."""
+    done = [r for r in runs if r.status == "finished"]
+    read = value or (lambda r, k: r.metrics.get(k, math.nan))
+    return [stat([read(r, f"{prefix}/len_{lo:03d}_{hi:03d}") for r in done]) for lo, hi in buckets]
+
+
 def length_rows(metric: str, arms: Mapping[Any, Sequence[Any]], order: Sequence[Any],
                 label: Callable[[Any], str], value: Callable[[Any, str], float]) -> tuple[list[str], list[list[str]]]:
     """Per-length accuracy of each arm: the ``acc_by_len`` buckets of the metric's split (else of the other one),
     mean over finished seeds."""
-    logged = {k for runs in arms.values() for r in runs for k in r.metrics}
-    keys: list[str] = []
+    panels = length_panels(arms)
     for split in dict.fromkeys((metric.split("/", 1)[0], "test", "val")):
-        pattern = re.compile(rf"^{re.escape(split)}/acc_by_len/len_(\d+)_(\d+)$")
-        if keys := sorted(k for k in logged if pattern.match(k)):
+        if buckets := sorted(panels.get(("acc_by_len", split), ())):
             break
-    if not keys:
+    else:
         return [], []
-    header = ["arm", *(_bucket(re.search(r"len_(\d+)_(\d+)$", k)) for k in keys)]
-    rows = []
-    for arm in order:
-        done = [r for r in arms[arm] if r.status == "finished"]
-        means = [stat([value(r, k) for r in done]) for k in keys]
-        rows.append([label(arm), *(f"{m.mean:.3f}" if m.n else "—" for m in means)])
+    header = ["arm", *(f"len {lo}-{hi}" for lo, hi in buckets)]
+    rows = [[label(arm), *(f"{m.mean:.3f}" if m.n else "—" for m in bucket_stats(arms[arm], f"{split}/acc_by_len",
+                                                                                  buckets, value))] for arm in order]
     return header, rows
-
-
-def _bucket(match: re.Match[str] | None) -> str:
-    assert match is not None
-    return f"len {int(match[1])}-{int(match[2])}"
 
 
 def learned_little(metric: str, goal: str, bounds: tuple[float, float], means: Mapping[str, float]) -> list[str]:

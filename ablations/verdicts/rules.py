@@ -30,6 +30,9 @@ from ablations.verdicts.stats import MAX_SEEDS, POWER, Goal, Stat, compare, seed
 Arm = tuple[Any, ...]
 ArmStats = Mapping[Arm, Mapping[str, Stat]]
 Answer = Literal["supported", "not supported", "inconclusive", "not shown at this scale"]
+Reason = Literal["", "noise", "straddles", "wrong sign"]
+"""Why a comparison is inconclusive, for the rules that read it (``at_scale``): within seed noise, above zero but
+straddling the smallest effect of interest, or the wrong sign within noise; "" for any other answer or reason."""
 
 
 RESOLVE = "about {n} seeds would resolve the observed difference at {power:.0%} power"
@@ -79,7 +82,8 @@ class Check:
     all "not shown at this scale" answers that, whatever its controls say. ``sign``: the point estimate in the
     claimed direction (positive: the claimed sign; nan: no comparison). ``secondary``: listed after the main
     claim and never part of its answer (``join``). ``spec``: what the check tests (kind, arms, metric,
-    direction, smallest effect of interest, margin, bound), which the question's plan renders.
+    direction, smallest effect of interest, margin, bound), which the question's plan renders. ``reason``: why a
+    comparison is inconclusive, structured (``Reason``; ``why`` is its text).
     """
 
     claim: str
@@ -92,6 +96,7 @@ class Check:
     spread: float = math.nan
     sign: float = math.nan
     secondary: bool = False
+    reason: Reason = ""
     spec: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -174,10 +179,11 @@ def better(
                      **kept)
     noisy = {"resolves": (cmp.hi - cmp.lo) / 2, "spread": cmp.spread if cmp.paired else math.nan}
     if cmp.diff < 0:
-        return Check(claim, "inconclusive", detail, why=WRONG_SIGN, **noisy, **kept)
-    why = f"{STRADDLES} ({least:g})" if cmp.lo > 0 else NOISE
+        return Check(claim, "inconclusive", detail, why=WRONG_SIGN, reason="wrong sign", **noisy, **kept)
+    reason: Reason = "straddles" if cmp.lo > 0 else "noise"
+    why = f"{STRADDLES} ({least:g})" if reason == "straddles" else NOISE
     needs = seeds_for_power((cmp.diff - least) / cmp.spread, paired=cmp.paired) if cmp.spread > 0 else None
-    return Check(claim, "inconclusive", detail, why=why, needs=needs or 0, **noisy, **kept)
+    return Check(claim, "inconclusive", detail, why=why, reason=reason, needs=needs or 0, **noisy, **kept)
 
 
 def similar(stats: ArmStats, a: Arm, b: Arm, *, metric: str, margin: float, claim: str | None = None) -> Check:
@@ -269,11 +275,12 @@ def at_scale(check: Check, why: str, *, published: float | None = None) -> Check
     state one; the answer then also says how many seeds would resolve it at these seeds' spread (80% power,
     paired).
     """
-    noisy = check.why == NOISE or check.why.startswith(STRADDLES)
-    if check.answer != "inconclusive" or not noisy or not check.sign > 0:
+    if check.answer != "inconclusive" or check.reason not in ("noise", "straddles") or not check.sign > 0:
         return check
-    noise = f"within seed noise at this scale (these seeds resolve about ±{check.resolves:.3g})"
-    return replace(check, answer="not shown at this scale", why=f"{noise}; {why}{_published(check, published)}")
+    resolves = f"these seeds resolve about ±{check.resolves:.3g}"
+    shown = (f"within seed noise at this scale ({resolves})" if check.reason == "noise" else
+             f"above zero, but {check.why} at this scale ({resolves})")
+    return replace(check, answer="not shown at this scale", why=f"{shown}; {why}{_published(check, published)}")
 
 
 def _published(check: Check, published: float | None) -> str:
@@ -286,9 +293,13 @@ def _published(check: Check, published: float | None) -> str:
 
 
 def head_of(checks: Sequence[Check]) -> str:
-    """The overall answer of ``checks``: supported when every one is, not supported when one is, "supported where
-    shown" when the rest are "not shown at this scale" (never with a wrong sign, which is inconclusive or not
-    supported), otherwise inconclusive with the reasons."""
+    """The overall answer of ``checks``: inconclusive when a control failed (a broken precondition refutes
+    nothing), supported when every one is, not supported when one is, "supported where shown" when the rest are
+    "not shown at this scale" (never with a wrong sign, which is inconclusive or not supported), otherwise
+    inconclusive with the reasons."""
+    failed = [c.claim for c in checks if c.control and c.answer == "not supported"]
+    if failed:
+        return f"inconclusive (control failed: {'; '.join(failed)})"
     answers = [c.answer for c in checks]
     if answers and all(a == "supported" for a in answers):
         return "supported"
@@ -304,15 +315,36 @@ def head_of(checks: Sequence[Check]) -> str:
     return f"inconclusive ({'; '.join(whys) or 'no checks'})"
 
 
+BOUNDS = ("at most", "at least")
+"""Check kinds that hold one arm against a threshold: an arm that learned nothing misses them by the gate's own
+reason, so their sign never overrules a gate (``gate_holds``)."""
+
+
+def gate_holds(gate: Check | None, main: Sequence[Check]) -> bool:
+    """Whether ``gate`` (a precondition such as "the task is learned") answers the question: it fired, and when it
+    says "not shown at this scale", no main comparison has the wrong sign (a wrong sign is judged as measured)."""
+    if gate is None:
+        return False
+    wrong = [c for c in main if c.sign < 0 and c.spec.get("kind") not in BOUNDS]
+    return gate.answer != "not shown at this scale" or not wrong
+
+
 def join(checks: Sequence[Check], gate: Check | None = None) -> str:
     """One verdict line: the main claim's answer, then every check with its numbers; secondary checks
-    (``secondary``) follow after "secondary:" and never change the answer."""
-    if gate is not None:
-        return f"{gate.answer}: {gate.detail} ({gate.why})"
+    (``secondary``) follow after "secondary:" and never change the answer.
+
+    ``gate``: a precondition that failed (``learned``, or a question's own). When it holds (``gate_holds``) its
+    answer heads the line, followed by its reading and every check; when a main check has the wrong sign the
+    checks' own answer heads the line and the gate is listed as a check."""
     main = [c for c in checks if not c.secondary]
     extra = [c for c in checks if c.secondary]
     tail = f" || secondary ({head_of(extra).split(' (')[0]}): " + " | ".join(c.text() for c in extra) if extra else ""
-    return head_of(main) + ": " + " | ".join(c.text() for c in main) + tail
+    parts = [c.text() for c in main]
+    if gate is not None and gate_holds(gate, main):
+        return f"{gate.answer}: " + " | ".join([f"{gate.detail} ({gate.why})", *parts]) + tail
+    if gate is not None:
+        parts.insert(0, gate.text())
+    return head_of(main) + ": " + " | ".join(parts) + tail
 
 
 def verdict_word(line: str) -> str:

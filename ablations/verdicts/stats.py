@@ -90,11 +90,14 @@ def t_quantile(p: float, df: float) -> float:
 
 
 @functools.lru_cache(maxsize=1024)  # a report asks for the same few df (seeds - 1) many times
+def t_critical(p: float, df: float) -> float:
+    """t_{p, df} for an interval's half-width: :func:`t_quantile`, nan for df < 1 (fewer than two values)."""
+    return t_quantile(p, df) if df >= 1 else math.nan
+
+
 def t975(df: float) -> float:
     """t_{0.975, df}, exact for every df (e.g. 12.706 at df 1, 2.0395 at df 31, 1.9623 at df 1000); nan for df < 1."""
-    if not df >= 1:
-        return math.nan
-    return t_quantile(0.975, df)
+    return t_critical(0.975, df)
 
 
 POWER = 0.8
@@ -105,7 +108,7 @@ P_LEVEL = 0.025
 
 def t95(df: float) -> float:
     """t_{0.95, df}: the one-sided quantile of a 90% interval (two one-sided tests at 5%, Schuirmann 1987)."""
-    return t_quantile(0.95, df) if df >= 1 else math.nan
+    return t_critical(0.95, df)
 
 
 def seeds_for_power(effect: float, *, paired: bool) -> int | None:
@@ -152,16 +155,13 @@ class Stat:
         """Student-t interval of the mean at ``level`` (0.95 or 0.90); (nan, nan) for fewer than two values."""
         if self.n < 2 or not math.isfinite(self.std):
             return math.nan, math.nan
-        half = t_quantile(0.5 + level / 2, self.n - 1) * self.std / math.sqrt(self.n)
+        half = t_critical(0.5 + level / 2, self.n - 1) * self.std / math.sqrt(self.n)
         return self.mean - half, self.mean + half
 
     @property
     def ci95(self) -> tuple[float, float]:
-        """Student-t 95% interval of the mean; (nan, nan) for fewer than two values."""
-        if self.n < 2 or not math.isfinite(self.std):
-            return math.nan, math.nan
-        half = t975(self.n - 1) * self.std / math.sqrt(self.n)
-        return self.mean - half, self.mean + half
+        """:meth:`ci` at 95%."""
+        return self.ci(0.95)
 
     def text(self, digits: int = 3, *, bounds: Bounds = UNBOUNDED, count: bool = False) -> str:
         """``mean ± std [lo, hi]`` (no interval below two seeds); the interval clipped to the metric's

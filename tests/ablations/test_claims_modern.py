@@ -16,12 +16,18 @@ def _s(values, seeds=SEEDS):
     return stat(values, seeds)
 
 
+def _jitter(arm: int, seed: int, size: float) -> float:
+    """A per-arm, per-seed offset in [-size, size], a different pattern for each arm, so the paired differences
+    between arms have spread and the verdict's interval rule is exercised (not a point compared to a bound)."""
+    return size * (((seed * 2 + arm * 3) % 5) - 2) / 2
+
+
 def _qk_stats(off_high: float, on_high: float, diverge_off: bool):
     stats = {}
     for qk in (False, True):
         for lr in QK_LRS:
             high = (on_high if qk else off_high) if lr >= 0.03 else 0.3
-            loss = [high + 0.01 * s for s in SEEDS]
+            loss = [high + 0.01 * s + _jitter(2 * qk + int(lr > 0.01), s, 0.02) for s in SEEDS]
             diverged = [1.0 if (diverge_off and not qk and lr == 0.1) else 0.0 for _ in SEEDS]
             stats[(qk, lr)] = {"val/loss": _s([v for v, d in zip(loss, diverged, strict=True) if not d],
                                               [s for s, d in zip(SEEDS, diverged, strict=True) if not d]),
@@ -39,10 +45,10 @@ def test_qk_norm_verdict_reads_the_capped_loss_range():
     assert r is not None and r.n == 5 and math.isclose(r.mean, math.log(24) - 0.3 - 0.03, abs_tol=1e-9)
 
 
-def _kv_stats(mha: float, gqa: float, mqa: float, cache=(64, 128, 512)):
+def _kv_stats(mha: float, gqa: float, mqa: float, cache=(64, 128, 512), noise: float = 0.004):
     stats = {}
     for kv, acc, size in ((1, mqa, cache[0]), (2, gqa, cache[1]), (8, mha, cache[2])):
-        stats[(kv,)] = {"test/exact_match": _s([acc + 0.002 * s for s in SEEDS]),
+        stats[(kv,)] = {"test/exact_match": _s([acc + 0.002 * s + _jitter(kv, s, noise) for s in SEEDS]),
                         "run/parameters": _s([100_000.0] * 5), "test/kv_cache_bytes_per_token": _s([size] * 5),
                         "test/decode_tokens_per_s": _s([1000.0 / kv] * 5)}
     return stats
@@ -54,16 +60,19 @@ def test_kv_heads_verdict():
     assert q.judge(_kv_stats(mha=0.80, gqa=0.50, mqa=0.5)).startswith("not supported")
     assert q.judge(_kv_stats(mha=0.80, gqa=0.79, mqa=0.6, cache=(64, 400, 512))).startswith("not supported")
     assert "not shown at this scale" in q.judge(_kv_stats(mha=0.1, gqa=0.1, mqa=0.1))
+    # the same means with seed spread too wide for the ±0.05 equivalence: the interval decides, not the means
+    wide = q.judge(_kv_stats(mha=0.80, gqa=0.79, mqa=0.6, noise=0.1))
+    assert not wide.startswith("supported"), wide
 
 
 def _rope_stats(rises: dict[str, float], at_l: dict[str, float] | None = None):
     stats = {}
-    for arm, r in rises.items():
-        base = [(at_l or {}).get(arm, 5.0) + 0.01 * s for s in SEEDS]
+    for i, (arm, r) in enumerate(rises.items()):
+        base = [(at_l or {}).get(arm, 5.0) + 0.01 * s + _jitter(i, s, 0.05) for s in SEEDS]
         stats[(arm,)] = {"test/ppl_by_ctx/ctx_00128": _s(base),
                          "test/ppl_by_ctx/ctx_00256": _s([b * (1 + r / 2) for b in base]),
-                         "test/ppl_by_ctx/ctx_00512": _s([b * (1 + r) + 0.001 * s for b, s in zip(base, SEEDS,
-                                                                                               strict=True)])}
+                         "test/ppl_by_ctx/ctx_00512": _s([b * (1 + r + _jitter(i + 1, s, 0.01))
+                                                          for b, s in zip(base, SEEDS, strict=True)])}
     return stats
 
 

@@ -48,5 +48,27 @@ def test_a_failing_secondary_check_leaves_the_headline_alone():
 
 
 def test_the_demo_seeds_come_from_the_plans_power_estimate():
+    """With the plan file in this checkout, the count is the largest a main comparison needs in it (no fallback)."""
+    from ablations.catalog.plans import load
+
+    plan = load(QUESTION)
+    assert plan is not None, "the attention_bottleneck plan file is committed in this repository"
+    needs = [n for row in plan["seeds"]["power"]["comparisons"] if not row["secondary"]
+             for n in row["needs"].values() if isinstance(n, int)]
     n, why = demo_seeds(QUESTION)
-    assert n >= 2 and ("80% power" in why or "absent" in why)
+    assert needs and n == max(2, *needs) and "80% power" in why, (n, why, needs)
+
+
+def test_a_failed_gate_never_headlines_not_shown_over_a_wrong_sign():
+    """Soft attention under the learned gate (0.3) and below none: the wrong sign is judged as measured, as the
+    question's own verdict line does (``rules.gate_holds``)."""
+    from ablations.verdicts.rules import verdict_word
+
+    stats = newcomer_stats(3)
+    wobble = (0.0, 0.01, -0.01)
+    stats[("additive",)] = arm(tuple(0.15 + w for w in wobble), tuple(0.9 + w for w in wobble))
+    stats[("none",)] = arm(tuple(0.28 + w / 2 for w in wobble), tuple(0.94 + w for w in wobble))
+    lines = demo_lines(QUESTION, stats)
+    word = verdict_word(QUESTION.judge(stats))
+    assert word != "not shown at this scale" and lines[0].startswith(f"Headline: {word}"), (word, lines)
+    assert any("learned" in line or "short of" in line for line in lines[1:]), "the failed gate is still listed"

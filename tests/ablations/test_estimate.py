@@ -4,35 +4,56 @@ printed before the first trial, whose estimate is trials × a measured trial tim
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
+from ablations.catalog.questions import QUESTIONS
 from ablations.engine.estimate import (
-    DEMO_WALL_S,
+    DEMO_BENCH_S,
+    DEMO_BENCH_TRIALS,
+    DEMO_JOBS,
+    DEMO_TRIALS,
     Measured,
+    demo_estimate_s,
+    demo_quote,
     demo_timeout_s,
     demo_trial,
     findings_trial,
+    minutes,
     planned_trials,
     start_line,
 )
 
 REPO = Path(__file__).parents[2]
+BENCHMARKS_DEMO_ROW = (REPO / "BENCHMARKS.md").read_text().split("`attnlab demo`, warm (the default)")[1][:40]
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
 
 
 def test_one_demo_time_is_quoted_everywhere():
     from ablations.commands import SUMMARIES, demo_parser
 
-    quoted = f"{DEMO_WALL_S:.0f} s"
-    assert quoted in (REPO / "README.md").read_text()
-    assert quoted in (REPO / "docs" / "sweeps.md").read_text()
-    assert quoted in (REPO / "BENCHMARKS.md").read_text().split("`attnlab demo`, warm (the default)")[1][:40]
-    assert quoted in demo_parser().format_help().replace("\n", " ").replace("  ", " ")
-    assert f"about {DEMO_WALL_S / 60:.0f} min" in SUMMARIES["demo"]
+    quote = demo_quote()
+    assert quote in _flat((REPO / "README.md").read_text())
+    assert quote in _flat((REPO / "docs" / "sweeps.md").read_text().replace("#", ""))
+    assert f"{DEMO_BENCH_S:.0f} s" in BENCHMARKS_DEMO_ROW
+    assert quote in _flat(demo_parser().format_help()) and quote in SUMMARIES["demo"]
+    assert f"{DEMO_TRIALS} trials" in quote and "estimated" in quote
 
 
-def test_the_demo_estimate_is_its_benchmark_and_its_timeout_leaves_a_slow_cpu_room():
-    line = start_line("demo", trials=10, jobs=2, measured=demo_trial())
-    assert "about 4 min" in line and "10 trials, 2 at once" in line
+def test_the_demo_estimate_counts_the_trials_the_default_demo_plans(tmp_path):
+    """DEMO_TRIALS is the default demo's own plan (judged arms × its seeds), not a number set beside it."""
+    from ablations.commands import DEMO_QUESTION, demo_plan
+    from ablations.reports.demo_lines import demo_seeds
+
+    seeds, _ = demo_seeds(QUESTIONS[DEMO_QUESTION])
+    trials = planned_trials(demo_plan(tmp_path, seeds=seeds).sweep, count=None)
+    assert trials == DEMO_TRIALS, f"the default demo plans {trials} trials; the quoted estimate assumes {DEMO_TRIALS}"
+    line = start_line("demo", trials=trials, jobs=DEMO_JOBS, measured=demo_trial())
+    assert f"about {minutes(demo_estimate_s())}" in line
+    assert math.isclose(demo_estimate_s(), math.ceil(trials / DEMO_JOBS) * DEMO_BENCH_S * DEMO_JOBS / DEMO_BENCH_TRIALS)
     assert demo_timeout_s() >= 3 * 159, "a newcomer's busy CPU ran additive trials in 155-159 s"
 
 

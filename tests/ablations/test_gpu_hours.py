@@ -63,3 +63,46 @@ def test_full_dry_run_prints_the_estimate_of_every_trial_and_quick_does_not(monk
     assert sweep_main(["attention_bottleneck", "--dry-run", "--scale", "quick", "--root", str(tmp_path)]) == 0
     assert "ESTIMATE" not in capsys.readouterr().out
     assert not any(tmp_path.iterdir())
+
+
+def _fake_build(max_epochs: int, max_steps: int):
+    """A CLI whose model is one linear layer over 10 batches, with the trainer's epoch and step limits."""
+    import torch
+
+    class Model(torch.nn.Linear):
+        def training_loss(self, batch, index):
+            return self(batch).sum(), None
+
+    class Data:
+        def prepare_data(self):
+            pass
+
+        def setup(self, stage):
+            pass
+
+        def train_dataloader(self):
+            return [torch.ones(2, 4)] * 10
+
+    trainer = type("Trainer", (), {"max_epochs": max_epochs, "max_steps": max_steps})()
+    cli = type("Cli", (), {"model": Model(4, 3), "datamodule": Data(), "trainer": trainer})()
+    return lambda arg_lists: [cli]
+
+
+def test_an_unbounded_run_is_not_estimated_and_no_arm_is_given_negative_hours():
+    """max_epochs=-1 is Lightning's 'no epoch limit': the steps come from max_steps, or the arm is not estimated."""
+    cmds = [["fit", "--model.x=1", "--seed_everything=1"]]
+    unbounded = gh.estimate_lines(cmds, build=_fake_build(-1, -1))
+    assert "not estimated" in unbounded[1] and "max_epochs" in unbounded[1] and " -" not in unbounded[0], unbounded
+    by_steps = gh.estimate_lines(cmds, build=_fake_build(-1, 50))
+    assert "x 50 steps" in by_steps[1], by_steps
+    assert "x 30 steps" in gh.estimate_lines(cmds, build=_fake_build(3, -1))[1]
+    assert "x 20 steps" in gh.estimate_lines(cmds, build=_fake_build(3, 20))[1]
+
+
+def test_an_arm_whose_error_has_no_message_is_named_by_its_type(monkeypatch):
+    def fail(args, build):
+        raise RuntimeError()
+
+    monkeypatch.setattr(gh, "step_flops", fail)
+    lines = gh.estimate_lines([["fit", "--model.x=1"]], build=None)
+    assert lines[1].endswith("not estimated (RuntimeError)"), lines

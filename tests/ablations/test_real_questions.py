@@ -69,6 +69,16 @@ def test_bottleneck_bible_not_shown_when_none_does_not_learn_short_verses():
     assert "additive attention beats none: supported" in verdict, "the measured comparison is still reported"
 
 
+def test_bottleneck_bible_gate_never_hides_a_wrong_sign():
+    """None's shortest bucket is below BLEU 5 (the gate fires) but additive is clearly below none overall: the
+    line answers the measured comparison, not "not shown at this scale"."""
+    stats = {("none",): bible_arm(0.30, [0.03, 0.30, 0.32, 0.31, 0.30]),
+             ("additive",): bible_arm(0.10, [0.16, 0.15, 0.15, 0.14, 0.14])}
+    verdict = claims_real.bottleneck_bible(stats)
+    assert word(verdict) == "not supported" and "additive attention beats none: not supported" in verdict, verdict
+    assert "cannot be read" in verdict, "the gate's reading is still shown"
+
+
 def test_bottleneck_bible_reads_the_shortest_bucket_of_at_least_50_verses():
     """A tiny first bucket (10 verses) at BLEU 0.3 does not count: the first bucket of >= 50 verses decides."""
     stats = {("none",): bible_arm(0.03, [0.30, 0.03, 0.02, 0.02, 0.01], counts=[10, 200, 300, 200, 80]),

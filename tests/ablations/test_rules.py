@@ -11,7 +11,7 @@ from ablations.catalog import claims, claims_recurrent
 from ablations.catalog.arms import Arms
 from ablations.catalog.questions import QUESTIONS
 from ablations.verdicts.extrapolation import extrapolates
-from ablations.verdicts.rules import at_scale, better, join, secondary, similar, verdict_word
+from ablations.verdicts.rules import Check, at_scale, better, head_of, join, learned, secondary, similar, verdict_word
 from ablations.verdicts.stats import Stat, compare, stat
 
 
@@ -136,3 +136,56 @@ def test_the_bottleneck_verdict_keeps_hard_attention_secondary():
              ("hard",): arm((0.99, 0.995, 0.99), (0.02, 0.03, 0.02))}  # hard better than soft: own hypothesis fails
     line = claims_recurrent.bottleneck(stats, QUESTIONS["attention_bottleneck"].arms())
     assert line.startswith("supported: ") and "secondary (not supported)" in line
+
+
+def test_a_wrong_signed_check_under_a_failed_gate_is_never_headlined_not_shown_at_this_scale():
+    """A learned gate that fires cannot hide a check of the wrong sign; every check is still listed after it."""
+    stats = table(a={"m": (0.10, 0.11, 0.12)}, b={"m": (0.25, 0.26, 0.27)})
+    wrong = better(stats, ("a",), ("b",), metric="m", goal="maximize", sesoi=0.01)
+    assert wrong.answer == "not supported"
+    gate = learned(stats, [("a",)], metric="m", threshold=0.3, goal="maximize", shows_at="full scale")
+    assert gate is not None and gate.answer == "not shown at this scale"
+    line = join([wrong], gate)
+    assert verdict_word(line) == "not supported" and wrong.text() in line and gate.detail in line, line
+    noisy = table(a={"m": (0.10, 0.20, 0.05)}, b={"m": (0.12, 0.13, 0.14)})  # the wrong sign within noise
+    within = better(noisy, ("a",), ("b",), metric="m", goal="maximize", sesoi=0.01)
+    assert within.answer == "inconclusive" and within.sign < 0
+    assert verdict_word(join([within], gate)) == "inconclusive"
+    right = table(a={"m": (0.14, 0.15, 0.16)}, b={"m": (0.10, 0.11, 0.12)})  # the claimed sign, nothing learned
+    shown = better(right, ("a",), ("b",), metric="m", goal="maximize", sesoi=0.01)
+    line = join([shown], gate)
+    assert verdict_word(line) == "not shown at this scale" and shown.text() in line, line
+
+
+def test_the_hand_written_gates_never_hide_a_wrong_sign():
+    def tr(bleu: float) -> dict:
+        return {"test/bleu": seeds(bleu, bleu + 0.01, bleu - 0.005),
+                "test/len_drop/bleu_by_len": seeds(0.01, 0.01, 0.01)}
+
+    line = claims_recurrent.bottleneck_translation({("additive",): tr(0.03), ("none",): tr(0.2)})
+    assert verdict_word(line) == "not supported" and "additive attention beats none: not supported" in line, line
+
+
+def test_at_scale_words_an_interval_that_straddles_the_smallest_effect_as_such():
+    """Above zero but straddling the smallest effect of interest is not "within seed noise"."""
+    stats = table(a={"m": (0.83, 0.84, 0.85, 0.84, 0.83)}, b={"m": (0.80, 0.80, 0.81, 0.79, 0.80)})  # Δ ≈ 0.04
+    straddles = better(stats, ("a",), ("b",), metric="m", goal="maximize", sesoi=0.04)
+    assert straddles.answer == "inconclusive" and straddles.reason == "straddles"
+    scaled = at_scale(straddles, "expected at scale")
+    assert scaled.answer == "not shown at this scale" and "seed noise" not in scaled.why, scaled.why
+    assert "straddles the smallest effect of interest (0.04)" in scaled.why
+    noisy = table(a={"m": (0.82, 0.74, 0.80)}, b={"m": (0.78, 0.77, 0.76)})
+    within = at_scale(better(noisy, ("a",), ("b",), metric="m", goal="maximize"), "x")
+    assert within.answer == "not shown at this scale" and within.why.startswith("within seed noise at this scale")
+    renamed = Check("c", "inconclusive", "", why="the interval straddles the smallest effect of interest, reworded",
+                    sign=1.0)
+    assert at_scale(renamed, "x") == renamed, "the reason is structured, not read from the text"
+
+
+def test_a_failed_control_is_inconclusive_not_a_refuted_claim():
+    ok = better(table(a={"m": (0.9, 0.91, 0.92)}, b={"m": (0.5, 0.5, 0.51)}), ("a",), ("b",), metric="m",
+                goal="maximize", sesoi=0.05)
+    control = Check("the arms have equal parameter counts", "not supported", "parameters: a 1,000, b 2,000",
+                    control=True)
+    assert head_of([ok, control]) == "inconclusive (control failed: the arms have equal parameter counts)"
+    assert verdict_word(join([ok, control])) == "inconclusive"

@@ -124,8 +124,13 @@ def test_bottleneck_reads_the_fall_with_length():
 
 def test_nothing_learned_is_not_shown_at_this_scale_not_unsupported():
     stats = bottleneck_stats(none_drop=(0.0, 0.0, 0.0), soft_acc=0.01)
+    stats[("none",)] = arm(val__exact_match=(0.0, 0.01, 0.005), val__len_drop__acc_by_len=(0.06, 0.1, 0.05))
     line = claims_recurrent.bottleneck(stats, plan_arms("attention_bottleneck", stats))
     assert verdict_word(line) == "not shown at this scale" and "expected to show at the full preset" in line
+    # none clearly above soft: the gate cannot hide the wrong sign (issue: a gate can hide a wrong sign)
+    stats = bottleneck_stats(none_drop=(0.0, 0.0, 0.0), soft_acc=0.01)
+    line = claims_recurrent.bottleneck(stats, plan_arms("attention_bottleneck", stats))
+    assert verdict_word(line) == "not supported" and "the wrong sign, its interval clear of zero" in line, line
 
 
 def norm_stats(post_cold: dict, warm: int = 100) -> dict:

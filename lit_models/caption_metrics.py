@@ -1,12 +1,11 @@
-"""Caption metrics: corpus BLEU-1..4 with several references and CIDEr-D, both implemented here.
+"""Caption metrics: corpus BLEU-1..4 with several references (sacrebleu's) and CIDEr-D (implemented here).
 
 BLEU (Papineni et al. 2002, §2.1 modified n-gram precision p_n, §2.2.2 brevity penalty, §2.3
-BLEU = BP · exp(Σ_n w_n log p_n), w_n = 1/N): clipped n-gram matches, candidate n-gram totals and the
-two lengths are summed over the corpus. The effective reference length r of a candidate is the
-length of its closest reference, the *shorter* one when two are equally close (as coco-caption,
-NLTK and sacrebleu), and BP = 1 if c > r else e^(1 − r/c). No smoothing: a corpus with no match of
-some order scores 0 (coco-caption instead adds 1e-15 / 1e-9 to every count, so it reports a small
-positive number there).
+BLEU = BP · exp(Σ_n w_n log p_n), w_n = 1/N) is sacrebleu's corpus BLEU with ``max_ngram_order`` N,
+no tokenization (captions are space-separated tokens) and no smoothing. The effective reference length
+of a candidate is its closest reference's, the *shorter* one on a tie (as coco-caption and NLTK), and a
+corpus with no match of some order scores 0 (coco-caption instead adds 1e-15 / 1e-9 to every count, so
+it reports a small positive number there).
 
 CIDEr-D (Vedantam, Zitnick & Parikh 2015, "CIDEr: Consensus-based Image Description Evaluation",
 §3 eq. 2–5 and §4.2 "CIDEr-D"): for each n-gram order n = 1..4 a caption is a TF-IDF vector
@@ -35,6 +34,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 from torchmetrics import Metric
+
+from lit_models.metrics import CorpusSacreBLEU, TextCorpusMetric
 
 NgramCounts = list[Counter]
 """Per order n = 1..N: Counter of n-gram tuples."""
@@ -96,93 +97,21 @@ def cider_d_scores(
     return scores
 
 
-def bleu_statistics(candidate: Sequence[str], references: Sequence[Sequence[str]], n_max: int) -> list[int]:
-    """[matches_1..N, totals_1..N, c, r] of one tokenised candidate (Papineni et al. 2002, §2.1, §2.2.2).
-
-    matches_n: candidate n-grams clipped by their largest count in any one reference; totals_n: the
-    candidate's n-grams; c: its length; r: the closest reference length, the shorter on a tie.
-    """
-    cand = ngram_counts(candidate, n_max)
-    clip: NgramCounts = [Counter() for _ in range(n_max)]
-    for ref in references:
-        for n, counts in enumerate(ngram_counts(ref, n_max)):
-            clip[n] |= counts  # union = element-wise max
-    matches = [sum((cand[n] & clip[n]).values()) for n in range(n_max)]
-    totals = [sum(cand[n].values()) for n in range(n_max)]
-    closest = min(((abs(len(r) - len(candidate)), len(r)) for r in references), default=(0, 0))[1]
-    return [*matches, *totals, len(candidate), closest]
-
-
-class CorpusBLEU(Metric):
-    """Corpus BLEU-N with several references per candidate (see the module docstring); the counts
-    are summed across ranks, so every example counts once under DDP."""
-
-    full_state_update = False
-
-    def __init__(self, *, n_gram: int = 4) -> None:
-        super().__init__()
-        self.n_gram = n_gram
-        self.add_state("stats", torch.zeros(2 * n_gram + 2, dtype=torch.long), dist_reduce_fx="sum")
-
-    def update(self, preds: Sequence[str], target: Sequence[Sequence[str]]) -> None:
-        if len(preds) != len(target):
-            raise ValueError(f"{len(preds)} candidates but {len(target)} reference lists")
-        pairs = zip(preds, target, strict=True)
-        rows = [bleu_statistics(p.split(), [r.split() for r in refs], self.n_gram) for p, refs in pairs]
-        if rows:
-            self.stats += torch.tensor(rows, dtype=torch.long, device=self.stats.device).sum(0)
-
-    def compute(self) -> Tensor:
-        stats = self.stats.tolist()
-        n = self.n_gram
-        matches, totals, c, r = stats[:n], stats[n : 2 * n], stats[2 * n], stats[2 * n + 1]
-        if c == 0 or min(matches) == 0:
-            return torch.tensor(0.0, device=self.stats.device)
-        log_precision = sum(math.log(m / t) for m, t in zip(matches, totals, strict=True)) / n
-        brevity = 1.0 if c > r else math.exp(1.0 - r / c)
-        return torch.tensor(brevity * math.exp(log_precision), device=self.stats.device)
-
-
-def _gather(items: list) -> list:
-    """All ranks' items, rank order (a no-op without an initialised process group)."""
-    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
-        return items
-    parts: list = [None] * torch.distributed.get_world_size()
-    torch.distributed.all_gather_object(parts, items)
-    return [x for part in parts for x in part]
-
-
-class CIDErD(Metric):
-    """Corpus CIDEr-D (mean of :func:`cider_d_scores`); the IDF needs the whole corpus, so the
-    captions are kept and gathered from every rank at ``compute()`` (each example once)."""
-
-    full_state_update = False
+class CIDErD(TextCorpusMetric):
+    """Corpus CIDEr-D (mean of :func:`cider_d_scores`); the IDF needs the whole corpus, which the base keeps."""
 
     def __init__(self, *, n_max: int = 4, sigma: float = 6.0) -> None:
         super().__init__()
         self.n_max, self.sigma = n_max, sigma
-        self.add_state("images", torch.tensor(0.0), dist_reduce_fx="sum")
-        self.pairs: list[tuple[str, list[str]]] = []
 
-    def update(self, preds: Sequence[str], target: Sequence[Sequence[str]]) -> None:
-        self.pairs.extend((p, list(t)) for p, t in zip(preds, target, strict=True))
-        self.images += len(preds)
-
-    def compute(self) -> Tensor:
-        pairs = _gather(self.pairs)
-        if not pairs:
-            return torch.tensor(0.0, device=self.images.device)
-        scores = cider_d_scores([p for p, _ in pairs], [t for _, t in pairs], n_max=self.n_max, sigma=self.sigma)
-        return torch.tensor(sum(scores) / len(scores), device=self.images.device)
-
-    def reset(self) -> None:
-        super().reset()
-        self.pairs = []
+    def score(self, hyps: list[str], refs: list[list[str]]) -> float:
+        scores = cider_d_scores(hyps, refs, n_max=self.n_max, sigma=self.sigma)
+        return sum(scores) / len(scores)
 
 
 def build_caption_metrics() -> nn.ModuleDict:
-    """BLEU-1..4 (Papineni et al. 2002, several references) and CIDEr-D."""
-    metrics: dict[str, Metric] = {f"bleu{n}": CorpusBLEU(n_gram=n) for n in range(1, 5)}
+    """BLEU-1..4 (Papineni et al. 2002, several references; sacrebleu's, on space-separated tokens) and CIDEr-D."""
+    metrics: dict[str, Metric] = {f"bleu{n}": CorpusSacreBLEU(tokenize="none", max_ngram_order=n) for n in range(1, 5)}
     metrics["cider_d"] = CIDErD()
     return nn.ModuleDict(metrics)
 

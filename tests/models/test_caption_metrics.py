@@ -108,3 +108,45 @@ def test_localisation_inside_outside_and_uniform() -> None:
     assert int(named) == 3
     assert float(mass) == pytest.approx(1.0 + 0.0 + 0.25)
     assert float(uniform) == pytest.approx(0.25 * 3)
+
+
+def _rank_scores(rank: int, port: int, cands: list, refs: list, out) -> None:
+    """One gloo rank: update with every other example, compute the corpus metrics."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    try:
+        metrics = build_caption_metrics()
+        for m in metrics.values():
+            m.update(cands[rank::2], refs[rank::2])
+        out.put((rank, {k: float(m.compute()) for k, m in metrics.items()}))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_two_gloo_ranks_score_the_single_process_corpus() -> None:
+    """Text metrics keep their pairs and gather them across ranks at compute(): 2 gloo ranks, each holding half
+    the corpus (an odd split, one rank's references fewer), give exactly the one-process BLEU-1..4 and CIDEr-D."""
+    import socket
+
+    import torch.multiprocessing as mp
+
+    cands = ["a b c d", "a b", "c d e f g", "a c e", "b d x"]
+    refs = [["a b c d e", "a b c"], ["a b"], ["c d e f", "c d e f g h", "d e"], ["a b c e"], ["b d f", "f d b"]]
+    whole = build_caption_metrics()
+    for m in whole.values():
+        m.update(cands, refs)
+    want = {k: float(m.compute()) for k, m in whole.items()}
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_rank_scores, args=(r, port, cands, refs, out)) for r in range(2)]
+    for p in procs:
+        p.start()
+    got = dict(out.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(timeout=60)
+    assert got[0] == got[1] == pytest.approx(want, abs=1e-12), (got, want)
+    assert 0 < want["bleu1"] < 1 and want["cider_d"] > 0

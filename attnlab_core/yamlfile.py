@@ -85,7 +85,7 @@ def load_user_yaml(path: Path) -> Any:
 def check_config_files(argv: list[str]) -> None:
     """Every ``--config`` file must hold a mapping of options in well-formed YAML (``file:line: problem``
     otherwise, also for a repeated key or an alias bomb: :func:`attnlab_core.yamlfile.load_user_yaml`)."""
-    for path in _config_paths(argv):
+    for path in config_paths(argv):
         data = load_user_yaml(path)
         if data is None:
             raise UsageError(f"{path}: the config file is empty; it must hold a mapping of options "
@@ -95,7 +95,7 @@ def check_config_files(argv: list[str]) -> None:
                              "(e.g. trainer:, model:)")
 
 
-def _config_paths(argv: list[str]) -> list[Path]:
+def config_paths(argv: list[str]) -> list[Path]:
     """Existing files named by ``--config X``, ``--config=X`` or ``-c X`` (others are left to the parser)."""
     out = []
     for i, arg in enumerate(argv):

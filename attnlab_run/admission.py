@@ -24,6 +24,7 @@ from attnlab_run.recording import RunOptions
 from attnlab_run.rundir import (
     RunPaths,
     check_writable,
+    default_experiment,
     named_checkpoint,
     refuse_finished_run,
     resolve_run_dir,
@@ -64,11 +65,10 @@ class Admission:
         data = cfg.get("data")
         check_data_paths(data.get("init_args") if data is not None else None)
         configs = cfg.get("config") or []
-        default_experiment = Path(str(configs[0])).stem if configs else "default"
         self.run_opts = RunOptions(**vars(cfg.run)) if not isinstance(cfg.run, dict) else RunOptions(**cfg.run)
         self.run_opts.root = run_root(self.run_opts.root, cfg.trainer.get("default_root_dir"))
         refuse_disabled_logger(cfg.trainer.get("logger"))
-        self.run_dir = resolve_run_dir(self.run_opts, default_experiment=default_experiment,
+        self.run_dir = resolve_run_dir(self.run_opts, default_experiment=default_experiment(configs),
                                        ckpt_path=cfg.get("ckpt_path"))
         check_writable(self.run_dir)
         type(self).fresh = None if self.run_dir.exists() else (self.run_dir, nearest_existing(self.run_dir))

@@ -7,16 +7,18 @@ validate / test / predict) and turns its end into an exit status and, for bad in
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import sys
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import lightning as L
 
 from attnlab_core.errors import exception_chain, user_error_line
-from attnlab_core.yamlfile import check_config_files
+from attnlab_core.yamlfile import check_config_files, config_paths, load_user_yaml
 from attnlab_run.command import AttnlabCLI
 from attnlab_run.console import HeldConsole
 from attnlab_run.conventions import import_named_classes, misspelt_option, quiet_console
@@ -24,6 +26,7 @@ from attnlab_run.guards import DIVERGED_EXIT, remove_fresh
 from attnlab_run.launch import RUN_DIR_ENV
 from attnlab_run.ownership import release_all
 from attnlab_run.preemption import is_preemption, preemption_exit_code
+from attnlab_run.rundir import default_experiment
 from attnlab_run.trainer_setup import RunConfigSaver
 
 os.environ.setdefault("JSONARGPARSE_DEPRECATION_WARNINGS", "off")
@@ -61,18 +64,36 @@ def build_cli(cli_class: type[AttnlabCLI], argv: list[str], args: list[str] | No
     """Parse, seed, build and (unless ``cli_class`` defers it) run one command, as ``attnlab`` does."""
     check_config_files(argv)
     import_named_classes(argv)
-    return cli_class(
-        L.LightningModule,
-        L.LightningDataModule,
-        subclass_mode_model=True,
-        subclass_mode_data=True,
-        save_config_callback=RunConfigSaver,
-        save_config_kwargs={"overwrite": True},
-        auto_configure_optimizers=False,
-        trainer_defaults={"use_distributed_sampler": False},
-        parser_kwargs={"exit_on_error": False},
-        args=args,
-    )
+    printed = with_printed_experiment(argv)
+    with warnings.catch_warnings() if printed else contextlib.nullcontext():
+        if printed:  # the option added is ours: Lightning's warning about args beside sys.argv is noise
+            warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
+        return cli_class(
+            L.LightningModule,
+            L.LightningDataModule,
+            subclass_mode_model=True,
+            subclass_mode_data=True,
+            save_config_callback=RunConfigSaver,
+            save_config_kwargs={"overwrite": True},
+            auto_configure_optimizers=False,
+            trainer_defaults={"use_distributed_sampler": False},
+            parser_kwargs={"exit_on_error": False},
+            args=printed or args,
+        )
+
+
+def with_printed_experiment(argv: list[str]) -> list[str] | None:
+    """``--print_config`` prints before the run directory is resolved, so ``run.experiment`` would read null and
+    the printed file, run again, would land in ``<root>/<its own stem>/``: name the experiment this command uses."""
+    if (not any(a.startswith("--print_config") for a in argv)
+            or any(a.startswith("--run.experiment") for a in argv)):
+        return None
+    configs = config_paths(argv)
+    for path in configs:
+        run = (load_user_yaml(path) or {}).get("run")
+        if isinstance(run, dict) and run.get("experiment"):
+            return None
+    return [*argv, f"--run.experiment={default_experiment(configs)}"]
 
 
 def _run_held(cli_class: type[AttnlabCLI], argv: list[str], args: list[str] | None, console: HeldConsole) -> None:

@@ -9,7 +9,6 @@ import csv
 import io
 import logging
 import os
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from lightning.pytorch.loggers.logger import rank_zero_experiment
 
 from attnlab_core.atomic import atomic_write
 from attnlab_core.errors import user_error_line
+from attnlab_core.repo import git
 from attnlab_run.environment import environment
 from attnlab_run.evaluations import Evaluation, evaluation_id, record_evaluation, write_evaluation
 from attnlab_run.preemption import is_preemption, preemption_exit_code
@@ -150,12 +150,8 @@ def build_loggers(run_dir: Path, opts: RunOptions, *, subcommand: str, identity:
 
 
 def git_commit() -> str | None:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                             cwd=Path(__file__).parent)
-        return out.stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
+    """The commit of this code, or None outside a git checkout."""
+    return git(["rev-parse", "HEAD"], Path(__file__).parent)
 
 
 def _scalars(metrics: dict[str, Any]) -> dict[str, float]:

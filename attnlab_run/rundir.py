@@ -25,6 +25,7 @@ import os
 import re
 import secrets
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
 from pathlib import Path
@@ -270,6 +271,11 @@ def set_aside_stale_log(run_dir: Path) -> None:
         while (run_dir / f"metrics.prev{n}.csv").exists():
             n += 1
         log_file.rename(run_dir / f"metrics.prev{n}.csv")
+
+
+def default_experiment(configs: Sequence[object]) -> str:
+    """The experiment a run lands in without ``--run.experiment``: the first ``--config`` file's stem, else default."""
+    return Path(str(configs[0])).stem if configs else "default"
 
 
 def resolve_run_dir(opts: RunNaming, *, default_experiment: str, ckpt_path: str | None) -> Path:

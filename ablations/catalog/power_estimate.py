@@ -24,8 +24,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ablations.reports.provenance import git
 from ablations.verdicts.stats import seeds_for_power
+from attnlab_core.repo import git
 
 EXPLORATORY_COMMIT = "0367f32"
 """The commit whose docs/findings hold the exploratory answers the counts are estimated from."""

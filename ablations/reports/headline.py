@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ablations.reports.provenance import git
 from ablations.reports.record import QuestionResult
 from ablations.verdicts.rules import verdict_word
+from attnlab_core.repo import git
 
 PENDING = "pending: confirmatory seeds not run"
 

@@ -56,7 +56,7 @@ def _needs(sets: Sequence[tuple[str, QuestionResult]], keep: Any) -> list[dict[s
 
 def make_plan(main: Mapping[str, QuestionResult], again: Mapping[str, QuestionResult]) -> dict[str, Any]:
     """The plan for every question with a saved result on either set (``main`` and ``again``, by name)."""
-    from ablations.reports.provenance import git
+    from attnlab_core.repo import git
 
     names = [*main, *(n for n in again if n not in main)]
     return {

@@ -8,22 +8,11 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Sequence
 from pathlib import Path
 
 DEBIAN_PACKAGES = ("sword-text-kjv", "sword-text-sparv", "sword-text-web", "tuxpaint-stamps-default")
 PYTHON_PACKAGES = ("pysword", "mlxtend")
 SWORD_DEFAULT = Path("/usr/share/sword")
-
-
-def git(args: Sequence[str], cwd: Path) -> str | None:
-    """``git <args>``'s stripped output in ``cwd``, or None when git fails, is absent or prints nothing (never
-    raises): the one git helper of ``ablations``."""
-    try:
-        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else None
 
 
 def debian_version(package: str) -> str:

@@ -134,3 +134,14 @@ def test_quiet_silences_progress_bars_and_lines(tmp_path, capsys, monkeypatch):
 
     assert os.environ.get("ATTNLAB_QUIET") == "1"
     assert (tmp_path / "transformer_reverse" / "quiet" / "summary.json").is_file()
+
+
+def test_printed_config_names_the_experiment_the_command_uses(capsys, tmp_path):
+    """``--print_config`` printed ``run.experiment: null`` (issue #44), so the printed file, run again, landed in
+    ``runs/<its own stem>/``: it names the config's stem, or the experiment the command or a config file gives."""
+    assert _printed_config(capsys, "--config", CONFIG)["run"]["experiment"] == Path(CONFIG).stem
+    given = _printed_config(capsys, "--config", CONFIG, "--run.experiment=mine")
+    assert given["run"]["experiment"] == "mine"
+    own = tmp_path / "own.yaml"
+    own.write_text("run:\n  experiment: from_file\n")
+    assert _printed_config(capsys, "--config", CONFIG, "--config", str(own))["run"]["experiment"] == "from_file"

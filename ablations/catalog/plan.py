@@ -30,6 +30,15 @@ EXPLORATORY = (("main", 1), ("replication", 1001), ("power", 2001))
 """(set, first seed) of the seed sets read while presets and rules were chosen: exploratory everywhere."""
 
 
+def seed_set(seed: object) -> str:
+    """``confirmatory`` for a plan's seeds (``CONFIRM_FIRST`` and up), else ``exploratory (<set>)``."""
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        return "unknown"
+    if seed >= CONFIRM_FIRST:
+        return "confirmatory"
+    return f"exploratory ({next((n for n, first in reversed(EXPLORATORY) if seed >= first), EXPLORATORY[0][0])})"
+
+
 @dataclass(frozen=True)
 class Superseded:
     """An earlier version of a plan: its version, why it changed, and the answer it had on record."""

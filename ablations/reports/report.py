@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from ablations.catalog.arms import UnsweptArm, swept_values  # noqa: E402
 from ablations.catalog.lookup import question_for  # noqa: E402
+from ablations.catalog.plan import seed_set  # noqa: E402
 from ablations.catalog.questions import Arm, ArmStats, Question, Stat  # noqa: E402
 from ablations.engine.sweepspec import SweepError  # noqa: E402
 from ablations.reports.derived import derive  # noqa: E402
@@ -348,6 +350,14 @@ def _verdict_lines(verdict: str) -> list[str]:
     return [f"- **Verdict:** {head}", *[f"  - {c}" for c in checks]]
 
 
+def _seed_sets(runs: list[RunRecord]) -> str:
+    """Which seed sets the runs hold: an exploratory answer was read while presets were chosen, never a headline."""
+    sets = Counter(seed_set(r.seed) for r in runs)
+    text = ", ".join(f"{name} ({n} runs)" for name, n in sorted(sets.items()))
+    return text + ("; exploratory seeds informed the preset, so only a confirmatory answer (`attnlab findings "
+                   "--confirm`) is a headline" if any(k.startswith("exploratory") for k in sets) else "")
+
+
 def _markdown(question: Question, runs: list[RunRecord], header: list[str], rows: list[list[str]], verdict: str,
               figures: list[Path], warning: str | None = None, domains: Sequence[str] = (),
               flags: Sequence[str] = ()) -> str:
@@ -357,6 +367,7 @@ def _markdown(question: Question, runs: list[RunRecord], header: list[str], rows
         f"# {question.name}", "",
         f"- **Sweep:** `sweeps/{question.sweep}` · **axes:** {axes}{baselines}",
         f"- **Metric:** `{question.metric}` ({question.goal})",
+        f"- **Seed set:** {_seed_sets(runs)}",
         f"- **Expected:** {question.expected}",
         *_verdict_lines(verdict),
         *([f"- **Preset changed after its verdict was seen:** {question.preset_changed}"]

@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from attnlab_core.tokens import BOS, EOS, PAD
 from lit_models.blocks.attention import AttentionOptions, MultiHeadAttention
@@ -233,3 +234,32 @@ def test_ffn_absorbs_what_grouped_keys_save(build, kv_heads):
     layers = 2 if build is _causal else 3
     assert abs(count(build(kv_heads, absorb=True)) - mha) <= layers * (D + 1)
     assert _options(H, absorb=True).ffn_width(2) == _options(kv_heads).ffn_width(2) == FF
+
+
+class _Ops(TorchDispatchMode):
+    """The aten ops a block runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("queries", [6, 1], ids=["full", "cached_step"])
+def test_grouped_keys_and_values_are_not_copied_to_every_head(queries):
+    """The fused path hands SDPA the G key/value heads (``enable_gqa``): no op copies them to H heads, in a full
+    pass or in a cached decoding step (one query against six cached keys); the output equals the repeated one."""
+    mha = _mha(kv_heads=2).eval()
+    x = torch.randn(2, 6, D)
+    q, k, v = mha.project_qkv(x)
+    q = q[:, :, -queries:]
+    with torch.no_grad(), _Ops() as seen:
+        out = mha.attend(q, k, v, mask=None)[0]
+    copies = [op for op in seen.ops if "clone" in op or "repeat" in op or "index_select" in op or "expand" in op]
+    assert copies == []
+    heads = F.scaled_dot_product_attention(q, k.repeat_interleave(H // 2, 1), v.repeat_interleave(H // 2, 1),
+                                           scale=mha.scale)
+    torch.testing.assert_close(out, mha.out_proj(heads.transpose(1, 2).reshape(2, queries, D)))

@@ -217,7 +217,18 @@ def test_beam_one_is_greedy_and_cache_bytes_scale_with_kv_heads(build, kv_heads)
             state = net.encode(prompt)
             before = cache_bytes(net)
             grown = sum(t.numel() * t.element_size() for layer in state["layers"] for t in layer.values())
-        assert before - grown == prompt.size(0) * net.cache_bytes_per_token()
+        assert before - grown == prompt.size(0) * net.cache_bytes_per_token(state)
+
+
+def test_cache_bytes_per_token_reads_the_cache_dtype_under_bf16_autocast():
+    """The weights stay float32 under autocast, the cache is bf16: 2 bytes an element, half the float32 figure."""
+    net, prompt = _causal(2), torch.tensor([[5, 6, 7], [8, 9, PAD]])
+    with torch.no_grad():
+        full = net.cache_bytes_per_token(net.encode(prompt))
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            state = net.encode(prompt)
+    assert state["layers"][0]["k"].dtype == torch.bfloat16
+    assert net.cache_bytes_per_token(state) * 2 == full == 2 * 2 * 2 * DH * 4
 
 
 @pytest.mark.parametrize("build", [_causal, _seq2seq], ids=["causal", "seq2seq"])

@@ -139,7 +139,7 @@ class AttentionOptions:
         d_head: width d_k of each head; the model width is D = h·d_k (no check needed: the spec validated it).
         scale: the multiplier of the logits q·k (Vaswani eq. 1: 1/sqrt(d_k)), resolved by the builder.
         attn_dropout: dropout on the attention weights.
-        kv_heads: G key/value heads, dividing h (the spec checks it); None = h (multi-head attention).
+        kv_heads: G key/value heads, dividing h (the spec checks and resolves it); G = h is multi-head attention.
         qk_norm: LayerNorm on each head's queries and keys before the score.
     """
 
@@ -147,7 +147,7 @@ class AttentionOptions:
     d_head: int
     scale: float
     attn_dropout: float
-    kv_heads: int | None = None
+    kv_heads: int
     qk_norm: bool = False
 
 
@@ -185,7 +185,7 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, options: AttentionOptions, *, positions: PositionScheme | None = None) -> None:
         super().__init__()
         self.heads, self.d_k, self.scale = options.heads, options.d_head, options.scale
-        self.kv_heads = options.kv_heads or options.heads
+        self.kv_heads = options.kv_heads
         d_head, d_model = options.d_head, options.heads * options.d_head
         self.dropout = options.attn_dropout
         self.in_proj = nn.Linear(d_model, d_model + 2 * self.kv_heads * d_head)

@@ -66,7 +66,7 @@ class _Host(torch.nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.mha = MultiHeadAttention(AttentionOptions(heads=2, d_head=4, scale=0.5, attn_dropout=0.0))
+        self.mha = MultiHeadAttention(AttentionOptions(heads=2, kv_heads=2, d_head=4, scale=0.5, attn_dropout=0.0))
         self.logged: list[float] = []
 
     def forward(self, x):

@@ -207,50 +207,13 @@ class AttentionalDecoder(nn.Module):
     def teacher_forward(self, state: DecoderState, tgt_in: Tensor) -> TeacherOut:
         """Feed gold tokens tgt_in (B, T): logits (B, T, V), weights (B, T, S), state.
 
-        The same arithmetic as ``step`` over T steps (``tests/blocks/test_recurrent.py`` holds them equal), less
-        per-step work: gold inputs do not depend on the outputs, so the embedding and the deep output layer run
-        once over all T steps; the mask's bias is built once (``Alignment.open``); the REINFORCE sums, the
-        weights' total and the hard arm's log α and entropy are taken once over the stacked steps
-        (``Alignment.teacher_close``). Only the recurrence and the alignment loop over time. With ``soft_mix``
-        in training (a per-sequence lerp of two attend modes) it steps ``_recur`` as decoding does.
+        ``step``'s recurrence (``_recur``: the alignment in this phase's mode, ``soft_mix`` included, the cells
+        and the REINFORCE sums) over the T steps; gold inputs do not depend on the outputs, so the embedding and
+        the deep output layer run once over all T steps.
         """
         embs = self.dropout(self.embedding(tgt_in))  # (B, T, E)
-        if self.training and self.soft_mix > 0:
-            return self._stepwise(state, tgt_in, embs)
-        bias = self.alignment.open(state["mask"])
-        hs, cs = list(state["h"].unbind(1)), list(state["c"].unbind(1))
-        tops, contexts, scores, picks = [], [], [], []
-        for emb in embs.unbind(1):  # unbind, not embs[:, t]: one backward node, not T full-size zero-filled grads
-            query = hs[-1]
-            context, score, pick = self.alignment.teacher_step(query, keys=state["keys"], memory=state["memory"],
-                                                               bias=bias)
-            context = self.gate(query, context.to(emb.dtype))  # (B, D)
-            x = torch.cat([emb, context], dim=-1) if context.size(-1) else emb  # (B, E + D)
-            for l, cell in enumerate(self.cells):
-                hs[l], cs[l] = cell(x, hs[l], cs[l])
-                x = self.dropout(hs[l])
-            tops.append(hs[-1])
-            contexts.append(context)
-            scores.append(score)
-            picks.append(pick)
-        weights, log_prob, entropy = self.alignment.teacher_close(scores, picks, state["mask"])
-        top = torch.cat([torch.stack(tops, dim=1), torch.stack(contexts, dim=1), embs], dim=-1)  # (B, T, H + D + E)
-        scored = ((tgt_in != PAD) & (tgt_in != EOS)).to(log_prob.dtype)  # (B, T)
-        final = {
-            **state,
-            "h": torch.stack(hs, dim=1),  # (B, L, H)
-            "c": torch.stack(cs, dim=1),  # (B, L, H) or (B, L, 0)
-            "attn": weights[:, -1],
-            "attn_log_prob": state["attn_log_prob"] + (log_prob * scored).sum(1),
-            "attn_entropy": state["attn_entropy"] + (entropy * scored).sum(1),
-            "attn_total": state["attn_total"] + (weights * scored.unsqueeze(-1)).sum(1),
-        }
-        return TeacherOut(self._readout(top), weights, final)
-
-    def _stepwise(self, state: DecoderState, tgt_in: Tensor, embs: Tensor) -> TeacherOut:
-        """``teacher_forward`` as T calls of ``_recur`` (decoding's step), the deep output once over all steps."""
         tops, weights = [], []
-        for prev, emb in zip(tgt_in.unbind(1), embs.unbind(1), strict=True):
+        for prev, emb in zip(tgt_in.unbind(1), embs.unbind(1), strict=True):  # unbind: one backward node, not T
             top, state = self._recur(prev, emb, state)
             tops.append(top)
             weights.append(state["attn"])

@@ -223,9 +223,9 @@ def _objective(logits: Tensor, final: dict[str, Tensor]) -> Tensor:
 
 @pytest.mark.parametrize(("cell", "attention"), [(c, a) for c in ("gru", "lstm_peephole") for a in get_args(Attention)])
 def test_teacher_forward_equals_stepping_in_training_with_gradients(cell: Cell, attention: Attention) -> None:
-    """The fused teacher-forced loop against ``step`` in training mode (the hard arm samples: the same generator seed
-    must draw the same locations) with a memory row that has no valid position: outputs, final state and every
-    parameter's gradient."""
+    """``teacher_forward`` (embedding and deep output over all steps at once) against ``step`` in training mode
+    (the hard arm samples: the same generator seed must draw the same locations) with a memory row that has no
+    valid position: outputs, final state and every parameter's gradient."""
     memory, mask, final = _memory()
     mask = mask.clone()
     mask[1] = False  # an empty row: zero weights, zero context, zero log-prob and entropy
@@ -325,6 +325,26 @@ def test_hard_attention_arms() -> None:
         accumulated.append(state["attn_log_prob"].clone())
     increments = torch.diff(torch.stack(accumulated, 1), dim=1, prepend=torch.zeros(3, 1))
     assert (increments[~scored] == 0).all() and (increments[scored] < 0).all()
+
+
+@pytest.mark.parametrize("mix", [0.0, 1.0])
+def test_soft_mix_in_teacher_forcing_is_the_soft_expectation_per_sequence(mix: float) -> None:
+    """Xu et al. §4.1: with ``soft_mix`` = 1 every sequence of a training batch attends by expectation, so the
+    sampling arm's teacher-forced pass is the additive (soft) arm's with the same parameters, with no REINFORCE
+    terms; with 0 it samples one-hot locations (and scores log α)."""
+    memory, mask, final = _memory()
+    soft = _decoder("gru", "additive").train()
+    hard = _decoder("gru", "hard", seed=1, soft_mix=mix).train()
+    hard.load_state_dict(soft.state_dict())
+    hard.alignment.generator = torch.Generator().manual_seed(7)
+    ref = soft.teacher_forward(soft.init_state(memory, mask, final), TGT_IN)
+    out = hard.teacher_forward(hard.init_state(memory, mask, final), TGT_IN)
+    if mix == 1.0:
+        torch.testing.assert_close(out.logits, ref.logits)
+        torch.testing.assert_close(out.weights, ref.weights)
+        assert (out.state["attn_log_prob"] == 0).all() and (out.state["attn_entropy"] == 0).all()
+    else:
+        assert ((out.weights == 0) | (out.weights == 1)).all() and (out.state["attn_log_prob"] < 0).all()
 
 
 def test_decoder_overfits_tiny_copy_batch() -> None:

@@ -157,9 +157,10 @@ def masked_log_alpha(scores: Tensor, mask: Tensor) -> tuple[Tensor, Tensor, Tens
 
 def _soft(scores: Tensor, mask: Tensor, values: Tensor, generator: torch.Generator | None) -> AttentionOut:
     """Deterministic soft attention: c = Σ_j α_j v_j (Bahdanau eq. 5)."""
-    log_alpha, _, row_valid = masked_log_alpha(scores, mask)
-    weights = log_alpha.exp() * row_valid.unsqueeze(-1)  # (B, S)
-    context = torch.einsum("bs,bsd->bd", weights.to(values.dtype), values)  # (B, D)
+    row_valid = mask.any(dim=-1, keepdim=True)  # (B, 1)
+    alpha = scores.float().masked_fill(~(mask | ~row_valid), float("-inf")).softmax(dim=-1)  # masked_log_alpha's exp
+    weights = alpha * row_valid  # (B, S)
+    context = torch.bmm(weights.to(values.dtype).unsqueeze(1), values).squeeze(1)  # (B, D)
     zeros = weights.new_zeros(weights.size(0))
     return AttentionOut(context, weights, zeros, zeros)
 

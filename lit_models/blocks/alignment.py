@@ -157,10 +157,9 @@ def masked_log_alpha(scores: Tensor, mask: Tensor) -> tuple[Tensor, Tensor, Tens
 
 def _soft(scores: Tensor, mask: Tensor, values: Tensor, generator: torch.Generator | None) -> AttentionOut:
     """Deterministic soft attention: c = Σ_j α_j v_j (Bahdanau eq. 5)."""
-    row_valid = mask.any(dim=-1, keepdim=True)  # (B, 1)
-    alpha = scores.float().masked_fill(~(mask | ~row_valid), float("-inf")).softmax(dim=-1)  # masked_log_alpha's exp
-    weights = alpha * row_valid  # (B, S)
-    context = torch.bmm(weights.to(values.dtype).unsqueeze(1), values).squeeze(1)  # (B, D)
+    log_alpha, _, row_valid = masked_log_alpha(scores, mask)
+    weights = log_alpha.exp() * row_valid.unsqueeze(-1)  # (B, S)
+    context = torch.einsum("bs,bsd->bd", weights.to(values.dtype), values)  # (B, D)
     zeros = weights.new_zeros(weights.size(0))
     return AttentionOut(context, weights, zeros, zeros)
 
@@ -283,6 +282,47 @@ class Alignment(nn.Module):
         )
 
 
+    # ---------------------------------------------------------- teacher-forced loop (fused)
+    def open(self, mask: Tensor) -> Tensor:
+        """Once per sequence: (B, S) float32 bias, 0 where α may be non-zero and -inf elsewhere (a row with no
+        valid position allows every position, as ``masked_log_alpha``)."""
+        row_valid = mask.any(dim=-1, keepdim=True)  # (B, 1)
+        return torch.zeros(mask.shape, device=mask.device).masked_fill(~(mask | ~row_valid), float("-inf"))
+
+    def teacher_step(self, query: Tensor, *, keys: Tensor, memory: Tensor,
+                     bias: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """One step of a loop over gold inputs: what ``forward`` computes, less what can wait for ``teacher_close``.
+
+        Returns the context (B, D) and the step's record for ``teacher_close``: scores (B, S) float32 and the pick
+        (soft: α (B, S), not yet zeroed in empty rows, whose context is zero anyway since their memory is;
+        sample / argmax: the location (B,)).
+        """
+        mode = self.train_mode if self.training else self.eval_mode
+        scores = self.scorer.score(query, keys).float() + bias  # (B, S), -inf where masked
+        if mode == "soft":
+            alpha = torch.softmax(scores, dim=-1)
+            return torch.bmm(alpha.to(memory.dtype).unsqueeze(1), memory).squeeze(1), scores, alpha
+        with torch.no_grad():  # the location carries no gradient (Xu et al. §4.1): REINFORCE's log α does
+            log_alpha = scores.log_softmax(dim=-1)
+            index = (torch.multinomial(log_alpha.exp(), 1, generator=self.generator).squeeze(-1)
+                     if mode == "sample" else log_alpha.argmax(dim=-1))  # (B,)
+        picked = memory.gather(1, index.view(-1, 1, 1).expand(-1, 1, memory.size(-1)))  # (B, 1, D)
+        return picked.squeeze(1), scores, index
+
+    def teacher_close(self, scores: list[Tensor], picks: list[Tensor], mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """The steps' records -> weights (B, T, S) float32, log α at the picks (B, T) and H[α] (B, T), as
+        ``forward`` gives them step by step (zeros for soft)."""
+        row_valid = mask.any(dim=-1, keepdim=True)  # (B, 1)
+        picked = torch.stack(picks, dim=1)  # (B, T, S) α or (B, T) locations
+        if picked.dim() == 3:
+            weights = picked * row_valid.unsqueeze(-1)
+            zeros = weights.new_zeros(weights.shape[:2])
+            return weights, zeros, zeros
+        log_alpha = torch.stack(scores, dim=1).log_softmax(dim=-1)  # (B, T, S)
+        allowed = (mask | ~row_valid).unsqueeze(1)  # (B, 1, S)
+        return _hard_terms(log_alpha, allowed, row_valid.expand_as(picked), picked)
+
+
 class NoAlignment(nn.Module):
     """attention="none": the fixed-vector decoder (Sutskever et al. 2014; Cho et al. 2014).
 
@@ -303,6 +343,19 @@ class NoAlignment(nn.Module):
         weights = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device)  # (B, S)
         zeros = weights.new_zeros(mask.size(0))
         return AttentionOut(memory.new_zeros(mask.size(0), 0), weights, zeros, zeros)
+
+    def open(self, mask: Tensor) -> Tensor:
+        return mask[:, :0]
+
+    def teacher_step(self, query: Tensor, *, keys: Tensor, memory: Tensor, bias: Tensor) -> tuple[Tensor, None, None]:
+        """No context (B, 0), nothing to record."""
+        return memory.new_zeros(memory.size(0), 0), None, None
+
+    def teacher_close(self, scores: list, picks: list, mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Zero weights (B, T, S), log-probabilities and entropies (B, T)."""
+        weights = torch.zeros(mask.size(0), len(picks), mask.size(1), device=mask.device)
+        zeros = weights.new_zeros(weights.shape[:2])
+        return weights, zeros, zeros
 
 
 class AttentionArm(NamedTuple):

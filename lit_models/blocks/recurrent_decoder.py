@@ -31,7 +31,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab_core.tokens import EOS, PAD
-from lit_models.blocks.alignment import AttentionArm, AttentionOut, HardEval, build_alignment
+from lit_models.blocks.alignment import AttentionArm, HardEval, build_alignment
 from lit_models.blocks.recurrent import CellSpec
 
 DecoderState = dict[str, Tensor]
@@ -172,64 +172,86 @@ class AttentionalDecoder(nn.Module):
 
     def step(self, prev_tokens: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
         """One decoding step: prev_tokens (B,) long -> logits (B, V), new state."""
-        emb = self.dropout(self.embedding(prev_tokens))  # (B, E)
-        hs, cs = list(state["h"].unbind(1)), list(state["c"].unbind(1))
-        top, att = self._recur(emb, hs, cs, state)
-        return self._readout(top), self._close(state, prev_tokens, hs, cs, att.weights, att.log_prob, att.entropy)
-
-    def teacher_forward(self, state: DecoderState, tgt_in: Tensor) -> TeacherOut:
-        """Feed gold tokens tgt_in (B, T): logits (B, T, V), weights (B, T, S), state.
-
-        ``step``'s recurrence (``_recur``: the alignment in this phase's mode, ``soft_mix`` included, and the
-        cells) over the T steps. Gold inputs do not depend on the outputs, so the embedding and the deep output
-        layer run once over all T steps, and so does ``_close`` (the REINFORCE sums and the weights' total).
-        """
-        embs = self.dropout(self.embedding(tgt_in))  # (B, T, E)
-        hs, cs = list(state["h"].unbind(1)), list(state["c"].unbind(1))
-        tops, atts = [], []
-        for emb in embs.unbind(1):  # unbind, not embs[:, t]: one backward node, not T full-size zero-filled grads
-            top, att = self._recur(emb, hs, cs, state)
-            tops.append(top)
-            atts.append(att)
-        weights, log_prob, entropy = (torch.stack(x, dim=1) for x in zip(*((a.weights, a.log_prob, a.entropy)
-                                                                          for a in atts), strict=True))
-        return TeacherOut(self._readout(torch.stack(tops, dim=1)), weights,
-                          self._close(state, tgt_in, hs, cs, weights, log_prob, entropy))
+        top, state = self._recur(prev_tokens, self.dropout(self.embedding(prev_tokens)), state)
+        return self._readout(top), state
 
     def _readout(self, top: Tensor) -> Tensor:
         """[s_t; c_t; E y_{t-1}] (..., H + D + E) -> logits (..., V): the deep output layer."""
         return self.out(self.dropout(torch.tanh(self.deep_out(top))))
 
-    def _recur(self, emb: Tensor, hs: list[Tensor], cs: list[Tensor],
-               state: DecoderState) -> tuple[Tensor, AttentionOut]:
-        """The recurrent part of a step: the input's embedding (B, E) and each layer's h, c (B, H), updated in
-        place -> [s_t; c_t; E y_{t-1}] (B, H + D + E) and the alignment's output."""
-        query = hs[-1]  # (B, H)
+    def _recur(self, prev_tokens: Tensor, emb: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
+        """The recurrent part of a step: prev_tokens (B,), their embeddings (B, E) -> [s_t; c_t; E y_{t-1}], state."""
+        query = state["h"][:, -1]  # (B, H)
         expect = state["attn_expect"] if self.training and self.soft_mix > 0 else None
         att = self.alignment(query, keys=state["keys"], memory=state["memory"], mask=state["mask"], expect=expect)
         context = self.gate(query, att.context.to(emb.dtype))  # (B, D)
-        x = torch.cat([emb, context], dim=-1) if context.size(-1) else emb  # (B, E + D)
+        x = torch.cat([emb, context], dim=-1)  # (B, E + D)
+        hs, cs = [], []
         for l, cell in enumerate(self.cells):
-            hs[l], cs[l] = cell(x, hs[l], cs[l])
-            x = self.dropout(hs[l])
-        return torch.cat([hs[-1], context, emb], dim=-1), att
-
-    @staticmethod
-    def _close(state: DecoderState, prev: Tensor, hs: list[Tensor], cs: list[Tensor], weights: Tensor,
-               log_prob: Tensor, entropy: Tensor) -> DecoderState:
-        """The state after one step (prev (B,), weights (B, S), log_prob and entropy (B,)) or after T steps (prev
-        (B, T), weights (B, T, S), ...): the layers' h and c, the last weights, and the sums over the scored steps
-        (input token neither PAD nor EOS) of log α, H[α] and the weights."""
-        scored = ((prev != PAD) & (prev != EOS)).to(log_prob.dtype)  # (B,) or (B, T)
-        log_prob, entropy, total = log_prob * scored, entropy * scored, weights * scored.unsqueeze(-1)
-        if prev.dim() == 2:
-            log_prob, entropy, total, weights = log_prob.sum(1), entropy.sum(1), total.sum(1), weights[:, -1]
-        return {
+            h_l, c_l = cell(x, state["h"][:, l], state["c"][:, l])
+            hs.append(h_l)
+            cs.append(c_l)
+            x = self.dropout(h_l)
+        scored = ((prev_tokens != PAD) & (prev_tokens != EOS)).to(att.log_prob.dtype)  # (B,)
+        new_state = {
             **state,
             "h": torch.stack(hs, dim=1),  # (B, L, H)
             "c": torch.stack(cs, dim=1),  # (B, L, H) or (B, L, 0)
-            "attn": weights,
-            "attn_log_prob": state["attn_log_prob"] + log_prob,
-            "attn_entropy": state["attn_entropy"] + entropy,
-            "attn_total": state["attn_total"] + total,
+            "attn": att.weights,
+            "attn_log_prob": state["attn_log_prob"] + att.log_prob * scored,
+            "attn_entropy": state["attn_entropy"] + att.entropy * scored,
+            "attn_total": state["attn_total"] + att.weights * scored.unsqueeze(-1),
         }
+        return torch.cat([hs[-1], context, emb], dim=-1), new_state  # (B, H + D + E)
+
+    def teacher_forward(self, state: DecoderState, tgt_in: Tensor) -> TeacherOut:
+        """Feed gold tokens tgt_in (B, T): logits (B, T, V), weights (B, T, S), state.
+
+        The same arithmetic as ``step`` over T steps (``tests/blocks/test_recurrent.py`` holds them equal), less
+        per-step work: gold inputs do not depend on the outputs, so the embedding and the deep output layer run
+        once over all T steps; the mask's bias is built once (``Alignment.open``); the REINFORCE sums, the
+        weights' total and the hard arm's log α and entropy are taken once over the stacked steps
+        (``Alignment.teacher_close``). Only the recurrence and the alignment loop over time. With ``soft_mix``
+        in training (a per-sequence lerp of two attend modes) it steps ``_recur`` as decoding does.
+        """
+        embs = self.dropout(self.embedding(tgt_in))  # (B, T, E)
+        if self.training and self.soft_mix > 0:
+            return self._stepwise(state, tgt_in, embs)
+        bias = self.alignment.open(state["mask"])
+        hs, cs = list(state["h"].unbind(1)), list(state["c"].unbind(1))
+        tops, contexts, scores, picks = [], [], [], []
+        for emb in embs.unbind(1):  # unbind, not embs[:, t]: one backward node, not T full-size zero-filled grads
+            query = hs[-1]
+            context, score, pick = self.alignment.teacher_step(query, keys=state["keys"], memory=state["memory"],
+                                                               bias=bias)
+            context = self.gate(query, context.to(emb.dtype))  # (B, D)
+            x = torch.cat([emb, context], dim=-1) if context.size(-1) else emb  # (B, E + D)
+            for l, cell in enumerate(self.cells):
+                hs[l], cs[l] = cell(x, hs[l], cs[l])
+                x = self.dropout(hs[l])
+            tops.append(hs[-1])
+            contexts.append(context)
+            scores.append(score)
+            picks.append(pick)
+        weights, log_prob, entropy = self.alignment.teacher_close(scores, picks, state["mask"])
+        top = torch.cat([torch.stack(tops, dim=1), torch.stack(contexts, dim=1), embs], dim=-1)  # (B, T, H + D + E)
+        scored = ((tgt_in != PAD) & (tgt_in != EOS)).to(log_prob.dtype)  # (B, T)
+        final = {
+            **state,
+            "h": torch.stack(hs, dim=1),  # (B, L, H)
+            "c": torch.stack(cs, dim=1),  # (B, L, H) or (B, L, 0)
+            "attn": weights[:, -1],
+            "attn_log_prob": state["attn_log_prob"] + (log_prob * scored).sum(1),
+            "attn_entropy": state["attn_entropy"] + (entropy * scored).sum(1),
+            "attn_total": state["attn_total"] + (weights * scored.unsqueeze(-1)).sum(1),
+        }
+        return TeacherOut(self._readout(top), weights, final)
+
+    def _stepwise(self, state: DecoderState, tgt_in: Tensor, embs: Tensor) -> TeacherOut:
+        """``teacher_forward`` as T calls of ``_recur`` (decoding's step), the deep output once over all steps."""
+        tops, weights = [], []
+        for prev, emb in zip(tgt_in.unbind(1), embs.unbind(1), strict=True):
+            top, state = self._recur(prev, emb, state)
+            tops.append(top)
+            weights.append(state["attn"])
+        return TeacherOut(self._readout(torch.stack(tops, dim=1)), torch.stack(weights, dim=1), state)

@@ -223,9 +223,9 @@ def _objective(logits: Tensor, final: dict[str, Tensor]) -> Tensor:
 
 @pytest.mark.parametrize(("cell", "attention"), [(c, a) for c in ("gru", "lstm_peephole") for a in get_args(Attention)])
 def test_teacher_forward_equals_stepping_in_training_with_gradients(cell: Cell, attention: Attention) -> None:
-    """``teacher_forward`` (embedding and deep output over all steps at once) against ``step`` in training mode
-    (the hard arm samples: the same generator seed must draw the same locations) with a memory row that has no
-    valid position: outputs, final state and every parameter's gradient."""
+    """The fused teacher-forced loop against ``step`` in training mode (the hard arm samples: the same generator seed
+    must draw the same locations) with a memory row that has no valid position: outputs, final state and every
+    parameter's gradient."""
     memory, mask, final = _memory()
     mask = mask.clone()
     mask[1] = False  # an empty row: zero weights, zero context, zero log-prob and entropy

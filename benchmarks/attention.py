@@ -29,7 +29,7 @@ def rss():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * page
 layer = MultiHeadAttention(AttentionOptions(heads=heads, d_head=d_model // heads, scale=(d_model // heads) ** -0.5,
-                                            attn_dropout=0.0))
+                                            attn_dropout=0.0, kv_heads=heads))
 x = torch.randn(1, length, d_model, requires_grad=True)
 def run():
     q, k, v = layer.project_qkv(x)

@@ -46,10 +46,12 @@ def build_positions(spec: TransformerSpec, *, causal: bool) -> PositionScheme:
     return POSITIONS[spec.positions](sizes, **spec.position_options, **scaling)
 
 
-def layer_options(spec: TransformerSpec) -> LayerOptions:
-    """What every Transformer layer takes (``LayerOptions``), each read from the spec's field or derived value
-    of the same name: a block declares what it needs, the spec declares it once, no list is copied."""
-    return LayerOptions(**{f.name: getattr(spec, f.name) for f in fields(LayerOptions) if f.init})
+def layer_options(spec: TransformerSpec, *, attentions: int = 1) -> LayerOptions:
+    """What a Transformer layer with ``attentions`` attention modules takes (``LayerOptions``), each read from the
+    spec's field or derived value of the same name (a block declares what it needs, the spec declares it once,
+    no list is copied), except ``d_ff``: the layer's FFN width, ``spec.ffn_width(attentions)``."""
+    named = {f.name: getattr(spec, f.name) for f in fields(LayerOptions) if f.init}
+    return LayerOptions(**{**named, "d_ff": spec.ffn_width(attentions)})
 
 
 def _final_norm(spec: TransformerSpec) -> nn.LayerNorm | None:
@@ -84,7 +86,7 @@ def build_transformer(spec: TransformerSpec, *, src_vocab_size: int, tgt_vocab_s
         src_positions=src_pos,
         tgt_positions=tgt_pos,
         encoder=build_encoder(spec, positions=src_pos),
-        decoder=Decoder(layers=[DecoderLayer(layer_options(spec), positions=tgt_pos)
+        decoder=Decoder(layers=[DecoderLayer(layer_options(spec, attentions=2), positions=tgt_pos)
                                 for _ in range(spec.decoder_layers)], final_norm=_final_norm(spec)),
         generator=generator,
         dropout=spec.dropout,

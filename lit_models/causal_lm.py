@@ -92,6 +92,7 @@ class CausalLM(Seq2SeqModule):
         )
         self.evaluated: dict[str, str] = {}  # split -> "text" | "seq2seq", the kind of batch seen
         self.metrics["test"]["decode_tokens_per_s"] = Ratio()  # tokens decoded / seconds (module docstring)
+        self.cache_bytes = 0  # test/kv_cache_bytes_per_token, read from a cache built as the test's decoding builds it
 
     # ------------------------------------------------------------------ text
     def _text_nll(self, batch: TextBatch) -> tuple[Tensor, Tensor]:
@@ -136,6 +137,7 @@ class CausalLM(Seq2SeqModule):
         """As the base's; at test, also timed into ``test/decode_tokens_per_s``."""
         if self._trainer is None or not self.trainer.testing:
             return super().generate(src)
+        self.cache_bytes = self.net.cache_bytes_per_token(self.net.encode(src[:1, :1]))  # as decoding builds it
         start = time.perf_counter()
         pred = super().generate(src)
         if pred.is_cuda:
@@ -146,8 +148,8 @@ class CausalLM(Seq2SeqModule):
 
     def _log_metrics(self, split: str) -> None:
         if self.evaluated.get(split) != "text":
-            if split == "test":
-                self.log("test/kv_cache_bytes_per_token", float(self.net.cache_bytes_per_token()))
+            if split == "test" and self.cache_bytes:
+                self.log("test/kv_cache_bytes_per_token", float(self.cache_bytes))
             return super()._log_metrics(split)
         m = self.text_metrics[split]
         loss = m["loss"].compute()

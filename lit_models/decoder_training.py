@@ -40,10 +40,11 @@ from lit_models.evaluation import EvaluationModule
 from lit_models.forcing import ForcingPolicy
 from lit_models.metrics import label_smoothed_loss
 from lit_models.optim import Optimisation, scheduled_adamw
+from lit_models.validation import RangeChecked
 
 
 @dataclass(frozen=True, kw_only=True)
-class Feeding:
+class Feeding(RangeChecked):
     """What a token decoder is fed in training, and how its loss is smoothed.
 
     Args:
@@ -53,7 +54,8 @@ class Feeding:
         scheduled_floor: lower bound of p(gold).
         scheduled_mode: two_pass (Mihaylova & Liu 2019, for parallel decoders) or per_step (Bengio et al.
             2015, for recurrent decoders) scheduled sampling.
-        label_smoothing: ε_ls of the training loss (Szegedy et al. 2016; Vaswani et al. 2017: 0.1).
+        label_smoothing: ε_ls of the training loss (Szegedy et al. 2016; Vaswani et al. 2017: 0.1), in [0, 1)
+            (``validation.RANGES``, checked when built: ``RangeChecked``).
     """
 
     forcing: Forcing = "teacher"

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 import lightning as L
 import torch
+from torch import Tensor
 from torch.amp.grad_scaler import OptState
 
 from lit_models.blocks.attention import MultiHeadAttention
@@ -26,7 +27,8 @@ class GradientNorms(L.Callback):
     Parameters are grouped by ``net.encoder.layers.{i}`` / ``net.decoder.layers.{i}``; the rest
     by their first two name components under ``net`` (embeddings, generator, recurrent stacks).
     Logged as ``train/grad_norm/<group>`` and ``train/grad_norm/total``. Under DDP the gradients
-    are already averaged across ranks here, so rank 0's value is the global one.
+    are already averaged across ranks here, so rank 0's value is the global one. The sums of squares stay on the device
+    until one host read per logged step (:func:`norms`).
 
     Once its steps have passed, its stored values are dropped (``steplogs.forget``): Lightning would otherwise
     re-send the last one at every flush to the epoch's end, a flat line in W&B and in metrics.csv that read as
@@ -50,9 +52,9 @@ class GradientNorms(L.Callback):
         if trainer.global_step >= self.steps or not trainer.is_global_zero:
             return
         unscale = 1.0 / pending_scale(trainer, optimizer)
-        for key, norms in zip(self.KEYS, (layer_grad_norms(pl_module), qk_grad_norms(pl_module)), strict=True):
-            for group, value in norms.items():
-                pl_module.log(f"{key}{group}", value * unscale, on_step=True, on_epoch=False, rank_zero_only=True)
+        squares = dict(zip(self.KEYS, (layer_grad_squares(pl_module), qk_grad_squares(pl_module)), strict=True))
+        for name, value in norms(squares).items():
+            pl_module.log(name, value * unscale, on_step=True, on_epoch=False, rank_zero_only=True)
 
 
 def pending_scale(trainer: L.Trainer, optimizer: Any) -> float:
@@ -78,28 +80,45 @@ def parameter_group(name: str) -> str:
     return ".".join(parts[:2]) if len(parts) > 2 else parts[0]
 
 
-def layer_grad_norms(module: torch.nn.Module) -> dict[str, float]:
-    """L2 norm of the gradient of each parameter group, plus ``total``; parameters without grad are skipped."""
-    sq: dict[str, float] = {}
-    for name, p in module.named_parameters():
-        if p.grad is None:
-            continue
-        group = parameter_group(name)
-        sq[group] = sq.get(group, 0.0) + float(p.grad.detach().float().pow(2).sum())
-    if not sq:
+def norms(squares: dict[str, dict[str, Tensor]]) -> dict[str, float]:
+    """``{prefix: {group: Σ g²}}`` (device scalars) -> ``{prefix + group: L2 norm}``, plus ``prefix + "total"`` for
+    each prefix with a group: stacked on the device and copied to the host in one read, not one per parameter."""
+    names = [(prefix, group) for prefix, groups in squares.items() for group in groups]
+    if not names:
         return {}
-    return {**{g: v**0.5 for g, v in sq.items()}, "total": sum(sq.values()) ** 0.5}
+    values = dict(zip(names, torch.stack([squares[p][g] for p, g in names]).tolist(), strict=True))  # one read
+    out: dict[str, float] = {}
+    for prefix, groups in squares.items():
+        if groups:
+            out.update({prefix + group: values[prefix, group] ** 0.5 for group in groups})
+            out[prefix + "total"] = sum(values[prefix, group] for group in groups) ** 0.5
+    return out
 
 
-def qk_grad_norms(module: torch.nn.Module) -> dict[str, float]:
-    """Gradient through the attention softmax, per layer group, plus ``total``.
+def _add(sq: dict[str, Tensor], group: str, grad: Tensor, *, scale: float = 1.0) -> None:
+    """Σ (g / scale)² of ``grad`` added to ``sq[group]``, in float32 on the gradient's device."""
+    part = grad.detach().float().pow(2).sum() / scale**2
+    sq[group] = sq[group] + part if group in sq else part
+
+
+def layer_grad_squares(module: torch.nn.Module) -> dict[str, Tensor]:
+    """Σ g² of each parameter group (:func:`parameter_group`), device scalars; parameters without grad skipped."""
+    sq: dict[str, Tensor] = {}
+    for name, p in module.named_parameters():
+        if p.grad is not None:
+            _add(sq, parameter_group(name), p.grad)
+    return sq
+
+
+def qk_grad_squares(module: torch.nn.Module) -> dict[str, Tensor]:
+    """Σ g² / s² of the gradient through the attention softmax, per layer group, device scalars.
 
     W_q and W_k (rows [0, (h + G)·d_k) of every packed ``in_proj``, [0, 2D) without grouped keys, weight and
     bias) get gradient only through the softmax: dL/dW_q = s · (dL/dlogits) · k xᵀ with s the logit scale.
     Dividing by s leaves the part that Vaswani et al. (2017, §3.2.1) say saturation shrinks, free of the
     trivial factor s itself.
     """
-    sq: dict[str, float] = {}
+    sq: dict[str, Tensor] = {}
     for name, mod in module.named_modules():
         if not isinstance(mod, MultiHeadAttention) or mod.scale <= 0:
             continue
@@ -107,9 +126,16 @@ def qk_grad_norms(module: torch.nn.Module) -> dict[str, float]:
         group = parameter_group(f"{name}.in_proj.weight")
         rows = (mod.heads + mod.kv_heads) * mod.d_k  # [W_q; W_k; W_v] stacked: W_q's h and W_k's G heads
         for p in (proj.weight, proj.bias):
-            if p is None or p.grad is None:
-                continue
-            sq[group] = sq.get(group, 0.0) + float(p.grad[:rows].detach().float().pow(2).sum()) / scale**2
-    if not sq:
-        return {}
-    return {**{g: v**0.5 for g, v in sq.items()}, "total": sum(sq.values()) ** 0.5}
+            if p is not None and p.grad is not None:
+                _add(sq, group, p.grad[:rows], scale=scale)
+    return sq
+
+
+def layer_grad_norms(module: torch.nn.Module) -> dict[str, float]:
+    """L2 norm of the gradient of each parameter group, plus ``total`` (one host read)."""
+    return norms({"": layer_grad_squares(module)})
+
+
+def qk_grad_norms(module: torch.nn.Module) -> dict[str, float]:
+    """Gradient through the attention softmax (:func:`qk_grad_squares`), per layer group, plus ``total``."""
+    return norms({"": qk_grad_squares(module)})

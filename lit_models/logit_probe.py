@@ -21,31 +21,39 @@ import torch
 from torch import Tensor
 
 from lit_models.blocks.attention import MultiHeadAttention
+from lit_models.steplogs import is_flush_step
 
 
 class MaxLogit(L.Callback):
-    """``train/max_logit``: the largest attention logit of the training batch, on logging steps only (rank zero)."""
+    """``train/max_logit``: the largest attention logit of the training batch, on logging steps only (rank zero).
+
+    The tap is one callable made once, and the tapped modules are collected once per fit: a compiled model guards
+    on ``logit_tap``, so a fresh callable on every logging step would recompile the attention each time (and,
+    after dynamo's recompile limit, leave it eager for the rest of the run).
+    """
 
     KEY = "train/max_logit"
 
     def __init__(self) -> None:
         self.seen: list[Tensor] = []
+        self._tap = self.seen.append
         self.tapped: list[MultiHeadAttention] = []
+
+    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.tapped = [m for m in pl_module.modules() if isinstance(m, MultiHeadAttention)]
 
     def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any,
                              batch_idx: int) -> None:
-        if not trainer.is_global_zero or not trainer._logger_connector.should_update_logs:
+        if not trainer.is_global_zero or not is_flush_step(trainer):
             return
-        self.seen = []
-        self.tapped = [m for m in pl_module.modules() if isinstance(m, MultiHeadAttention)]
+        self.seen.clear()
         for module in self.tapped:
-            module.logit_tap = self.seen.append
+            module.logit_tap = self._tap
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
         for module in self.tapped:
             module.logit_tap = None
-        self.tapped = []
         if self.seen:
             pl_module.log(self.KEY, torch.stack(self.seen).max(), on_step=True, on_epoch=False, rank_zero_only=True)
-        self.seen = []
+        self.seen.clear()

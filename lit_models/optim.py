@@ -32,7 +32,7 @@ from torch import nn
 from attnlab_core.options import with_defaults
 from lit_models.axes import LRSchedule
 from lit_models.schedules import LR_SCHEDULES
-from lit_models.validation import check_model_values
+from lit_models.validation import RangeChecked
 
 log = logging.getLogger(__name__)
 FUSED_DEVICES = ("cpu", "cuda")  # where torch >= 2.4 has fused AdamW kernels
@@ -72,7 +72,7 @@ def module_adamw(module: nn.Module, **hparams: float | tuple[float, float]) -> t
 
 
 @dataclass(frozen=True, kw_only=True)
-class Optimisation:
+class Optimisation(RangeChecked):
     """AdamW (Loshchilov & Hutter 2019) and its learning-rate schedule (``schedules``), stepped per batch.
 
     Args:
@@ -80,16 +80,15 @@ class Optimisation:
         lr_schedule: noam | constant | cosine (``schedules``).
         warmup_steps: linear warm-up steps (Vaswani et al. 2017: 4000).
         weight_decay: AdamW decoupled weight decay (Loshchilov & Hutter 2019; Vaswani et al.: 0).
+
+    Each knob is held to ``validation.RANGES`` when built (``RangeChecked``; the CLI checks the same table at
+    parse time).
     """
 
     lr: float = 1e-3
     lr_schedule: LRSchedule = "noam"
     warmup_steps: int = 400
     weight_decay: float = 0.0
-
-    def __post_init__(self) -> None:
-        """Every knob within ``validation.RANGES`` (the CLI checks the same table at parse time)."""
-        check_model_values(vars(self), prefix="")
 
 
 CONSTANT_LR = with_defaults(Optimisation, fixed={"lr_schedule": "constant", "warmup_steps": 0})

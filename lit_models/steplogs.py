@@ -45,9 +45,23 @@ def is_read(module: L.LightningModule, args: tuple, kwargs: Mapping[str, Any]) -
     if trainer is None or args or kwargs.get("on_epoch") or module._current_fx_name != STEP_HOOK:
         return True
     try:
-        return bool(trainer._logger_connector.should_update_logs) or bool(trainer.fast_dev_run) or read_after(trainer)
+        return flushes(trainer) or read_after(trainer)
     except (AttributeError, NotImplementedError, TypeError):  # a Lightning without them, or not in a fit: log
         return True
+
+
+def flushes(trainer: L.Trainer) -> bool:
+    """Whether Lightning hands this training step's values to the loggers (``log_every_n_steps``, a fast dev run).
+    Raises AttributeError on a Lightning without these attributes (callers choose their default)."""
+    return bool(trainer._logger_connector.should_update_logs) or bool(trainer.fast_dev_run)
+
+
+def is_flush_step(trainer: L.Trainer) -> bool:
+    """:func:`flushes`, False where the trainer cannot say (a Lightning without the attributes, or not in a fit)."""
+    try:
+        return flushes(trainer)
+    except (AttributeError, NotImplementedError, TypeError):
+        return False
 
 
 def read_after(trainer: L.Trainer) -> bool:

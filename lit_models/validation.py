@@ -50,6 +50,14 @@ def check_model_values(values: Mapping[str, Any], *, prefix: str = "--model.") -
             raise UsageError(f"{prefix}{name}={value} is not allowed: it must be {rule}")
 
 
+class RangeChecked:
+    """Base of a frozen dataclass of training knobs (``optim.Optimisation``, ``decoder_training.Feeding``): its
+    fields named in :data:`RANGES` are checked when it is built, once for a class combining several groups."""
+
+    def __post_init__(self) -> None:
+        check_model_values(vars(self), prefix="")
+
+
 def check_model_sizes(values: Mapping[str, Any], *, prefix: str = "--model.") -> None:
     """Refuse any :data:`SIZES` entry of ``values`` that is not a positive integer, and a ``d_model``
     that ``heads`` does not divide; the message names the option (``prefix`` + name) and the rule.

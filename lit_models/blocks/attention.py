@@ -18,7 +18,22 @@ from torch import Tensor, nn
 from lit_models.blocks.positions import PositionScheme
 
 
-def attention_weights(q: Tensor, k: Tensor, *, mask: Tensor | None, scale: float) -> Tensor:
+def _scores(q: Tensor, k: Tensor, *, mask: Tensor | None, scale: float, is_causal: bool) -> Tensor:
+    """The masked logits q kᵀ · scale in float32 (autocast off): (B, H, T, S), -inf where a key may not be attended.
+
+    q (B, H, T, d_k), k (B, H, S, d_k); ``mask`` as in :func:`attention_weights`; ``is_causal`` adds the causal
+    mask (:func:`causal_mask`, queries are the last T positions).
+    """
+    if is_causal:
+        mask = causal_mask(q.size(-2), k.size(-2), device=q.device) if mask is None else _and_causal(mask, q, k)
+    with torch.autocast(device_type=q.device.type, enabled=False):
+        scores = torch.matmul(q.float(), k.float().transpose(-2, -1)) * scale  # (B, H, T, S)
+        if mask is not None and mask.dtype == torch.bool:
+            return scores.masked_fill(~mask, float("-inf"))
+        return scores if mask is None else scores + mask.float()
+
+
+def attention_weights(q: Tensor, k: Tensor, *, mask: Tensor | None, scale: float, is_causal: bool = False) -> Tensor:
     """softmax(q kᵀ · scale) with masking, in float32.
 
     Args:
@@ -27,18 +42,15 @@ def attention_weights(q: Tensor, k: Tensor, *, mask: Tensor | None, scale: float
         mask: boolean, broadcastable to (B, H, T, S), True = may attend; or a float mask added to
             the scaled logits (-inf = may not attend).
         scale: multiplier of the logits (Vaswani eq. 1: 1/sqrt(d_k); ``lit_models.registries.ATTN_SCALES``).
+        is_causal: also mask the future keys (:func:`causal_mask`).
 
     Returns:
         (B, H, T, S) float32 weights; rows sum to 1, masked entries are exactly 0 and a row with
         no allowed key is all zeros (not NaN). Autocast is switched off here, so the logits and
         the softmax stay float32 under ``bf16-mixed`` / ``16-mixed`` too.
     """
+    scores = _scores(q, k, mask=mask, scale=scale, is_causal=is_causal)
     with torch.autocast(device_type=q.device.type, enabled=False):
-        scores = torch.matmul(q.float(), k.float().transpose(-2, -1)) * scale  # (B, H, T, S)
-        if mask is not None and mask.dtype == torch.bool:
-            scores = scores.masked_fill(~mask, float("-inf"))
-        elif mask is not None:
-            scores = scores + mask.float()
         return torch.softmax(scores, dim=-1).nan_to_num(0.0)
 
 
@@ -55,12 +67,13 @@ def scaled_dot_product(
 ) -> tuple[Tensor, Tensor | None]:
     """Attention(Q, K, V) = softmax(Q Kᵀ · scale) V  (Vaswani eq. 1 with a configurable scale).
 
-    The normal path is ``F.scaled_dot_product_attention`` (fused kernels, linear memory);
-    ``need_weights=True`` takes an explicit path that also returns the weights, for figures
-    and probes. Both give the same output in eval mode.
+    The normal path is ``F.scaled_dot_product_attention`` (fused kernels, linear memory; grouped keys and
+    values through its ``enable_gqa``, without copying them to H heads); ``need_weights=True`` takes an
+    explicit path that also returns the weights, for figures and probes (it repeats grouped keys and values,
+    :func:`repeat_kv`). Both give the same output in eval mode.
 
     Args:
-        q: (B, H, T, d_k); k: (B, H, S, d_k); v: (B, H, S, d_v).
+        q: (B, H, T, d_k); k: (B, G, S, d_k); v: (B, G, S, d_v), G dividing H (G = H: multi-head attention).
         mask: boolean, broadcastable to (B, H, T, S), True = may attend; a float mask added to the
             scaled logits (see ``with_bias``); or None.
         is_causal: apply a causal mask too (through the fused kernel's flag when ``mask`` is None).
@@ -68,21 +81,19 @@ def scaled_dot_product(
     Returns:
         out (B, H, T, d_v) and weights (B, H, T, S) or None.
     """
+    if need_weights:
+        heads = q.size(1)
+        k, v = repeat_kv(k, heads), repeat_kv(v, heads)  # (B, H, S, d)
+        weights = attention_weights(q, k, mask=mask, scale=scale, is_causal=is_causal)
+        dropped = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
+        return torch.matmul(dropped.to(v.dtype), v), weights
     if is_causal and mask is not None:
-        mask = _and_causal(mask, q.size(-2), k.size(-2))
-        is_causal = False
-    if not need_weights:
-        if mask is not None and mask.dtype != torch.bool and mask.dtype != q.dtype:
-            mask = mask.to(q.dtype)  # SDPA wants a float mask in the query's dtype (bf16 under autocast)
-        out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale, is_causal=is_causal
-        )
-        return out, None
-    if is_causal and mask is None:
-        mask = causal_mask(q.size(-2), k.size(-2), device=q.device)
-    weights = attention_weights(q, k, mask=mask, scale=scale)
-    dropped = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
-    return torch.matmul(dropped.to(v.dtype), v), weights
+        mask, is_causal = _and_causal(mask, q, k), False
+    if mask is not None and mask.dtype != torch.bool and mask.dtype != q.dtype:
+        mask = mask.to(q.dtype)  # SDPA wants a float mask in the query's dtype (bf16 under autocast)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale,
+                                         is_causal=is_causal, enable_gqa=k.size(1) != q.size(1))
+    return out, None
 
 
 def with_bias(mask: Tensor | None, bias: Tensor | None) -> Tensor | None:
@@ -94,9 +105,9 @@ def with_bias(mask: Tensor | None, bias: Tensor | None) -> Tensor | None:
     return bias.masked_fill(~mask, float("-inf"))
 
 
-def _and_causal(mask: Tensor, t: int, s: int) -> Tensor:
+def _and_causal(mask: Tensor, q: Tensor, k: Tensor) -> Tensor:
     """A boolean mask restricted to causal positions, or a float mask with -inf at future keys."""
-    causal = causal_mask(t, s, device=mask.device)
+    causal = causal_mask(q.size(-2), k.size(-2), device=mask.device)
     return mask & causal if mask.dtype == torch.bool else mask.masked_fill(~causal, float("-inf"))
 
 
@@ -115,13 +126,7 @@ def repeat_kv(x: Tensor, heads: int) -> Tensor:
 def logit_max(q: Tensor, k: Tensor, *, mask: Tensor | None, scale: float, is_causal: bool) -> Tensor:
     """The largest logit q·k·scale (plus any score bias) over the keys each query may attend: a 0-d float32
     tensor, left on the device (no host sync); -inf when no key is allowed. q (B, H, T, d), k (B, H, S, d)."""
-    with torch.autocast(device_type=q.device.type, enabled=False):
-        scores = torch.matmul(q.float(), k.float().transpose(-2, -1)) * scale  # (B, H, T, S)
-        if mask is not None:
-            scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask.float()
-        if is_causal:
-            scores = scores.masked_fill(~causal_mask(q.size(-2), k.size(-2), device=q.device), float("-inf"))
-        return scores.amax()
+    return _scores(q, k, mask=mask, scale=scale, is_causal=is_causal).amax()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,7 +139,7 @@ class AttentionOptions:
         d_head: width d_k of each head; the model width is D = h·d_k (no check needed: the spec validated it).
         scale: the multiplier of the logits q·k (Vaswani eq. 1: 1/sqrt(d_k)), resolved by the builder.
         attn_dropout: dropout on the attention weights.
-        kv_heads: G key/value heads, dividing h (the spec checks it); None = h (multi-head attention).
+        kv_heads: G key/value heads, dividing h (the spec checks and resolves it); G = h is multi-head attention.
         qk_norm: LayerNorm on each head's queries and keys before the score.
     """
 
@@ -142,7 +147,7 @@ class AttentionOptions:
     d_head: int
     scale: float
     attn_dropout: float
-    kv_heads: int | None = None
+    kv_heads: int
     qk_norm: bool = False
 
 
@@ -157,9 +162,9 @@ class MultiHeadAttention(nn.Module):
 
     Grouped-query attention (Ainslie et al. 2023; multi-query attention, Shazeer 2019, is G = 1):
     ``kv_heads`` = G key/value heads, each shared by h/G query heads, so W^K and W^V have G·d_k rows
-    and the matrix is ((h + 2G)·d_k, D). Projected (and cached) keys and values keep G heads; they are
-    repeated to h heads only inside :meth:`attend`. G = h is Vaswani's attention, parameter for
-    parameter (4·D² + 4·D whatever the number of heads).
+    and the matrix is ((h + 2G)·d_k, D). Projected (and cached) keys and values keep G heads, and so does the
+    fused attention; they are repeated to h heads only where the weights are materialised. G = h is
+    Vaswani's attention, parameter for parameter (4·D² + 4·D whatever the number of heads).
 
     QK-norm (Dehghani et al. 2023, §3.1.1 "QK normalization"; Wortsman et al. 2023, §3.1): a LayerNorm
     over each head's d_k applied to the projected queries and keys before the score (before RoPE's
@@ -180,7 +185,7 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, options: AttentionOptions, *, positions: PositionScheme | None = None) -> None:
         super().__init__()
         self.heads, self.d_k, self.scale = options.heads, options.d_head, options.scale
-        self.kv_heads = options.kv_heads or options.heads
+        self.kv_heads = options.kv_heads
         d_head, d_model = options.d_head, options.heads * options.d_head
         self.dropout = options.attn_dropout
         self.in_proj = nn.Linear(d_model, d_model + 2 * self.kv_heads * d_head)
@@ -231,16 +236,17 @@ class MultiHeadAttention(nn.Module):
     ) -> tuple[Tensor, Tensor | None]:
         """Attention over projected heads, then W^O: returns (B, T, D) and weights (B, H, T, S) or None.
 
-        q (B, H, T, d_k); k, v (B, G, S, d_k), repeated to H heads here (:func:`repeat_kv`).
+        q (B, H, T, d_k); k, v (B, G, S, d_k): each group serves H/G query heads (SDPA's ``enable_gqa``; repeated
+        to H heads only for the weights and the logit tap, :func:`repeat_kv`).
         ``offset`` is the position of the first query (keys are at 0..S-1), for the scheme's score bias.
         """
         p = self.dropout if self.training else 0.0
-        k, v = repeat_kv(k, self.heads), repeat_kv(v, self.heads)
         if self.positions is not None:
             t, s = q.size(-2), k.size(-2)
             mask = with_bias(mask, self.positions.score_bias(t=t, s=s, offset=offset, device=q.device))
         if self.logit_tap is not None:
-            self.logit_tap(logit_max(q.detach(), k.detach(), mask=mask, scale=self.scale, is_causal=is_causal))
+            k_h = repeat_kv(k.detach(), self.heads)  # (B, H, S, d_k)
+            self.logit_tap(logit_max(q.detach(), k_h, mask=mask, scale=self.scale, is_causal=is_causal))
         out, weights = scaled_dot_product(
             q, k, v, mask=mask, scale=self.scale, dropout_p=p, need_weights=need_weights, is_causal=is_causal
         )

@@ -130,11 +130,12 @@ class CausalTransformer(nn.Module):
             maps.append(w)
         return (self.final_norm(x) if self.final_norm is not None else x), new, maps
 
-    def cache_bytes_per_token(self) -> int:
-        """Bytes the KV cache grows by per token and sequence: keys and values of every layer, G heads of d_k
-        (G = kv_heads; Shazeer 2019 and Ainslie et al. 2023 shrink exactly this), in the embedding's dtype."""
-        size = self.embed.table.weight.element_size()
-        return sum(2 * layer.self_attn.kv_heads * layer.self_attn.d_k * size for layer in self.layers)
+    @staticmethod
+    def cache_bytes_per_token(state: State) -> int:
+        """Bytes the KV cache of ``state`` grows by per token and sequence: keys and values of every layer, G heads
+        of d_k (G = kv_heads; Shazeer 2019 and Ainslie et al. 2023 shrink exactly this), in the cache's own dtype
+        (bf16 under bf16 autocast, whatever the weights' dtype)."""
+        return sum(c[n].size(1) * c[n].size(3) * c[n].element_size() for c in state["layers"] for n in ("k", "v"))
 
     def _empty(self, b: int, device: torch.device) -> list[dict[str, Tensor]]:
         attn = self.layers[0].self_attn

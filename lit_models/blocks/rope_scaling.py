@@ -46,15 +46,13 @@ class RopeScale:
         factor: s = L'/L, at least 1.
         train_len: L, the training length (YaRN's ramp reads it; the other methods ignore it).
         in_training: apply the scaling in training mode too (fine-tuning with it); else evaluation mode only.
+
+    The arguments are taken as given: ``specs.transformer.rope_scale`` checks them once (s >= 1, L for yarn).
     """
 
     factor: float = 1.0
     train_len: int = 0
     in_training: bool = False
-
-    def __post_init__(self) -> None:
-        if self.factor < 1.0:
-            raise ValueError(f"rope scaling factor must be >= 1, got {self.factor}")
 
     def frequencies(self, d_head: int, base: float) -> Tensor:
         """The scaled θ'_i, (d_head/2,) float64."""
@@ -88,11 +86,6 @@ class YarnScale(RopeScale):
 
     alpha: float = 1.0
     beta: float = 32.0
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.train_len < 1:
-            raise ValueError("yarn needs the training length L (its ramp compares L with each wavelength)")
 
     def frequencies(self, d_head: int, base: float) -> Tensor:
         theta = rope_frequencies(d_head, base)

@@ -54,14 +54,14 @@ class LayerOptions(AttentionOptions):
         d_ff: inner width of the FFN (eq. 2).
         dropout: on each sublayer's output (P_drop).
         pre_norm: LayerNorm on each sublayer's input (Pre-Norm) instead of after the residual sum.
-        ffn_absorbs_kv: widen the FFN by the parameters grouped keys and values save (:meth:`ffn_width`), so
-            a GQA/MQA layer has the parameters of the MHA layer (equal-budget comparisons).
+
+    ``d_ff`` is the width the layer's FFN gets, resolved: the builder widens the spec's ``d_ff`` for
+    ``ffn_absorbs_kv`` (``TransformerSpec.ffn_width``), per layer kind (one or two attention modules).
     """
 
     d_ff: int
     dropout: float
     pre_norm: bool
-    ffn_absorbs_kv: bool = False
 
     @property
     def d_model(self) -> int:
@@ -70,18 +70,8 @@ class LayerOptions(AttentionOptions):
     def attention(self, positions: PositionScheme | None = None) -> MultiHeadAttention:
         return MultiHeadAttention(self, positions=positions)
 
-    def ffn_width(self, attentions: int) -> int:
-        """The FFN's inner width in a layer with ``attentions`` attention modules: ``d_ff``, plus, with
-        ``ffn_absorbs_kv``, round(saved / (2D + 1)). Each module with G < h key/value heads saves
-        2·(h − G)·d_k·(D + 1) parameters (W^K, W^V rows and biases); each FFN unit costs 2D + 1 (a row of
-        W1, its bias, a column of W2). The layer then has the MHA layer's parameters within D + 1."""
-        if not self.ffn_absorbs_kv:
-            return self.d_ff
-        saved = attentions * 2 * (self.heads - (self.kv_heads or self.heads)) * self.d_head * (self.d_model + 1)
-        return self.d_ff + round(saved / (2 * self.d_model + 1))
-
-    def feed_forward(self, attentions: int = 1) -> FeedForward:
-        return FeedForward(d_model=self.d_model, d_ff=self.ffn_width(attentions))
+    def feed_forward(self) -> FeedForward:
+        return FeedForward(d_model=self.d_model, d_ff=self.d_ff)
 
     def residual(self) -> Residual:
         return Residual(d_model=self.d_model, pre_norm=self.pre_norm, dropout=self.dropout)
@@ -137,7 +127,7 @@ class DecoderLayer(nn.Module):
         super().__init__()
         self.self_attn = options.attention(positions)
         self.cross_attn = options.attention()
-        self.ffn = options.feed_forward(attentions=2)
+        self.ffn = options.feed_forward()
         self.res_self, self.res_cross, self.res_ffn = options.residual(), options.residual(), options.residual()
 
     def memory_cache(self, memory: Tensor) -> dict[str, Tensor]:

@@ -48,8 +48,10 @@ class TransformerSpec:
             vocabulary, decoder and all are the same).
         qk_norm: LayerNorm on each head's queries and keys before the score (Dehghani et al. 2023).
         kv_heads: key/value heads G dividing heads: 1 = multi-query (Shazeer 2019), between = grouped-query
-            (Ainslie et al. 2023); null = heads (multi-head). The KV cache holds G heads.
-        ffn_absorbs_kv: widen each FFN by the parameters grouped keys/values save (equal-parameter arms).
+            (Ainslie et al. 2023); null = heads (multi-head), resolved here: after construction it is G. The KV
+            cache holds G heads.
+        ffn_absorbs_kv: widen each FFN by the parameters grouped keys/values save (equal-parameter arms;
+            :meth:`ffn_width`).
         rope_scaling: RoPE beyond the training length (none | linear | ntk | yarn; positions=rope only),
             applied in evaluation; see rope_scaling_train.
         rope_factor: its scale s = L'/L (>= 1; 1 = plain RoPE).
@@ -88,13 +90,23 @@ class TransformerSpec:
 
     def __post_init__(self) -> None:
         d_head = head_size(d_model=self.d_model, heads=self.heads)
-        kv_head_count(heads=self.heads, kv_heads=self.kv_heads)
+        object.__setattr__(self, "kv_heads", kv_head_count(heads=self.heads, kv_heads=self.kv_heads))
         object.__setattr__(self, "position_options", dict(self.position_options or {}))
         object.__setattr__(self, "d_head", d_head)
         object.__setattr__(self, "scale", ATTN_SCALES[self.attn_scale](d_head))
         object.__setattr__(self, "pre_norm", PRE_NORM[self.norm])
         check_position_options(self.positions, self.position_options)
         object.__setattr__(self, "rope_scale", rope_scale(self))
+
+    def ffn_width(self, attentions: int) -> int:
+        """The FFN's inner width in a layer with ``attentions`` attention modules: ``d_ff``, plus, with
+        ``ffn_absorbs_kv``, round(saved / (2D + 1)). Each module with G < h key/value heads saves
+        2·(h − G)·d_k·(D + 1) parameters (W^K, W^V rows and biases); each FFN unit costs 2D + 1 (a row of
+        W1, its bias, a column of W2). The layer then has the MHA layer's parameters within D + 1."""
+        if not self.ffn_absorbs_kv:
+            return self.d_ff
+        saved = attentions * 2 * (self.heads - self.kv_heads) * self.d_head * (self.d_model + 1)
+        return self.d_ff + round(saved / (2 * self.d_model + 1))
 
 
 ENCODER_DECODER_OPTIONS = with_defaults(TransformerSpec)
@@ -107,7 +119,8 @@ CAUSAL_LM_OPTIONS = with_defaults(TransformerSpec, rename={"decoder_layers": "la
 
 def rope_scale(spec: TransformerSpec) -> RopeScale:
     """The spec's RoPE scaling resolved (``registries.ROPE_SCALINGS``), or a one-line UsageError: a scaling
-    needs positions=rope, a factor >= 1, and for yarn the training length L (``rope_train_len``)."""
+    needs positions=rope, a factor >= 1, and for yarn the training length L (``rope_train_len``). The one check
+    of these arguments: ``blocks.rope_scaling`` takes them as given."""
     if spec.rope_scaling != "none" and spec.positions != "rope":
         raise UsageError(f"rope_scaling={spec.rope_scaling} needs positions=rope, got positions={spec.positions}")
     if spec.rope_factor < 1:

@@ -31,7 +31,8 @@ SEED_ROW1 = torch.tensor([0.306, 0.373, 0.321])
 
 def _identity_mha(d: int, attn_scale: AttnScale = "sqrt_dk") -> MultiHeadAttention:
     """One head, W^Q = W^K = W^V = W^O = I and zero biases."""
-    mha = MultiHeadAttention(AttentionOptions(heads=1, d_head=d, scale=ATTN_SCALES[attn_scale](d), attn_dropout=0.0))
+    mha = MultiHeadAttention(AttentionOptions(heads=1, kv_heads=1, d_head=d, scale=ATTN_SCALES[attn_scale](d),
+                                              attn_dropout=0.0))
     with torch.no_grad():
         mha.in_proj.weight.copy_(torch.eye(d).repeat(3, 1))
         mha.in_proj.bias.zero_()
@@ -104,7 +105,8 @@ def _masks(t: int, s: int) -> dict[str, dict]:
 @pytest.mark.parametrize("attn_scale", SCALES)
 def test_sdpa_path_equals_explicit_path(attn_scale, mask_kind):
     torch.manual_seed(0)
-    options = AttentionOptions(heads=4, d_head=8, scale=ATTN_SCALES[attn_scale](8), attn_dropout=0.5)
+    options = AttentionOptions(heads=4, kv_heads=4, d_head=8, scale=ATTN_SCALES[attn_scale](8),
+                               attn_dropout=0.5)
     mha = MultiHeadAttention(options).eval()
     t, s = (5, 5) if mask_kind == "is_causal" else (4, 6)
     x, mem = torch.randn(3, t, 32), torch.randn(3, s, 32)
@@ -128,7 +130,7 @@ def test_causal_mask_is_bottom_right_aligned():
 def test_decoder_self_attention_is_causal(norm):
     torch.manual_seed(0)
     layer = DecoderLayer(LayerOptions(heads=4, d_head=8, d_ff=64, dropout=0.0, attn_dropout=0.0, scale=8**-0.5,
-                                      pre_norm=norm == "pre")).eval()
+                                      kv_heads=4, pre_norm=norm == "pre")).eval()
     mem = torch.randn(2, 5, 32)
     cache = layer.memory_cache(mem)
     empty = cache["mem_k"][:, :, :0]
@@ -150,7 +152,8 @@ def test_each_attn_scale_changes_the_output():
     outs = {}
     for arm in SCALES:
         torch.manual_seed(0)  # identical weights for every arm
-        mha = MultiHeadAttention(AttentionOptions(heads=4, d_head=8, scale=ATTN_SCALES[arm](8), attn_dropout=0.0))
+        mha = MultiHeadAttention(AttentionOptions(heads=4, kv_heads=4, d_head=8, scale=ATTN_SCALES[arm](8),
+                                                  attn_dropout=0.0))
         outs[arm], _ = mha.attend(*mha.project_qkv(x), mask=None)
     for a in SCALES:
         for b in SCALES:
@@ -183,7 +186,7 @@ def test_attention_entropy_falls_as_scale_grows_at_large_dk():
 def test_multihead_parameter_count_independent_of_heads(heads):
     d = 64
     mha = MultiHeadAttention(AttentionOptions(heads=heads, d_head=d // heads, scale=(d // heads) ** -0.5,
-                                              attn_dropout=0.0))
+                                              attn_dropout=0.0, kv_heads=heads))
     assert sum(p.numel() for p in mha.parameters()) == 4 * d * d + 4 * d
 
 

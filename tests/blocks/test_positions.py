@@ -140,7 +140,8 @@ def test_attention_with_every_scheme_matches_a_naive_loop(positions, causal):
     """The scheme's hooks reach attention on the fused and the explicit path, with padding and causal masks."""
     torch.manual_seed(0)
     pe = _scheme(positions, d_model=16, heads=4, max_len=32)
-    mha = MultiHeadAttention(AttentionOptions(heads=4, d_head=4, scale=4**-0.5, attn_dropout=0.0), positions=pe).eval()
+    mha = MultiHeadAttention(AttentionOptions(heads=4, kv_heads=4, d_head=4, scale=4**-0.5, attn_dropout=0.0),
+                             positions=pe).eval()
     x = torch.randn(2, 6, 16)
     keep = torch.ones(2, 6, dtype=torch.bool)
     keep[1, 4:] = False  # padded keys
@@ -158,7 +159,8 @@ def test_last_query_with_offset_equals_full_causal_pass(positions):
     """What the KV cache relies on: the last query alone, at its offset, over all keys = the full pass's last row."""
     torch.manual_seed(0)
     pe = _scheme(positions, d_model=16, heads=4, max_len=32)
-    mha = MultiHeadAttention(AttentionOptions(heads=4, d_head=4, scale=4**-0.5, attn_dropout=0.0), positions=pe).eval()
+    mha = MultiHeadAttention(AttentionOptions(heads=4, kv_heads=4, d_head=4, scale=4**-0.5, attn_dropout=0.0),
+                             positions=pe).eval()
     x = torch.randn(2, 7, 16)
     with torch.no_grad():
         q, k, v = mha.project_qkv(x)

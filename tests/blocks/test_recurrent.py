@@ -327,6 +327,26 @@ def test_hard_attention_arms() -> None:
     assert (increments[~scored] == 0).all() and (increments[scored] < 0).all()
 
 
+@pytest.mark.parametrize("mix", [0.0, 1.0])
+def test_soft_mix_in_teacher_forcing_is_the_soft_expectation_per_sequence(mix: float) -> None:
+    """Xu et al. §4.1: with ``soft_mix`` = 1 every sequence of a training batch attends by expectation, so the
+    sampling arm's teacher-forced pass is the additive (soft) arm's with the same parameters, with no REINFORCE
+    terms; with 0 it samples one-hot locations (and scores log α)."""
+    memory, mask, final = _memory()
+    soft = _decoder("gru", "additive").train()
+    hard = _decoder("gru", "hard", seed=1, soft_mix=mix).train()
+    hard.load_state_dict(soft.state_dict())
+    hard.alignment.generator = torch.Generator().manual_seed(7)
+    ref = soft.teacher_forward(soft.init_state(memory, mask, final), TGT_IN)
+    out = hard.teacher_forward(hard.init_state(memory, mask, final), TGT_IN)
+    if mix == 1.0:
+        torch.testing.assert_close(out.logits, ref.logits)
+        torch.testing.assert_close(out.weights, ref.weights)
+        assert (out.state["attn_log_prob"] == 0).all() and (out.state["attn_entropy"] == 0).all()
+    else:
+        assert ((out.weights == 0) | (out.weights == 1)).all() and (out.state["attn_log_prob"] < 0).all()
+
+
 def test_decoder_overfits_tiny_copy_batch() -> None:
     """Encoder + additive-attention GRU decoder learn to copy 4 fixed sequences."""
     torch.manual_seed(0)

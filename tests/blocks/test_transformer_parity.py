@@ -28,7 +28,8 @@ def _copy_ffn_norms(ours, ref, res_names) -> None:
 def test_multihead_matches_torch_with_padding_mask():
     torch.manual_seed(0)
     ref = nn.MultiheadAttention(D, H, batch_first=True)
-    ours = MultiHeadAttention(AttentionOptions(heads=H, d_head=D // H, scale=(D // H) ** -0.5, attn_dropout=0.0))
+    ours = MultiHeadAttention(AttentionOptions(heads=H, kv_heads=H, d_head=D // H, scale=(D // H) ** -0.5,
+                                                attn_dropout=0.0))
     _copy_mha(ours, ref)
     x, mem = torch.randn(3, 5, D), torch.randn(3, 7, D)
     pad = torch.zeros(3, 7, dtype=torch.bool)
@@ -50,7 +51,7 @@ def test_encoder_decoder_matches_nn_transformer(norm):
     ref = nn.Transformer(D, H, n, n, FF, dropout=0.0, batch_first=True, norm_first=norm == "pre")
     if norm == "post":  # nn.Transformer always adds final norms; the paper's Post-Norm has none
         ref.encoder.norm, ref.decoder.norm = None, None
-    options = LayerOptions(heads=H, d_head=D // H, d_ff=FF, dropout=0.0, attn_dropout=0.0,
+    options = LayerOptions(heads=H, kv_heads=H, d_head=D // H, d_ff=FF, dropout=0.0, attn_dropout=0.0,
                            scale=(D // H) ** -0.5, pre_norm=PRE_NORM[norm])
     final = (lambda: nn.LayerNorm(D)) if PRE_NORM[norm] else (lambda: None)
     enc = Encoder(layers=[EncoderLayer(options) for _ in range(n)], final_norm=final())

@@ -31,7 +31,8 @@ SMALL_RUN = [
 def test_fully_masked_rows_are_finite_under_bf16_autocast(need_weights, train):
     """A query row with no allowed key gives a finite output and finite gradients in bf16."""
     torch.manual_seed(0)
-    layer = MultiHeadAttention(AttentionOptions(heads=4, d_head=8, scale=8**-0.5, attn_dropout=0.1)).train(train)
+    options = AttentionOptions(heads=4, kv_heads=4, d_head=8, scale=8**-0.5, attn_dropout=0.1)
+    layer = MultiHeadAttention(options).train(train)
     x = torch.randn(2, 5, 32, requires_grad=True)
     mask = torch.ones(2, 1, 1, 5, dtype=torch.bool)
     mask[1] = False  # example 1: every key masked

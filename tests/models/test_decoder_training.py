@@ -9,10 +9,11 @@ import inspect
 import pytest
 from jsonargparse import ArgumentParser
 
+from attnlab_core.errors import UsageError
 from lit_models import forcing
 from lit_models.captioner import ShowAttendTell
 from lit_models.causal_lm import CausalLM
-from lit_models.decoder_training import DecoderTraining
+from lit_models.decoder_training import DecoderTraining, Feeding
 from lit_models.forcing import ForcingPolicy, gold_probability
 from lit_models.recurrent_seq2seq import RecurrentSeq2Seq
 from lit_models.seq2seq import TransformerSeq2Seq
@@ -70,3 +71,25 @@ def test_the_policy_resolves_its_strings_once(monkeypatch):
     monkeypatch.undo()
     assert got == [gold_probability("inverse_sigmoid", step=s, steps=100, floor=0.1) for s in (0, 50, 500)]
     assert policy.feed is forcing.two_pass
+
+
+@pytest.mark.parametrize("group", [Feeding, DecoderTraining])
+def test_label_smoothing_is_checked_by_its_own_group_once(group, monkeypatch):
+    """``Feeding`` declares label_smoothing, so building it (alone or inside ``DecoderTraining``) refuses ε >= 1 in
+    one line; the range table is read once per group built, not once per base class."""
+    import lit_models.optim as optim
+    import lit_models.validation as validation
+
+    calls, check = [], validation.check_model_values
+
+    def counted(values, **kw):
+        calls.append(1)
+        return check(values, **kw)
+
+    for module in (validation, optim):  # wherever the check is reached from
+        if hasattr(module, "check_model_values"):
+            monkeypatch.setattr(module, "check_model_values", counted)
+    group(label_smoothing=0.1)
+    assert len(calls) == 1
+    with pytest.raises(UsageError, match=r"^label_smoothing=1.0 is not allowed: it must be a number in \[0, 1\)$"):
+        group(label_smoothing=1.0)

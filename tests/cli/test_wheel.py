@@ -10,6 +10,7 @@ the line that installs them.
 
 from __future__ import annotations
 
+import ast
 import importlib.metadata
 import importlib.util
 import shutil
@@ -22,7 +23,17 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).parents[2]
-PROJECT = ("attnlab", "attnlab_core", "attnlab_run", "lit_models", "datamodules", "ablations")
+
+
+def project_packages() -> tuple[str, ...]:
+    """The project's top-level packages as setup.py declares them (its ``PROJECT``), read without running it."""
+    tree = ast.parse((REPO / "setup.py").read_text())
+    [value] = [node.value for node in tree.body if isinstance(node, ast.Assign)
+               and [getattr(t, "id", None) for t in node.targets] == ["PROJECT"]]
+    return tuple(ast.literal_eval(value))
+
+
+PROJECT = project_packages()
 TOP_FILES = ("pyproject.toml", "setup.py", "README.md", "LICENSE")
 SETUPTOOLS = 77
 """pyproject.toml's ``build-system.requires``: setuptools>=77."""

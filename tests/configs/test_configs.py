@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from attnlab_run.cli import main
-from tests.datamodules.real_data import real_data_args
+from tests.datamodules.real_data import real_data_args, require_package
 
 CONFIGS = sorted((Path(__file__).parents[2] / "ablations" / "configs").glob("*.yaml"))
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -21,7 +21,7 @@ def _overrides(config: Path, tmp_path: Path) -> list[str]:
     lines = [ln.strip() for ln in path.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
     sword = None
     if any("{sword}" in ln for ln in lines):  # a tiny SWORD library (Bible configs); the reader needs pysword
-        pytest.importorskip("pysword", reason='the config reads SWORD modules with pysword: pip install -e ".[real]"')
+        require_package("pysword")  # the config reads SWORD modules with pysword
         from tests.datamodules.sword_fixture import tiny_library
 
         sword = tiny_library(tmp_path / "sword")

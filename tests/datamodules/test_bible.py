@@ -4,7 +4,6 @@ packages; plus one smoke run on the installed modules (``-m slow``), skipped whe
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -26,12 +25,11 @@ from datamodules.bible import (
 )
 from datamodules.sources import TranslationSpec
 from datamodules.wikitext import TextLM
+from tests.datamodules.real_data import needs_real_data, package_problem
 from tests.datamodules.sword_fixture import ENGLISH, SPANISH, tiny_library, verses, write_module
 
 CONFIGS = Path(__file__).parents[2] / "ablations" / "configs"
-HAS_PYSWORD = importlib.util.find_spec("pysword") is not None
-needs_pysword = pytest.mark.skipif(not HAS_PYSWORD, reason='the Bible sources read SWORD modules with pysword: '
-                                   'pip install -e ".[real]"')
+needs_pysword = needs_real_data(package_problem("pysword"))  # the Bible sources read SWORD modules with it
 
 MARKUP = ('<div type="x-milestone" subType="x-preverse" sID="pv1"/><title type="x-heading">A Heading</title>'
           '<q marker="" who="Jesus">\u00b6 <w lemma="strong:G3588">the</w> <w lemma="strong:G935">king</w>'
@@ -141,8 +139,8 @@ def test_absent_pysword_names_the_extra_and_creates_nothing(tmp_path: Path, caps
 
 def _installed() -> str | None:
     """Why the real-data smoke run cannot run here, or None."""
-    if not HAS_PYSWORD:
-        return 'pysword is not installed (pip install -e ".[real]")'
+    if (problem := package_problem("pysword")) is not None:
+        return problem
     confs = SWORD_DEFAULT / "mods.d"
     missing = [m.package for c, m in BIBLE_MODULES.items() if c in ("en", "es")
                if not (confs / f"{m.name}.conf").is_file()]
@@ -150,7 +148,7 @@ def _installed() -> str | None:
 
 
 @pytest.mark.slow  # about a minute on 2 busy cores: reading both modules, SentencePiece, three steps
-@pytest.mark.skipif(_installed() is not None, reason=str(_installed()))
+@needs_real_data(_installed())
 def test_real_bible_trains_a_few_steps(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.delenv("SWORD_PATH", raising=False)
     main(["fit", "--config", str(CONFIGS / "bible_gru_attention.yaml"), f"--run.root={tmp_path}/runs",

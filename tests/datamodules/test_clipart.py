@@ -18,7 +18,6 @@ from attnlab.cli import main
 from attnlab_core.errors import UsageError
 from datamodules.captioning import CaptionData
 from datamodules.clipart import (
-    STAMPS_DEFAULT,
     Stamp,
     check_stamps,
     english_caption,
@@ -27,11 +26,14 @@ from datamodules.clipart import (
     render_stamp,
     split_stamps,
     stamp_groups,
+    stamps_root,
 )
+from tests.datamodules.real_data import needs_real_data
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "clipart" / "stamps"
 CONFIG = Path(__file__).parents[2] / "ablations" / "configs" / "clipart_soft.yaml"
-INSTALLED = (STAMPS_DEFAULT / "animals").is_dir()
+STAMPS = stamps_root(None)  # the installed stamps, or $ATTNLAB_STAMPS_PATH
+INSTALLED = (STAMPS / "animals").is_dir()
 
 
 def _key(caption: str) -> str:
@@ -162,10 +164,9 @@ def test_fixture_trains_through_the_cli(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------- real data (skips when absent)
-@pytest.mark.skipif(not INSTALLED, reason=f"no Tux Paint stamps in {STAMPS_DEFAULT} "
-                                          "(apt-get install tuxpaint-stamps-default)")
+@needs_real_data(None if INSTALLED else f"no Tux Paint stamps in {STAMPS} (apt-get install tuxpaint-stamps-default)")
 def test_real_stamps_split_by_group_and_train_a_few_steps(tmp_path: Path) -> None:
-    inv = inventory(STAMPS_DEFAULT)
+    inv = inventory(STAMPS)
     assert len(inv.stamps) > 700 and all(s.caption and "utf8=" not in s.caption for s in inv.stamps)
     parts = split_stamps(inv.stamps)
     keys = {split: {_key(s.caption) for s in items} for split, items in parts.items()}

@@ -13,6 +13,7 @@ import pytest
 from datamodules.batching import BOS, EOS
 from datamodules.tokenization import word_tokenize
 from datamodules.translation import TRANSLATION_SOURCES, TranslationData, TranslationSource
+from tests.datamodules.real_data import require_package
 from tests.datamodules.served import serve_multi30k
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "multi30k"
@@ -45,7 +46,7 @@ def _prepared(name: str) -> Callable[..., dict[str, str]]:
 
 def _bible(tmp_path: Path, http_server, monkeypatch) -> dict[str, str]:
     """A tiny SWORD library in the published zText layout (tests/datamodules/sword_fixture.py)."""
-    pytest.importorskip("pysword", reason="the bible source reads SWORD modules with pysword (.[real])")
+    require_package("pysword")  # the bible source reads SWORD modules with pysword
     from tests.datamodules.sword_fixture import tiny_library
 
     return {"sword_path": str(tiny_library(tmp_path / "sword")), "src_lang": "es"}

@@ -20,8 +20,15 @@ DATE = re.compile(rf"\b{YEAR}-\d\d-\d\d\b|\b{MONTH} (?:\d{{1,2}},? )?{YEAR}\b|\b
 
 
 def python_files() -> list[Path]:
-    listed = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True, check=True)
-    return [ROOT / name for name in listed.stdout.split()]
+    """The project's tracked .py files (git decides what is the project's; skip where there is no git checkout)."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z", "*.py"], cwd=ROOT, capture_output=True, text=True,
+                                check=False)
+    except FileNotFoundError:
+        pytest.skip("lists the project's files with git, which is not installed")
+    if listed.returncode != 0:
+        pytest.skip(f"lists the project's files with git, but {ROOT} is not a git checkout")
+    return [ROOT / name for name in listed.stdout.split("\0") if name]
 
 
 def commented_text(source: str) -> list[tuple[int, str]]:
@@ -44,6 +51,16 @@ def test_the_pattern_sees_both_date_styles(text):
 
 def test_the_pattern_leaves_citations_alone():
     assert not DATE.search("# Vaswani et al. 2017, §3.2; Bengio 2015; lengths 2-15, seeds 1001..")
+
+
+def test_outside_a_git_checkout_it_skips_with_its_reason(monkeypatch, tmp_path):
+    monkeypatch.setitem(globals(), "ROOT", tmp_path)  # a folder outside any checkout
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
+    with pytest.raises(pytest.skip.Exception, match="not a git checkout"):
+        python_files()
+    monkeypatch.setenv("PATH", str(tmp_path))  # no git on the PATH
+    with pytest.raises(pytest.skip.Exception, match="git, which is not installed"):
+        python_files()
 
 
 def test_no_comment_or_docstring_carries_a_date():

@@ -95,8 +95,8 @@ def kv_heads(stats: ArmStats, arms: Arms | None = None) -> str:
     attention at a decoding cost close to multi-query attention. Control: equal parameter counts (the FFN absorbs
     what grouped keys and values save). Judged: GQA (2 key/value heads) ≈ MHA (8) on test exact match within
     ``KV_MARGIN`` (two one-sided tests), and GQA's KV cache per token closer to MQA's than to MHA's (exact bytes).
-    Decode tokens/s is ranked, not judged: on CPU the cached keys and values are repeated to every head inside
-    attention (``blocks.attention.repeat_kv``), so the bandwidth that MQA saves on accelerators is not measured."""
+    Decode tokens/s is ranked, not judged: grouped keys and values reach SDPA as G heads (``enable_gqa``), but the
+    memory bandwidth that MQA saves on accelerators is not what two CPU cores measure."""
     arms = arms or Arms.of(stats)
     mqa, gqa, mha = arms.arms(1, 2, 8)
     gate = learned(stats, [mqa, gqa, mha], metric=KV_METRIC, threshold=KV_LEARNED, goal="maximize",

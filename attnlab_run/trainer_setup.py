@@ -14,6 +14,7 @@ import torch
 from lightning.pytorch.cli import SaveConfigCallback
 from lightning.pytorch.loggers import WandbLogger
 
+from attnlab_core.flatkeys import flat_options
 from attnlab_run.evaluations import evaluation_id
 from attnlab_run.faults import AtomicCheckpointIO
 from attnlab_run.rundir import RunPaths, relative_checkpoint
@@ -67,19 +68,10 @@ def evaluation_options(cfg: Any) -> dict[str, Any]:
 
 
 def flatten(dumped: str) -> dict[str, Any]:
+    """A dumped (YAML or JSON) config's flat options (:func:`attnlab_core.flatkeys.flat_options`)."""
     import yaml
 
-    out: dict[str, Any] = {}
-
-    def walk(prefix: str, node: Any) -> None:
-        if isinstance(node, dict):
-            for k, v in node.items():
-                walk(f"{prefix}.{k}" if prefix else str(k), v)
-        else:
-            out[prefix.replace(".init_args", "")] = node
-
-    walk("", yaml.safe_load(dumped))
-    return out
+    return flat_options(yaml.safe_load(dumped))
 
 
 def best_or_last(trainer: L.Trainer) -> str:

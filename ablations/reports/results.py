@@ -27,6 +27,7 @@ import yaml
 from ablations.catalog.questions import Arm, ArmStats
 from ablations.verdicts.stats import Stat
 from ablations.verdicts.stats import stat as seed_stat
+from attnlab_core.flatkeys import flat_key, flat_options
 from attnlab_run.evaluations import evaluation_notes, evaluation_records, finished_evaluations
 from attnlab_run.rundir import Status
 
@@ -78,26 +79,11 @@ class RunRecord:
 
     def arm(self, axes: Iterable[str]) -> Arm:
         """The values of ``axes`` (CLI paths, with or without ``init_args``) for this run."""
-        return tuple(self.params.get(normalize_key(a)) for a in axes)
+        return tuple(self.params.get(flat_key(a)) for a in axes)
 
     def curve(self, key: str) -> list[tuple[int, float]]:
         """(step, value) of ``key`` over training, finite values only."""
         return [(int(r["step"]), r[key]) for r in self.history if key in r and "step" in r and math.isfinite(r[key])]
-
-
-def normalize_key(key: str) -> str:
-    """``model.init_args.norm`` -> ``model.norm`` (the flat form used everywhere in results)."""
-    return key.replace(".init_args.", ".").removeprefix("--")
-
-
-def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
-    """Nested config dict -> flat dotted keys without ``init_args``; ``class_path`` kept as ``<group>.class_path``."""
-    if not isinstance(node, dict):
-        return {normalize_key(prefix): node}
-    out: dict[str, Any] = {}
-    for key, value in node.items():
-        out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
-    return out
 
 
 def _floats(metrics: Mapping[str, Any]) -> dict[str, float]:
@@ -147,8 +133,8 @@ def load_run(run_dir: Path, *, evaluation: EvaluationChoice = None) -> RunRecord
     summary, config, trial = (read_mapping(run_dir / f) for f in ("summary.json", "config.yaml", "trial.json"))
     if not (summary or config or trial):
         return None
-    params = {normalize_key(k): v for k, v in (trial.get("params") or {}).items()}
-    params.update(flatten(config))
+    params = {flat_key(k): v for k, v in (trial.get("params") or {}).items()}
+    params.update(flat_options(config))
     unreadable = (run_dir / "summary.json").exists() and not summary  # truncated, binary, a list: not "finished"
     status = UNREADABLE if unreadable else _status(summary.get("status"), trial.get("status"))
     records = {} if unreadable else evaluation_records(run_dir)
@@ -308,7 +294,7 @@ def load_wandb_sweep(sweep_path: str) -> tuple[str, list[RunRecord]]:
 
 
 def _wandb_record(run: Any, name: str, metric: str | None) -> RunRecord:
-    params = {normalize_key(k): v for k, v in dict(run.config).items() if not k.startswith("_")}
+    params = {flat_key(k): v for k, v in dict(run.config).items() if not k.startswith("_")}
     status = {"finished": "finished", "running": "running"}.get(run.state, "failed")
     history = [_wandb_row(row) for row in run.scan_history(keys=[metric, "trainer/global_step"])] if metric else []
     return RunRecord(experiment=name, name=run.name, status=status, params=params,

@@ -83,7 +83,7 @@ def demo_floor(root: Path, *, seeds: int | None = None, jobs: int = 2) -> dict[s
     from ablations.commands import DEMO_QUESTION
     from ablations.reports.demo_lines import demo_seeds
 
-    seeds = seeds or demo_seeds(QUESTIONS[DEMO_QUESTION])[0]
+    seeds = seeds or len(demo_seeds(QUESTIONS[DEMO_QUESTION])[0])
     plan = demo_plan(root, seeds=1)
     threads, before = int(plan.env.get("OMP_NUM_THREADS", "1")), torch.get_num_threads()
     arms = []

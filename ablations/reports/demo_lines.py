@@ -1,6 +1,6 @@
 """What ``attnlab demo`` says (issue #42): the attention-bottleneck question's main claim as its headline, the
-secondary checks beneath it and never folded into it, and the seeds that resolve the main claim at the quick
-scale, from the power estimate on the exploratory seeds recorded in the question's plan file.
+secondary checks beneath it and never folded into it, on the confirmatory seeds the question's plan file names: the
+demo reproduces the answer the findings headline.
 
 Every printed line is at most ``WIDTH`` columns. The per-length accuracy table is the report's (``write_report``).
 """
@@ -22,18 +22,16 @@ _DELTA = re.compile(r"Δ=[+-][\d.]+ \[[^\]]*\]")
 _MEAN = re.compile(r": (\S+) ([\d.]+ ± [\d.]+(?: \[[^\]]*\])?) \(([≤≥] [\d.e+-]+) wanted\)")
 
 
-def demo_seeds(question: Question) -> tuple[int, str]:
-    """(seeds per arm, why): the most seeds any main comparison needs on any exploratory set (80% power, the
-    question's plan file, ``ablations.catalog.power_estimate``), at least 2."""
+def demo_seeds(question: Question) -> tuple[list[int], str]:
+    """(seeds, why): the confirmatory seeds the question's plan file names, so the demo's headline is the answer
+    the findings headline, reproduced on this machine (an exploratory seed set is never a headline); the first
+    ``FALLBACK_SEEDS`` seeds where the plan file is not in this checkout (an installed package has no docs/)."""
     from ablations.catalog.plans import load, plan_path
-    from ablations.catalog.power_estimate import main_needs
 
     plan = load(question)
-    needs = [] if plan is None else main_needs(plan["seeds"]["power"])
-    if not needs:
-        return FALLBACK_SEEDS, f"no power estimate found ({plan_path(question).name} absent)"
-    return max(2, *needs), (f"the most any main comparison needs at 80% power on the exploratory seeds "
-                            f"({plan_path(question).name})")
+    if plan is None:
+        return list(range(1, FALLBACK_SEEDS + 1)), f"no plan file found ({plan_path(question).name} absent)"
+    return [int(v) for v in plan["seeds"]["values"]], f"the confirmatory seeds of {plan_path(question).name}"
 
 
 def _numbers(check: Check) -> str:

@@ -82,18 +82,18 @@ def qk_norm_lr(stats: ArmStats, arms: Arms | None = None, *, lrs: Sequence[float
     return join(checks, gate) + _ranking(stats, arms.ranking, metric=LOSS, maximize=False, label="final val/loss")
 
 
-KV_METRIC = "test/exact_match"
-KV_LEARNED = 0.3  # test exact match of the best arm: recall is learned at all
+KV_METRIC = "test/token_acc"
+KV_LEARNED = 0.3  # test token accuracy (queried values recalled) of the best arm; chance is 1/8 (8 value ids)
 KV_MARGIN = 0.05
-"""Equivalence margin (test exact match): Ainslie et al. (Table 1) report GQA-8 within about 0.3 of MHA's average
-score of about 47 (under 1%); ±0.05 of exact match is what CPU-scale seeds can hope to resolve."""
+"""Equivalence margin (test token accuracy): Ainslie et al. (Table 1) report GQA-8 within about 0.3 of MHA's
+average score of about 47 (under 1%); ±0.05 of recalled values is what CPU-scale seeds can hope to resolve."""
 KV_CACHE = "test/kv_cache_bytes_per_token"
 
 
 def kv_heads(stats: ArmStats, arms: Arms | None = None) -> str:
     """Ainslie et al. 2023 (§1, §4, Table 1, Fig. 3): grouped-query attention reaches quality close to multi-head
     attention at a decoding cost close to multi-query attention. Control: equal parameter counts (the FFN absorbs
-    what grouped keys and values save). Judged: GQA (2 key/value heads) ≈ MHA (8) on test exact match within
+    what grouped keys and values save). Judged: GQA (2 key/value heads) ≈ MHA (8) on test token accuracy within
     ``KV_MARGIN`` (two one-sided tests), and GQA's KV cache per token closer to MQA's than to MHA's (exact bytes).
     Decode tokens/s is ranked, not judged: grouped keys and values reach SDPA as G heads (``enable_gqa``), but the
     memory bandwidth that MQA saves on accelerators is not what two CPU cores measure."""
@@ -104,10 +104,10 @@ def kv_heads(stats: ArmStats, arms: Arms | None = None) -> str:
     checks = [
         _equal_parameters(stats, [mqa, gqa, mha]),
         similar(stats, gqa, mha, metric=KV_METRIC, margin=KV_MARGIN,
-                claim="GQA (2 key/value heads) ≈ MHA on test exact match"),
+                claim="GQA (2 key/value heads) ≈ MHA on test token accuracy"),
         _cache_closer(stats, gqa, mqa, mha),
     ]
-    return (join(checks, gate) + _ranking(stats, arms.ranking, metric=KV_METRIC, label="test exact match")
+    return (join(checks, gate) + _ranking(stats, arms.ranking, metric=KV_METRIC, label="test token accuracy")
             + _ranking(stats, arms.ranking, metric="test/decode_tokens_per_s", label="decode tokens/s (CPU)"))
 
 

@@ -48,7 +48,7 @@ def test_qk_norm_verdict_reads_the_capped_loss_range():
 def _kv_stats(mha: float, gqa: float, mqa: float, cache=(64, 128, 512), noise: float = 0.004):
     stats = {}
     for kv, acc, size in ((1, mqa, cache[0]), (2, gqa, cache[1]), (8, mha, cache[2])):
-        stats[(kv,)] = {"test/exact_match": _s([acc + 0.002 * s + _jitter(kv, s, noise) for s in SEEDS]),
+        stats[(kv,)] = {claims_modern.KV_METRIC: _s([acc + 0.002 * s + _jitter(kv, s, noise) for s in SEEDS]),
                         "run/parameters": _s([100_000.0] * 5), "test/kv_cache_bytes_per_token": _s([size] * 5),
                         "test/decode_tokens_per_s": _s([1000.0 / kv] * 5)}
     return stats

@@ -71,6 +71,9 @@ class PositionScheme(nn.Module):
             from ``TransformerSpec.position_options``.
     """
 
+    max_len: int | None = None
+    """The most positions the scheme can encode (None: no limit)."""
+
     def __init__(self, sizes: SchemeSizes) -> None:
         super().__init__()
 

@@ -153,6 +153,8 @@ class TextLM(OneVocabulary, SplitDataModule):
         for name, stream in self.streams.items():
             if len(stream) <= max(self._lengths(name)):
                 raise UsageError(f"the {name} text has {len(stream)} characters, fewer than one window needs")
+        if stage == "fit" and self.finetune_steps:  # the run's length against the tail, before any loop starts
+            self._train_loader(self.streams["train"]).batch_sampler.tail_span()
 
     def unigram_perplexity(self, split: str) -> float:
         """Perplexity of the add-one smoothed unigram model of the training text on ``split``'s scored

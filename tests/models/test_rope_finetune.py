@@ -124,3 +124,33 @@ def test_a_fit_is_the_zero_fine_tune_fit_until_its_last_k_steps():
     rotations = 2 * 1  # q and k of the one layer, per step
     assert on.rotations == [(CONTEXT, False)] * (steps - k) * rotations + [(LONG, True)] * k * rotations
     assert off.rotations == [(CONTEXT, False)] * steps * rotations
+
+
+@pytest.fixture()
+def sandbox(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    for name in ("ATTNLAB_RUN_DIR", "WANDB_RUN_ID"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path
+
+
+@pytest.mark.parametrize(("options", "expected"), [
+    (["--data.finetune_steps=-1"], "finetune_steps=-1 is not allowed: it must be an integer >= 0"),
+    (["--data.finetune_steps=2", f"--data.finetune_context={CONTEXT}"],
+     f"finetune_context={CONTEXT} is not allowed: the fine-tune's windows must be longer than context={CONTEXT}"),
+    (["--data.finetune_steps=50"], "finetune_steps=50 is not allowed: the run trains 8 batches"),
+    (["--data.finetune_steps=2", "--trainer.max_epochs=-1"], "finetune_steps=2 needs a run of known length"),
+])
+def test_the_cli_refuses_bad_fine_tune_values_in_one_line(sandbox, capsys, options, expected):
+    import attnlab_run.cli  # noqa: F401  (Lightning's console handler binds the real stderr; see test_bad_input)
+    from tests.cli.trees import one_line
+
+    config = Path(__file__).parents[2] / "ablations" / "configs" / "lm_wikitext2.yaml"
+    argv = ["fit", "--config", str(config), "--run.root=runs", "--run.name=r", "--trainer.max_epochs=1",
+            "--data.source=file", f"--data.path={FIXTURE}", f"--data.context={CONTEXT}",
+            f"--data.eval_contexts=[{CONTEXT},{LONG}]", "--data.vocab_size=40", "--data.train_size=30",
+            "--data.batch_size=4", "--model.positions=rope", "--model.rope_scaling=linear", "--model.rope_factor=4",
+            *options]
+    line = one_line(capsys, argv, sandbox)
+    assert expected in line, line

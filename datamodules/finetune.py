@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 
-from torch.utils.data import DistributedSampler, Sampler
+from torch.utils.data import DistributedSampler
 
 from attnlab_core.errors import UsageError
 
@@ -43,8 +43,8 @@ def run_batches(trainer: object | None, batches: int) -> tuple[int, float]:
 
 
 class Keys:
-    """A map-style dataset whose item is its key: :class:`TailBatches` yields ``(index, finetune)`` keys and the
-    collate function reads them (the text is sliced there, from the window starts)."""
+    """A map-style dataset whose item is its key: :class:`TailBatches` yields whole batches of ``(index, finetune)``
+    keys (a loader with ``batch_size=None``) and the collate function reads them (it slices the text)."""
 
     def __init__(self, size: int) -> None:
         self.size = size
@@ -52,34 +52,34 @@ class Keys:
     def __len__(self) -> int:
         return self.size
 
-    def __getitem__(self, key: tuple[int, bool]) -> tuple[int, bool]:
+    def __getitem__(self, key: list[tuple[int, bool]]) -> list[tuple[int, bool]]:
         return key
 
 
-class TailBatches(Sampler[list[tuple[int, bool]]]):
-    """Batches of ``sampler``'s indices, ``batch_size`` each in its order (the last one shorter, as a ``DataLoader``
-    with ``batch_size`` and ``drop_last=False`` makes them), each index paired with whether its batch is one of
-    the run's last ``tail`` batches.
+class TailBatches(DistributedSampler):
+    """The training sampler: a shuffled ``DistributedSampler`` over ``size`` windows (the same order and shards as
+    one used with a plain ``DataLoader``) that yields its indices in batches of ``batch_size`` (the last one shorter,
+    as ``drop_last=False`` makes them), each index paired with whether its batch is one of the run's last ``tail``.
+
+    It is a ``DistributedSampler`` itself, so Lightning sets its epoch and never wraps it, and a loader over it has
+    ``batch_size=None`` (:class:`Keys`); its length is its number of batches.
 
     Args:
-        sampler: the training sampler (its ``epoch``, set by Lightning or ``attnlab_run.faults``, places the epoch).
+        size: the number of training windows.
+        num_replicas, rank, seed: as ``DistributedSampler``'s (shuffled, nothing dropped).
         batch_size: indices per batch.
         tail: how many of the run's last batches are fine-tune batches (0: none).
-        length: given the batches of one epoch (``len(self)``), the batches an epoch draws (fewer under a trainer's
-            ``limit_train_batches``) and the run's (:func:`run_batches`); read when an epoch starts, when the
-            trainer knows them.
+        length: given the batches of one epoch (``len(self)``), the batches an epoch draws and the run's
+            (:func:`run_batches`); read when an epoch starts, when the trainer knows them.
     """
 
-    def __init__(self, sampler: DistributedSampler, *, batch_size: int, tail: int,
+    def __init__(self, size: int, *, num_replicas: int, rank: int, seed: int, batch_size: int, tail: int,
                  length: Callable[[int], tuple[int, float]]) -> None:
-        self.sampler, self.batch_size, self.tail, self.length = sampler, batch_size, tail, length
+        super().__init__(range(size), num_replicas=num_replicas, rank=rank, shuffle=True, seed=seed)  # type: ignore[arg-type]
+        self.batch_size, self.tail, self.length = batch_size, tail, length
 
     def __len__(self) -> int:
-        return math.ceil(len(self.sampler) / self.batch_size)
-
-    def set_epoch(self, epoch: int) -> None:
-        """Lightning calls it on a loader's ``batch_sampler``; the order is the inner sampler's."""
-        self.sampler.set_epoch(epoch)
+        return math.ceil(self.num_samples / self.batch_size)
 
     def tail_span(self) -> tuple[int, float, float]:
         """The batches an epoch draws and the run-wide indices [first, end) of the fine-tune batches (empty without
@@ -94,11 +94,11 @@ class TailBatches(Sampler[list[tuple[int, bool]]]):
             raise UsageError(f"finetune_steps={self.tail} is not allowed: the run trains {int(total)} batches")
         return per_epoch, total - self.tail, total
 
-    def __iter__(self) -> Iterator[list[tuple[int, bool]]]:
+    def __iter__(self) -> Iterator[list[tuple[int, bool]]]:  # type: ignore[override]
         per_epoch, first, end = self.tail_span()
-        at = getattr(self.sampler, "epoch", 0) * per_epoch  # the run-wide index of this epoch's first batch
+        at = self.epoch * per_epoch  # the run-wide index of this epoch's first batch
         batch: list[int] = []
-        for index in self.sampler:
+        for index in super().__iter__():
             batch.append(index)
             if len(batch) == self.batch_size:
                 yield [(i, first <= at < end) for i in batch]

@@ -154,7 +154,7 @@ class TextLM(OneVocabulary, SplitDataModule):
             if len(stream) <= max(self._lengths(name)):
                 raise UsageError(f"the {name} text has {len(stream)} characters, fewer than one window needs")
         if stage == "fit" and self.finetune_steps:  # the run's length against the tail, before any loop starts
-            self._train_loader(self.streams["train"]).batch_sampler.tail_span()
+            self._train_loader(self.streams["train"]).sampler.tail_span()
 
     def unigram_perplexity(self, split: str) -> float:
         """Perplexity of the add-one smoothed unigram model of the training text on ``split``'s scored
@@ -185,10 +185,8 @@ class TextLM(OneVocabulary, SplitDataModule):
         if keep is not None:
             starts = starts[keep]
         world, rank = distributed_world()
-        sampler = torch.utils.data.DistributedSampler(range(len(starts)), num_replicas=world, rank=rank,
-                                                      shuffle=True, seed=self.seed)
-        batches = TailBatches(sampler, batch_size=self.batch_size, tail=self.finetune_steps,
-                              length=lambda n: run_batches(self.trainer, n))
+        batches = TailBatches(len(starts), num_replicas=world, rank=rank, seed=self.seed, batch_size=self.batch_size,
+                              tail=self.finetune_steps, length=lambda n: run_batches(self.trainer, n))
         last = len(stream) - self.finetune_context - 1
 
         def collate(keys: list[tuple[int, bool]]) -> TextBatch:
@@ -196,7 +194,8 @@ class TextLM(OneVocabulary, SplitDataModule):
             items = [(min(int(starts[i]), last) if finetune else int(starts[i]), 0) for i, _ in keys]
             return _collate(stream, items, self.finetune_context if finetune else self.context, finetune=finetune)
 
-        return DataLoader(Keys(len(starts)), batch_sampler=batches, num_workers=self.num_workers, collate_fn=collate)
+        return DataLoader(Keys(len(starts)), batch_size=None, sampler=batches, num_workers=self.num_workers,
+                          collate_fn=collate)
 
     def _loader(self, split: str) -> DataLoader:
         stream = self.streams["test" if split == "predict" else split]

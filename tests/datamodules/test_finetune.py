@@ -19,9 +19,10 @@ FIXTURE = Path(__file__).parents[1] / "fixtures" / "lm" / "tiny.txt"
 L, LONG, B, N = 16, 64, 4, 30  # 30 windows: 8 batches an epoch, the last of 2
 
 
-def _data(**options) -> TextLM:
+def _data(trainer=None, **options) -> TextLM:
     dm = TextLM(source="file", path=str(FIXTURE), context=L, eval_contexts=[L, 2 * L, LONG], vocab_size=40,
                 train_size=N, batch_size=B, seed=7, **options)
+    dm.trainer = trainer  # what Lightning attaches before setup: the fit's setup checks the run's length
     dm.setup("fit")
     return dm
 
@@ -42,7 +43,7 @@ def _plain_batches(dm: TextLM, epoch: int) -> list[torch.Tensor]:
 def _batches(dm: TextLM, epoch: int, trainer=None):
     dm.trainer = trainer
     loader = dm.train_dataloader()
-    loader.batch_sampler.set_epoch(epoch)
+    loader.sampler.set_epoch(epoch)  # as Lightning does each epoch
     return list(loader)
 
 
@@ -56,6 +57,7 @@ def test_without_the_fine_tune_the_batches_are_the_plain_loaders(epoch):
     dm = _data()
     got, plain = _batches(dm, epoch, _trainer()), _plain_batches(dm, epoch)
     assert len(got) == len(plain) == 8
+    assert isinstance(dm.train_dataloader().sampler, DistributedSampler)  # Lightning neither wraps nor re-shards it
     for batch, tokens in zip(got, plain, strict=True):
         assert torch.equal(batch.tokens, tokens) and batch.context == L and not batch.finetune
 
@@ -80,7 +82,7 @@ def test_only_the_runs_last_k_batches_are_extended_windows_from_the_same_starts(
 
 
 def test_the_tail_counts_the_runs_batches_across_epochs_and_max_steps():
-    dm = _data(finetune_steps=10)  # 16 batches in 2 epochs: the last 2 of epoch 0 and all 8 of epoch 1
+    dm = _data(_trainer(), finetune_steps=10)  # 16 batches in 2 epochs: the last 2 of epoch 0, all 8 of epoch 1
     assert [b.finetune for b in _batches(dm, 0, _trainer())] == [False] * 6 + [True] * 2
     assert all(b.finetune for b in _batches(dm, 1, _trainer()))
     capped = _trainer(max_steps=5)  # max_steps ends the run after 5 batches, fewer than the tail
@@ -102,7 +104,12 @@ def test_bad_values_are_one_line_usage_errors(options, message):
     assert "\n" not in str(err.value)
 
 
-def test_an_unbounded_run_cannot_place_the_fine_tune():
-    with pytest.raises(UsageError, match="finetune_steps=2 needs a run of known length") as err:
-        _batches(_data(finetune_steps=2), 0, _trainer(max_epochs=-1))
+@pytest.mark.parametrize(("trainer", "message"), [
+    (_trainer(max_epochs=-1), "finetune_steps=2 needs a run of known length"),
+    (None, "finetune_steps=9 is not allowed: the run trains 8 batches"),  # no trainer: one epoch
+    (_trainer(max_epochs=1), "finetune_steps=9 is not allowed: the run trains 8 batches"),
+])
+def test_the_fit_setup_refuses_a_tail_the_run_cannot_hold(trainer, message):
+    with pytest.raises(UsageError, match=message) as err:
+        _data(trainer, finetune_steps=2 if "=2" in message else 9)
     assert "\n" not in str(err.value)

@@ -91,7 +91,8 @@ class TailBatches(DistributedSampler):
             raise UsageError(f"finetune_steps={self.tail} needs a run of known length: set --trainer.max_epochs "
                              "or --trainer.max_steps")
         if self.tail > total:
-            raise UsageError(f"finetune_steps={self.tail} is not allowed: the run trains {int(total)} batches")
+            raise UsageError(f"finetune_steps={self.tail} is not allowed: the run trains {int(total)} "
+                             f"batch{'' if total == 1 else 'es'}")
         return per_epoch, total - self.tail, total
 
     def __iter__(self) -> Iterator[list[tuple[int, bool]]]:  # type: ignore[override]

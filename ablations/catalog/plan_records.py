@@ -206,11 +206,15 @@ NEW_PLANS: dict[str, Plan] = {
     "rope_scaling": Plan(
         stated="Position interpolation extends RoPE's context window; without fine-tuning it already extrapolates "
                "better than plain RoPE, whose perplexity explodes past the training length, and a short fine-tune "
-               "closes the rest (Chen et al. 2023, §3, Table 1, Fig. 1); NTK-aware scaling and YaRN do so with less "
-               "loss in range (Peng et al. 2023, §3, Table 1).",
-        own="the zero-fine-tune case only (a short fine-tune at the extended length is not run); judged on the "
-            "relative rise of perplexity from L to 4L at s = 4",
-        changes=NEW_QUESTION, seeds=LEAST,
+               "closes the rest (Chen et al. 2023, §3, Tables 1 and 3, Fig. 1); NTK-aware scaling and YaRN do so with "
+               "less loss in range (Peng et al. 2023, §3, Table 1).",
+        own="the zero-fine-tune case for every scaling, and for linear interpolation a short fine-tune at 4L in the "
+            "same run (its last 32 optimizer steps on 4L windows with the scaling in force; the paper fine-tunes "
+            "1,000 steps after pre-training); judged on the relative rise of perplexity from L to 4L at s = 4",
+        changes=f"{NEW_QUESTION}; arms (before any confirmatory seed ran: data.finetune_steps 0 / 32 added, so linear "
+                "interpolation is also judged after the paper's short fine-tune at the extended length, which the "
+                "first plan left out; the fine-tuned none, ntk and yarn arms are ranked, not judged)",
+        seeds=LEAST,
     ),
 }
 PLANS.update(NEW_PLANS)

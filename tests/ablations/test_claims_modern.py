@@ -5,6 +5,7 @@ relative rise of perplexity)."""
 import math
 
 from ablations.catalog import claims_modern
+from ablations.catalog.claims_modern import ROPE_FINETUNE
 from ablations.catalog.questions import QK_LRS, QUESTIONS
 from ablations.catalog.questions_real import REAL_QUESTIONS
 from ablations.verdicts.stats import stat
@@ -65,14 +66,17 @@ def test_kv_heads_verdict():
     assert not wide.startswith("supported"), wide
 
 
-def _rope_stats(rises: dict[str, float], at_l: dict[str, float] | None = None):
+def _rope_stats(rises: dict[str, float], at_l: dict[str, float] | None = None, tuned: float = 0.0):
+    """Zero-fine-tune arms ``(scaling, 0)`` with the given relative rises; fine-tuned arms ``(scaling, 32)`` rise by
+    ``tuned``."""
     stats = {}
-    for i, (arm, r) in enumerate(rises.items()):
-        base = [(at_l or {}).get(arm, 5.0) + 0.01 * s + _jitter(i, s, 0.05) for s in SEEDS]
-        stats[(arm,)] = {"test/ppl_by_ctx/ctx_00128": _s(base),
-                         "test/ppl_by_ctx/ctx_00256": _s([b * (1 + r / 2) for b in base]),
-                         "test/ppl_by_ctx/ctx_00512": _s([b * (1 + r + _jitter(i + 1, s, 0.01))
-                                                          for b, s in zip(base, SEEDS, strict=True)])}
+    arms = {(arm, 0): r for arm, r in rises.items()} | {(arm, ROPE_FINETUNE): tuned for arm in rises}
+    for i, (arm, r) in enumerate(arms.items()):
+        base = [(at_l or {}).get(arm[0], 5.0) + 0.01 * s + _jitter(i, s, 0.05) for s in SEEDS]
+        stats[arm] = {"test/ppl_by_ctx/ctx_00128": _s(base),
+                      "test/ppl_by_ctx/ctx_00256": _s([b * (1 + r / 2) for b in base]),
+                      "test/ppl_by_ctx/ctx_00512": _s([b * (1 + r + _jitter(i + 1, s, 0.01))
+                                                       for b, s in zip(base, SEEDS, strict=True)])}
     return stats
 
 
@@ -80,9 +84,23 @@ def test_rope_scaling_verdict_judges_the_rise_not_the_perplexity():
     q = REAL_QUESTIONS["rope_scaling"]
     good = q.judge(_rope_stats({"none": 0.8, "linear": 0.05, "ntk": 0.1, "yarn": 0.02}))
     assert good.startswith("supported"), good
-    flat = q.judge(_rope_stats({"none": 0.01, "linear": 0.01, "ntk": 0.01, "yarn": 0.01}))
+    flat = q.judge(_rope_stats({"none": 0.01, "linear": 0.01, "ntk": 0.01, "yarn": 0.01}, tuned=0.01))
     assert flat.startswith("not supported"), flat
     # a scaling that ruins the in-range perplexity rises less but sits past chance at 4L (unigram 17): not supported
     worse = {"linear": 9.5, "ntk": 9.5, "yarn": 9.5}
     line = q.judge(_rope_stats({"none": 1.5, "linear": 0.9, "ntk": 0.9, "yarn": 0.9}, at_l=worse))
     assert line.startswith("not supported") and "not above chance beyond the range" in line, line
+
+
+def test_rope_scaling_verdict_judges_the_fine_tune_against_both_zero_fine_tune_arms():
+    """Chen et al. 2023: the fine-tuned linear arm rises less than plain RoPE and than linear without fine-tune; a
+    fine-tune that leaves the rise where zero-fine-tune linear had it is not the paper's finding."""
+    q = REAL_QUESTIONS["rope_scaling"]
+    rises = {"none": 0.8, "linear": 0.3, "ntk": 0.1, "yarn": 0.02}
+    line = q.judge(_rope_stats(rises, tuned=0.0))
+    assert line.startswith("supported"), line
+    assert "linear fine-tuned 32 steps at 4L rises less than linear without fine-tune: supported" in line, line
+    stuck = q.judge(_rope_stats(rises, tuned=0.6))  # worse than zero-fine-tune linear, still below plain RoPE
+    assert stuck.startswith("not supported"), stuck
+    assert "linear fine-tuned 32 steps at 4L rises less than plain RoPE from L to 4L: supported" in stuck, stuck
+    assert "linear/32" in stuck and "yarn/32" in stuck  # the fine-tuned arms are ranked, not judged

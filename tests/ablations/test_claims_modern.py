@@ -1,5 +1,5 @@
 """The verdicts of issue #47's questions on hand-made statistics: each says supported where the claim holds, not
-supported where it is reversed, and reads what its docstring says (capped loss ranges, exact cache bytes, the
+supported where it is reversed, and reads what its docstring says (capped LR sensitivity, exact cache bytes, the
 relative rise of perplexity)."""
 
 import math
@@ -29,7 +29,7 @@ def _qk_stats(off_high: float, on_high: float, diverge_off: bool):
         for lr in QK_LRS:
             high = (on_high if qk else off_high) if lr >= 0.03 else 0.3
             loss = [high + 0.01 * s + _jitter(2 * qk + int(lr > 0.01), s, 0.02) for s in SEEDS]
-            diverged = [1.0 if (diverge_off and not qk and lr == 0.1) else 0.0 for _ in SEEDS]
+            diverged = [1.0 if (diverge_off and not qk and lr == max(QK_LRS)) else 0.0 for _ in SEEDS]
             stats[(qk, lr)] = {"val/loss": _s([v for v, d in zip(loss, diverged, strict=True) if not d],
                                               [s for s, d in zip(SEEDS, diverged, strict=True) if not d]),
                                "status/diverged": _s(diverged),
@@ -37,13 +37,21 @@ def _qk_stats(off_high: float, on_high: float, diverge_off: bool):
     return stats
 
 
-def test_qk_norm_verdict_reads_the_capped_loss_range():
+def test_qk_norm_verdict_reads_the_capped_lr_sensitivity():
     q = QUESTIONS["qk_norm_lr"]
     assert q.judge(_qk_stats(off_high=2.0, on_high=0.35, diverge_off=True)).startswith("supported")
     assert q.judge(_qk_stats(off_high=0.35, on_high=2.0, diverge_off=False)).startswith("not supported")
-    off = [(False, lr) for lr in QK_LRS]
-    r = claims_modern.loss_range(_qk_stats(off_high=9.0, on_high=0.3, diverge_off=True), off)
-    assert r is not None and r.n == 5 and math.isclose(r.mean, math.log(24) - 0.3 - 0.03, abs_tol=1e-9)
+
+
+def test_lr_sensitivity_is_the_mean_capped_gap_to_the_best_rate():
+    """Wortsman et al.'s E_lr[min(loss, cap)] - min_lr loss, per seed, on hand values: losses 1.0, 0.5, 0.8, 9.0
+    (capped at ln 24) and one diverged rate (counted at ln 24)."""
+    cap, arms = math.log(24), [(lr,) for lr in range(5)]
+    stats = {(i,): {"val/loss": _s([v] * 2, [1, 2]), "status/diverged": _s([0.0] * 2, [1, 2])}
+             for i, v in enumerate((1.0, 0.5, 0.8, 9.0))}
+    stats[(4,)] = {"status/diverged": _s([1.0] * 2, [1, 2])}
+    r = claims_modern.lr_sensitivity(stats, arms)
+    assert r is not None and r.n == 2 and math.isclose(r.mean, (1.0 + 0.5 + 0.8 + 2 * cap) / 5 - 0.5, abs_tol=1e-12)
 
 
 def _kv_stats(mha: float, gqa: float, mqa: float, cache=(64, 128, 512), noise: float = 0.004):

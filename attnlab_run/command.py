@@ -42,9 +42,9 @@ from attnlab_run.trainer_setup import (
 )
 from attnlab_run.wandb_run import BestValidation, HistoryStep, wandb_identity
 from lit_models.blocks.decoding import DecodeConfig
-from lit_models.figures import AttentionFigures
-from lit_models.predictions import PredictionWriter
-from lit_models.probes import default_probes
+from lit_models.callbacks.figures import AttentionFigures
+from lit_models.callbacks.predictions import PredictionWriter
+from lit_models.callbacks.probes import default_probes
 
 os.environ.setdefault("JSONARGPARSE_DEPRECATION_WARNINGS", "off")
 

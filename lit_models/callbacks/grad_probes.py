@@ -15,7 +15,7 @@ from torch import Tensor
 from torch.amp.grad_scaler import OptState
 
 from lit_models.blocks.attention import MultiHeadAttention
-from lit_models.steplogs import forget
+from lit_models.training.steplogs import forget
 
 LAYER = re.compile(r"^(?:net\.)?((?:encoder|decoder)\.layers\.\d+)\.")
 

@@ -36,10 +36,10 @@ from attnlab_core.options import with_defaults
 from attnlab_core.tokens import BOS, EOS, PAD
 from lit_models.axes import Forcing, ScheduledDecay, ScheduledMode
 from lit_models.blocks.decoding import DecodeConfig, decode
-from lit_models.evaluation import EvaluationModule
-from lit_models.forcing import ForcingPolicy
-from lit_models.metrics import label_smoothed_loss
-from lit_models.optim import Optimisation, scheduled_adamw
+from lit_models.policies.forcing import ForcingPolicy
+from lit_models.scoring.metrics import label_smoothed_loss
+from lit_models.training.evaluation import EvaluationModule
+from lit_models.training.optim import Optimisation, scheduled_adamw
 from lit_models.validation import RangeChecked
 
 

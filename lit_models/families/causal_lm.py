@@ -34,9 +34,9 @@ from torchmetrics import Metric
 from attnlab_core.batches import Seq2SeqBatch, TextBatch
 from attnlab_core.tokens import BOS, EOS, PAD
 from lit_models.builders import build_causal_lm
-from lit_models.metrics import Ratio, label_smoothed_loss
+from lit_models.families.seq2seq import Seq2SeqModule
 from lit_models.protocols import UnigramBaseline
-from lit_models.seq2seq import Seq2SeqModule
+from lit_models.scoring.metrics import Ratio, label_smoothed_loss
 from lit_models.specs.transformer import CAUSAL_LM_OPTIONS
 
 

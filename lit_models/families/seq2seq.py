@@ -15,12 +15,12 @@ from torch import Tensor
 
 from attnlab_core.batches import Seq2SeqBatch
 from attnlab_core.tokens import PAD
-from lit_models.bleu_by_length import BLEUByLength, CountByLength
 from lit_models.builders import build_transformer
-from lit_models.decoder_training import DecoderTraining, DecoderTrainingModule
-from lit_models.figures import longest_examples
-from lit_models.metrics import build_seq2seq_metrics, metric_signatures, positions_matched, sequences_equal
+from lit_models.callbacks.figures import longest_examples
+from lit_models.scoring.bleu_by_length import BLEUByLength, CountByLength
+from lit_models.scoring.metrics import build_seq2seq_metrics, metric_signatures, positions_matched, sequences_equal
 from lit_models.specs.transformer import ENCODER_DECODER_OPTIONS
+from lit_models.training.decoder_training import DecoderTraining, DecoderTrainingModule
 
 FIGURE_EXAMPLES = 1
 

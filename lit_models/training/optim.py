@@ -31,7 +31,7 @@ from torch import nn
 
 from attnlab_core.options import with_defaults
 from lit_models.axes import LRSchedule
-from lit_models.schedules import LR_SCHEDULES
+from lit_models.policies.schedules import LR_SCHEDULES
 from lit_models.validation import RangeChecked
 
 log = logging.getLogger(__name__)

@@ -35,9 +35,9 @@ from attnlab_core.options import with_defaults  # noqa: E402
 from attnlab_core.tokens import PAD  # noqa: E402
 from lit_models.blocks.classifier_net import ClassifierOut  # noqa: E402
 from lit_models.builders import build_classifier  # noqa: E402
-from lit_models.evaluation import EvaluationModule  # noqa: E402
-from lit_models.optim import Optimisation, scheduled_adamw  # noqa: E402
 from lit_models.specs import ClassifierArgs  # noqa: E402
+from lit_models.training.evaluation import EvaluationModule  # noqa: E402
+from lit_models.training.optim import Optimisation, scheduled_adamw  # noqa: E402
 
 
 class SentimentClassifier(EvaluationModule):

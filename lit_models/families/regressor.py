@@ -15,9 +15,9 @@ from torchmetrics import MeanMetric
 from attnlab_core.batches import RegressionBatch
 from lit_models.axes import Cell
 from lit_models.blocks.recurrent import SequenceRegressor
-from lit_models.evaluation import EvaluationModule
-from lit_models.optim import module_adamw
 from lit_models.registries import CELLS
+from lit_models.training.evaluation import EvaluationModule
+from lit_models.training.optim import module_adamw
 
 
 class AddingRegressor(EvaluationModule):

@@ -86,12 +86,12 @@ def logged_step(trainer: L.Trainer) -> int:
 
 
 class AttentionFigures(L.Callback):
-    """Plot every attention map of the module's fixed figure examples: once when ``fit`` ends, at once
+    """Plot every attention map of the module's fixed figure examples: when ``fit`` ends, right away
     outside ``fit``, and, when a W&B logger keeps every drawing's images, at up to ``max_drawings``
     validations spread evenly over training (W&B's image slider shows the maps as they form).
 
     Without W&B each drawing overwrites the previous one in ``figures/``, so during ``fit`` only the last
-    is ever read; drawing it once at the end (with the final weights, in eval mode) saves the rest:
+    is ever read; drawing only at the end (with the final weights, in eval mode) saves the rest:
     they were 13% of the demo's quick trial and 6% of a quick ``scaling`` trial (BENCHMARKS.md, "time to
     answer"). With W&B, drawing at every validation was again 13% of the demo's trial (40 validations,
     AMD EPYC run); a drawing is kept only when training has passed the next of ``max_drawings`` evenly

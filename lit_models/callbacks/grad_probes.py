@@ -30,9 +30,8 @@ class GradientNorms(L.Callback):
     are already averaged across ranks here, so rank 0's value is the global one. The sums of squares stay on the device
     until one host read per logged step (:func:`norms`).
 
-    Once its steps have passed, its stored values are dropped (``steplogs.forget``): Lightning would otherwise
-    re-send the last one at every flush to the epoch's end, a flat line in W&B and in metrics.csv that read as
-    later gradients.
+    After its steps its stored values are dropped (``steplogs.forget``), so no flat line of the last one follows
+    in W&B and metrics.csv.
 
     Args:
         steps: number of initial optimizer steps to log.

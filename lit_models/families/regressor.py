@@ -51,7 +51,7 @@ class AddingRegressor(EvaluationModule):
         return loss
 
     def _evaluate(self, batch: RegressionBatch, split: str) -> None:
-        """Example-weighted mean squared error; summed over ranks at compute(), so each example counts once."""
+        """Example-weighted mean squared error, summed over DDP ranks at ``compute()``."""
         mse = F.mse_loss(self.net(batch.x), batch.y)
         for name in ("mse", "loss"):
             self.metrics[split][name].update(mse.detach(), weight=batch.y.numel())

@@ -1,9 +1,8 @@
 """Seq2seq LightningModules: a shared base (token sources, seq2seq metrics, heatmap figures) and the Transformer.
 
-The modules are thin: the network comes from ``builders``, training, optimisation and free-running
-decoding from ``decoder_training.DecoderTrainingModule`` (the forcing policy, the label-smoothed
-loss, ``blocks.decoding``) — so every family is trained and judged the same way. Validation and
-test always decode free-running.
+The modules are thin: the network comes from ``builders``; training, optimisation and the free-running
+decoding of validation and test from ``decoder_training.DecoderTrainingModule`` (the forcing policy, the
+label-smoothed loss, ``blocks.decoding``), so every family is trained and judged the same way.
 """
 
 from __future__ import annotations

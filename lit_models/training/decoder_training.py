@@ -14,11 +14,10 @@ families (``seq2seq.Seq2SeqModule``: Transformer, recurrent, causal LM) and the 
 
 What is scored and drawn (``_evaluate``, metrics, figures) stays with each family.
 
-The ten knobs of all this (forcing, its schedule, the loss, the optimiser) are declared once, in
-``DecoderTraining`` (``Feeding`` and ``optim.Optimisation``, the optimiser knobs every family shares); a family
-takes them in its ``**options`` and names only the defaults it changes. Its other groups (its
-architecture's arguments, e.g. ``specs.transformer.ENCODER_DECODER_OPTIONS``) come before them, in ``option_groups``
-(``attnlab_core.options.TakesOptions``); ``self.options(**options)`` builds every group at once.
+The knobs of all this live in ``DecoderTraining``: ``Feeding`` (forcing, its schedule, the loss) plus
+``optim.Optimisation``, taken as ``optim`` describes. A family's other groups (its architecture's arguments,
+e.g. ``specs.transformer.ENCODER_DECODER_OPTIONS``) come before them in ``option_groups``
+(``attnlab_core.options.TakesOptions``); ``self.options(**options)`` builds every group.
 """
 
 from __future__ import annotations

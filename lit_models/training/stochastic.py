@@ -1,8 +1,6 @@
-"""What every LightningModule shares: per-rank randomness, divergence as a recorded outcome, per-step logs
-made only on the steps whose values something reads.
-
-The base of every attnlab LightningModule: seq2seq (scheduled-sampling coins, hard attention), RAM
-(glimpse locations), captioning, classification and regression.
+"""The base of every attnlab LightningModule: per-rank randomness (scheduled-sampling coins, hard attention,
+glimpse locations), divergence as a recorded outcome, per-step logs made only on the steps whose values
+something reads.
 """
 
 from __future__ import annotations

@@ -57,8 +57,8 @@ def arm_values(cfg: Any, axes: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
-MODEL_MODULES = ("lit_models.seq2seq", "lit_models.recurrent_seq2seq", "lit_models.classifier",
-                 "lit_models.captioner", "lit_models.glimpse", "lit_models.full_view", "lit_models.regressor")
+MODEL_MODULES = tuple(f"lit_models.families.{m}" for m in ("seq2seq", "recurrent_seq2seq", "classifier", "captioner",
+                                                           "glimpse", "full_view", "regressor"))
 DATA_MODULES = ("datamodules.synthetic", "datamodules.translation", "datamodules.sentiment",
                 "datamodules.captioning", "datamodules.adding", "datamodules.digits")
 

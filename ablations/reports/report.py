@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -286,6 +287,19 @@ def plot_probe(question: Question, prefix: str, arms: Mapping[Arm, list[RunRecor
 
 
 # -------------------------------------------------------------------- report
+PRESET_HISTORY = Path(__file__).resolve().parents[2] / "docs" / "findings" / "preset_history.md"
+"""Each question's quick-preset measurements, one section per question named after it."""
+
+
+def preset_history_line(question: Question, out: Path) -> list[str]:
+    """The report's link to its question's section of :data:`PRESET_HISTORY`, relative to the report's folder
+    ``out``; none for an ad-hoc experiment, or where the file is not (an installed package)."""
+    if question_for(question.name) is None or not PRESET_HISTORY.is_file():
+        return []
+    target = Path(os.path.relpath(PRESET_HISTORY, out.resolve())).as_posix()
+    return [f"- **Preset history:** [how the quick preset was sized]({target}#{question.name})"]
+
+
 def write_report(name: str, runs: list[RunRecord], out: Path, question: Question | None = None) -> Report:
     """Write ``out/report.md`` and its PNGs for the runs of one experiment (question looked up by name)."""
     question = question or question_for(name) or adhoc_question(name, runs)
@@ -309,7 +323,8 @@ def write_report(name: str, runs: list[RunRecord], out: Path, question: Question
     warning = environment_warning(runs)
     domains = domains_section(question, arms, order, label=lambda a: _arm_label(question, a))
     flags = _learned_little(question, arms, order)
-    path.write_text(_markdown(question, runs, header, rows, verdict, figures, warning, domains=domains, flags=flags))
+    path.write_text(_markdown(question, runs, header, rows, verdict, figures, warning, domains=domains, flags=flags,
+                              history=preset_history_line(question, out)))
     lengths = length_rows(question.metric, arms, order, label=lambda a: _arm_label(question, a), value=run_value)
     return Report(path=path, table=terminal_text(header, rows, lengths, flags), verdict=verdict, figures=figures,
                   warning=warning)
@@ -360,7 +375,7 @@ def _seed_sets(runs: list[RunRecord]) -> str:
 
 def _markdown(question: Question, runs: list[RunRecord], header: list[str], rows: list[list[str]], verdict: str,
               figures: list[Path], warning: str | None = None, domains: Sequence[str] = (),
-              flags: Sequence[str] = ()) -> str:
+              flags: Sequence[str] = (), history: Sequence[str] = ()) -> str:
     axes = ", ".join(f"`{a}`" for a in question.axes) or "(none)"
     baselines = "".join(f" · **baseline arm:** `{label}` (`{config}`)" for label, config in question.baselines.items())
     lines = [
@@ -371,7 +386,8 @@ def _markdown(question: Question, runs: list[RunRecord], header: list[str], rows
         f"- **Expected:** {question.expected}",
         *_verdict_lines(verdict),
         *([f"- **Preset changed after its verdict was seen:** {question.preset_changed}"]
-          if question.preset_changed else []), "",
+          if question.preset_changed else []),
+        *history, "",
         *([f"> **Warning:** {warning}", ""] if warning else []),
         "## Results", "",
         "Mean ± std [95% Student-t interval] over finished seeds (n = finished/total); diverged and failed runs "

@@ -35,7 +35,7 @@ def fake_run(exp: Path, scale: str, seed: int, *, status: str = "finished", acc:
     """One run directory as the CLI writes it (status None: a trial that died before writing a summary)."""
     run = exp / f"attn_scale={scale},seed={seed}"
     (run / "figures").mkdir(parents=True)
-    config = {"seed_everything": seed, "model": {"class_path": "lit_models.seq2seq.TransformerSeq2Seq",
+    config = {"seed_everything": seed, "model": {"class_path": "lit_models.families.seq2seq.TransformerSeq2Seq",
                                                  "init_args": {"attn_scale": scale, "d_model": 256}},
               "data": {"class_path": "datamodules.synthetic.SyntheticSeq2Seq", "init_args": {"max_len": 12}}}
     (run / "config.yaml").write_text(yaml.safe_dump(config))

@@ -78,7 +78,7 @@ def _printed_config(capsys, *argv: str) -> dict:
 
 def test_short_class_names(capsys):
     cfg = _printed_config(capsys, "--model", "TransformerSeq2Seq", "--data", "SyntheticSeq2Seq")
-    assert cfg["model"]["class_path"] == "lit_models.seq2seq.TransformerSeq2Seq"
+    assert cfg["model"]["class_path"] == "lit_models.families.seq2seq.TransformerSeq2Seq"
     assert cfg["data"]["class_path"] == "datamodules.synthetic.SyntheticSeq2Seq"
 
 

@@ -18,7 +18,8 @@ import yaml  # noqa: E402
 
 from ablations.catalog.questions import QUESTIONS, all_beat  # noqa: E402
 from ablations.commands import report_main  # noqa: E402
-from ablations.reports.report import curve_keys, write_report  # noqa: E402
+from ablations.reports.plots_runs import curve_keys  # noqa: E402
+from ablations.reports.report import write_report  # noqa: E402
 from ablations.reports.results import experiment_dirs, load_experiment, stat  # noqa: E402
 from ablations.verdicts.stats import Stat  # noqa: E402
 

@@ -93,3 +93,15 @@ def test_label_smoothing_is_checked_by_its_own_group_once(group, monkeypatch):
     assert len(calls) == 1
     with pytest.raises(UsageError, match=r"^label_smoothing=1.0 is not allowed: it must be a number in \[0, 1\)$"):
         group(label_smoothing=1.0)
+
+
+@pytest.mark.parametrize(("field", "value", "rule"), [
+    ("scheduled_steps", 0, "an integer >= 1"), ("scheduled_steps", 2.5, "an integer >= 1"),
+    ("scheduled_floor", -0.1, r"a number in \[0, 1\]"), ("scheduled_floor", 1.5, r"a number in \[0, 1\]"),
+])
+def test_the_scheduled_sampling_horizon_and_floor_are_range_checked(field, value, rule):
+    """A zero horizon divided by zero at the first scheduled step (the linear and exponential decays), and a floor
+    outside [0, 1] is not a probability: both are refused when the group is built, in one line."""
+    with pytest.raises(UsageError, match=rf"^{field}={value} is not allowed: it must be {rule}$"):
+        Feeding(forcing="scheduled", **{field: value})
+    Feeding(forcing="scheduled", scheduled_steps=1, scheduled_floor=1.0)  # the edges are allowed

@@ -10,7 +10,7 @@ import pytest
 import attnlab_run.cli  # noqa: F401  (Lightning's console handler binds the real stderr; see test_bad_input)
 from attnlab.cli import main
 from attnlab_core.errors import MAX_LINE
-from tests.cli.trees import one_line
+from tests.cli.trees import in_sandbox, one_line
 
 REPO = Path(__file__).parents[2]
 CONFIG = str(REPO / "ablations" / "configs" / "transformer_reverse.yaml")
@@ -18,11 +18,7 @@ CONFIG = str(REPO / "ablations" / "configs" / "transformer_reverse.yaml")
 
 @pytest.fixture()
 def sandbox(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("WANDB_MODE", "disabled")
-    for name in ("ATTNLAB_RUN_DIR", "WANDB_RUN_ID"):
-        monkeypatch.delenv(name, raising=False)
-    (tmp_path / "runs" / "transformer_reverse").mkdir(parents=True)
+    (in_sandbox(tmp_path, monkeypatch) / "runs" / "transformer_reverse").mkdir(parents=True)
     return tmp_path
 
 

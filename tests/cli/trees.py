@@ -32,3 +32,12 @@ def one_line(capsys, argv: list[str], root: Path, *, prefix: str = "attnlab: err
     assert "Traceback" not in err and out == "", (out, err[:3000])
     assert tree(root) == before, "the file tree changed"
     return lines[0]
+
+
+def in_sandbox(tmp_path: Path, monkeypatch) -> Path:
+    """Run a CLI test from ``tmp_path`` with W&B off and no run directory or W&B run id inherited."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    for name in ("ATTNLAB_RUN_DIR", "WANDB_RUN_ID"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path

@@ -17,6 +17,7 @@ from attnlab_core.batches import TextBatch
 from datamodules.wikitext import TextLM, _collate
 from lit_models.blocks.positions import RotaryEmbedding
 from lit_models.families.causal_lm import CausalLM
+from tests.cli.trees import in_sandbox
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "lm" / "tiny.txt"
 CONTEXT, LONG, S, D_HEAD, BASE = 16, 64, 4.0, 8, 10000.0
@@ -128,11 +129,7 @@ def test_a_fit_is_the_zero_fine_tune_fit_until_its_last_k_steps():
 
 @pytest.fixture()
 def sandbox(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("WANDB_MODE", "disabled")
-    for name in ("ATTNLAB_RUN_DIR", "WANDB_RUN_ID"):
-        monkeypatch.delenv(name, raising=False)
-    return tmp_path
+    return in_sandbox(tmp_path, monkeypatch)
 
 
 @pytest.mark.parametrize(("options", "expected"), [

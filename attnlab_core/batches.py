@@ -51,11 +51,14 @@ class TextBatch(NamedTuple):
         tokens: (B, C + 1) ids; inputs are ``tokens[:, :-1]``, targets ``tokens[:, 1:]``.
         score_from: (B,) long; targets before this index are context only (not scored).
         context: C, the window's context length (the metric key of ``ppl_by_ctx``).
+        finetune: a training batch of the fine-tune at the extended length (``datamodules.finetune``): the model
+            trains on it with its RoPE scaling in force.
     """
 
     tokens: Tensor
     score_from: Tensor
     context: int
+    finetune: bool = False
 
     def targets(self) -> Tensor:
         """(B, C) next-token targets with PAD where not scored."""

@@ -7,7 +7,9 @@ code point), every other character is UNK; ids 0..3 are the special ids. Batches
 
 Windows (each is ``context + 1`` tokens: ``context`` inputs, targets shifted by one):
 
-- training: non-overlapping windows of the training text (shuffled each epoch);
+- training: non-overlapping windows of the training text (shuffled each epoch); with ``finetune_steps=K``, the
+  run's last K batches take ``finetune_context`` tokens from each of their windows' starts (a short fine-tune at
+  the extended length, Chen et al. 2023 §3.2; ``datamodules.finetune``), marked ``TextBatch.finetune``;
 - evaluation, ``eval_stride=None``: **non-overlapping** windows; consecutive windows share one token
   (the last target of a window is the first input of the next), so every token after the first is
   predicted exactly once, with 0 .. context-1 tokens of context (Press et al. 2022, §4 main protocol);
@@ -38,6 +40,7 @@ from torch.utils.data import DataLoader
 from attnlab_core.batches import TextBatch
 from attnlab_core.errors import UsageError
 from datamodules.batching import N_SPECIAL, PAD, UNK, OneVocabulary, SplitDataModule, distributed_world, require
+from datamodules.finetune import Keys, TailBatches, run_batches
 from datamodules.sources import TextSpec
 from datamodules.text_sources import TEXT_SOURCES, Texts, TextSource
 
@@ -94,6 +97,10 @@ class TextLM(OneVocabulary, SplitDataModule):
         context: training context length L (tokens per window, before the shifted target).
         eval_contexts: test context lengths; default [L, 2L, 4L].
         eval_stride: None for non-overlapping evaluation windows, else the sliding-window stride.
+        finetune_steps: the run's last N training batches (optimizer steps without gradient accumulation) are a
+            fine-tune at the extended length: windows of ``finetune_context`` tokens, trained on with the model's
+            RoPE scaling in force (Chen et al. 2023 §3.2); 0 = none, the run unchanged.
+        finetune_context: the fine-tune's context L' (> context); default the longest of eval_contexts (4L).
     """
 
     split_defaults = {"batch_size": 32}
@@ -102,18 +109,24 @@ class TextLM(OneVocabulary, SplitDataModule):
         self, *, source: TextSource = "wikitext2", path: str | None = None, sword_path: str | None = None,
         data_dir: str = "data",
         vocab_size: int = 200, context: int = 128, eval_contexts: list[int] | None = None,
-        eval_stride: int | None = None, **split: Any,
+        eval_stride: int | None = None, finetune_steps: int = 0, finetune_context: int | None = None, **split: Any,
     ) -> None:
         super().__init__(split=self.split_spec(**split))
         self.vocab_size, self.context = vocab_size, context
         self.eval_contexts = list(eval_contexts) if eval_contexts else [context, 2 * context, 4 * context]
         self.eval_stride = eval_stride
+        self.finetune_steps = finetune_steps
+        self.finetune_context = max(self.eval_contexts) if finetune_context is None else finetune_context
         require([
             (source in get_args(TextSource), f"unknown source {source!r}"),
             (vocab_size > N_SPECIAL, f"vocab_size must be > {N_SPECIAL}, got {vocab_size}"),
             (context >= 1 and min(self.eval_contexts) >= 1, "context and eval_contexts must be >= 1"),
             (eval_stride is None or 0 < eval_stride <= min(self.eval_contexts),
              f"eval_stride must be in 1..min(eval_contexts), got {eval_stride}"),
+            (finetune_steps >= 0, f"finetune_steps={finetune_steps} is not allowed: it must be an integer >= 0"),
+            (finetune_steps == 0 or self.finetune_context > context,
+             f"finetune_context={self.finetune_context} is not allowed: the fine-tune's windows must be longer than "
+             f"context={context}"),
         ])
         self.use_source(TEXT_SOURCES, source, TextSpec(data_dir=Path(data_dir), path=path, sword_path=sword_path))
         self.save_hyperparameters()
@@ -138,8 +151,10 @@ class TextLM(OneVocabulary, SplitDataModule):
             self.streams[name] = encode_chars(text, vocab)
         self.itos = {N_SPECIAL + i: chr(c) for i, c in enumerate(vocab.tolist())}
         for name, stream in self.streams.items():
-            if len(stream) <= max([self.context] if name != "test" else self.eval_contexts):
+            if len(stream) <= max(self._lengths(name)):
                 raise UsageError(f"the {name} text has {len(stream)} characters, fewer than one window needs")
+        if stage == "fit" and self.finetune_steps:  # the run's length against the tail, before any loop starts
+            self._train_loader(self.streams["train"]).sampler.tail_span()
 
     def unigram_perplexity(self, split: str) -> float:
         """Perplexity of the add-one smoothed unigram model of the training text on ``split``'s scored
@@ -155,20 +170,37 @@ class TextLM(OneVocabulary, SplitDataModule):
         return "".join(self.itos.get(int(i), "\ufffd") for i in ids if int(i) != PAD)
 
     # ---------------------------------------------------------------- loaders
+    def _lengths(self, split: str) -> list[int]:
+        """The context lengths of the windows ``split`` is cut into."""
+        if split == "test":
+            return self.eval_contexts
+        return [self.context, self.finetune_context] if split == "train" and self.finetune_steps else [self.context]
+
+    def _train_loader(self, stream: Tensor) -> DataLoader:
+        """Shuffled non-overlapping windows of ``context`` tokens (a seeded subset of ``train_size``); the run's last
+        ``finetune_steps`` batches take ``finetune_context`` tokens from the same starts (the last possible start
+        for a window that would run past the text)."""
+        starts = torch.tensor([s for s, _ in windows(len(stream), context=self.context, stride=None)])
+        keep = self.sizes.train_subset(len(starts), self.seed)
+        if keep is not None:
+            starts = starts[keep]
+        world, rank = distributed_world()
+        batches = TailBatches(len(starts), num_replicas=world, rank=rank, seed=self.seed, batch_size=self.batch_size,
+                              tail=self.finetune_steps, length=lambda n: run_batches(self.trainer, n))
+        last = len(stream) - self.finetune_context - 1
+
+        def collate(keys: list[tuple[int, bool]]) -> TextBatch:
+            finetune = keys[0][1]
+            items = [(min(int(starts[i]), last) if finetune else int(starts[i]), 0) for i, _ in keys]
+            return _collate(stream, items, self.finetune_context if finetune else self.context, finetune=finetune)
+
+        return DataLoader(Keys(len(starts)), batch_size=None, sampler=batches, num_workers=self.num_workers,
+                          collate_fn=collate)
+
     def _loader(self, split: str) -> DataLoader:
         stream = self.streams["test" if split == "predict" else split]
         if split == "train":
-            starts = torch.tensor([s for s, _ in windows(len(stream), context=self.context, stride=None)])
-            keep = self.sizes.train_subset(len(starts), self.seed)
-            if keep is not None:
-                starts = starts[keep]
-            world, rank = distributed_world()
-            sampler = torch.utils.data.DistributedSampler(range(len(starts)), num_replicas=world, rank=rank,
-                                                          shuffle=True, seed=self.seed)
-            return DataLoader(range(len(starts)), batch_size=self.batch_size, sampler=sampler,
-                              num_workers=self.num_workers,
-                              collate_fn=lambda idx: _collate(stream, [(int(starts[i]), 0) for i in idx],
-                                                              self.context))
+            return self._train_loader(stream)
         contexts = [self.context] if split == "val" else self.eval_contexts
         batches = eval_batches(len(stream), contexts=contexts, stride=self.eval_stride, batch_size=self.batch_size,
                                limit=self.sizes["test" if split == "predict" else split])
@@ -188,6 +220,7 @@ def eval_batches(length: int, *, contexts: list[int], stride: int | None, batch_
     return out
 
 
-def _collate(stream: Tensor, items: list[tuple[int, int]], context: int) -> TextBatch:
+def _collate(stream: Tensor, items: list[tuple[int, int]], context: int, *, finetune: bool = False) -> TextBatch:
     tokens = torch.stack([stream[s: s + context + 1] for s, _ in items])  # (B, C + 1)
-    return TextBatch(tokens=tokens, score_from=torch.tensor([f for _, f in items]), context=context)
+    return TextBatch(tokens=tokens, score_from=torch.tensor([f for _, f in items]), context=context,
+                     finetune=finetune)

@@ -33,6 +33,7 @@ from torchmetrics import Metric
 
 from attnlab_core.batches import Seq2SeqBatch, TextBatch
 from attnlab_core.tokens import BOS, EOS, PAD
+from lit_models.blocks.positions import scaling_in_training
 from lit_models.builders import build_causal_lm
 from lit_models.metrics import Ratio, label_smoothed_loss
 from lit_models.protocols import UnigramBaseline
@@ -103,10 +104,12 @@ class CausalLM(Seq2SeqModule):
         return nll, (labels != PAD).sum()
 
     def training_loss(self, batch: Seq2SeqBatch | TextBatch, step: int) -> tuple[Tensor, dict[str, Tensor]]:
-        """Running text: label-smoothed next-token loss over every scored target; prompts: the base's."""
+        """Running text: label-smoothed next-token loss over every scored target, with the RoPE scaling in force on
+        a fine-tune batch (``TextBatch.finetune``); prompts: the base's."""
         if not isinstance(batch, TextBatch):
             return super().training_loss(batch, step)
-        logits = self.net.lm_logits(batch.tokens[:, :-1])
+        with scaling_in_training(self.net, batch.finetune):
+            logits = self.net.lm_logits(batch.tokens[:, :-1])
         loss = label_smoothed_loss(logits, batch.targets(), eps=self.hparams.label_smoothing)
         return loss, {"train/loss": loss}
 

@@ -39,7 +39,8 @@ def label_smoothed_loss(logits: Tensor, labels: Tensor, *, eps: float) -> Tensor
 
 
 class Ratio(Metric):
-    """correct / total, summed over batches and ranks."""
+    """correct / total, summed over batches and ranks; 0 while nothing is counted. ``total`` may be fractional
+    (seconds, for a rate): it is never rounded up to 1."""
 
     full_state_update = False
 
@@ -53,7 +54,7 @@ class Ratio(Metric):
         self.total += torch.as_tensor(total, dtype=torch.float, device=self.total.device).sum()
 
     def compute(self) -> Tensor:
-        return self.correct / self.total.clamp_min(1.0)
+        return torch.where(self.total > 0, self.correct / self.total, torch.zeros_like(self.correct))
 
 
 class LengthBucketAccuracy(Metric):

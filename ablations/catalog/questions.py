@@ -64,7 +64,7 @@ QUICK_FORCING = ("--trainer.max_epochs=6", *QUICK_SCALING[1:], "--model.schedule
 # The figures the runs draw, as W&B image keys (``Question.media``; ``lit_models.figures.AttentionFigures``:
 # ``attention/<figure>/ex<i>``); the classifier logs ``importance/ex<i>`` for pooling with weights and
 # ``val/confusion`` for every arm.
-QK_LRS = (0.001, 0.003, 0.01, 0.03, 0.1)  # sweeps/qk_norm_lr.yaml's learning rates, which the verdict reads
+QK_LRS = (0.003, 0.01, 0.03, 0.1, 0.3)  # sweeps/qk_norm_lr.yaml's learning rates, which the verdict reads
 QUICK_QK = ("--trainer.max_epochs=3", "--data.train_size=8000", "--data.val_size=200", "--data.test_size=200",
             "--trainer.log_every_n_steps=5", "--model.warmup_steps=30")
 QUICK_KV = ("--data.val_size=200", "--data.test_size=400", "--trainer.log_every_n_steps=10")  # 8 epochs: the sweep

@@ -54,7 +54,7 @@ def needs_in(verdict: str) -> list[tuple[str, int]]:
 
 NOISE = "difference within seed noise"
 STRADDLES = "the interval straddles the smallest effect of interest"
-WRONG_SIGN = "wrong sign"
+WRONG_SIGN = "the wrong sign, within seed noise"
 _RECORD: ContextVar[list[Check] | None] = ContextVar("checks_made", default=None)
 
 
@@ -153,7 +153,7 @@ def better(
     * above ``sesoi`` (above zero when it is 0): supported;
     * below zero: not supported (the wrong sign, clear of seed noise);
     * inside ±``sesoi``: not supported (an effect too small to matter, measured precisely);
-    * otherwise inconclusive: the wrong sign within noise ("wrong sign"), above zero but straddling the
+    * otherwise inconclusive: the wrong sign within noise (``WRONG_SIGN``), above zero but straddling the
       smallest effect of interest, or within seed noise (with the seeds that would resolve it).
     """
     claim = claim or f"{name(a)} beats {name(b)} on {metric}"

@@ -108,11 +108,14 @@ class CausalTransformer(nn.Module):
         self.embed_drop = nn.Dropout(dropout)
 
     # ----------------------------------------------------------------- internals
-    def _embed(self, ids: Tensor, pos: Tensor) -> Tensor:
+    def _embed(self, ids: Tensor, pos: Tensor, slots: int) -> Tensor:
         """ids, pos (B, T) -> (B, T, D). The embedding hook is additive (positions.py), so it is
-        evaluated once on zeros and gathered at each row's own position ids."""
+        evaluated once on zeros and gathered at each row's own position ids. A row counts only its own tokens,
+        so its positions stay below ``slots`` (cached plus new slots, a shape: no read from the device); only a
+        table shorter than that reads the largest position, so a padded batch whose rows fit still runs."""
         x = self.embed(ids)  # (B, T, D)
-        n = int(pos.max()) + 1 if pos.numel() else 1
+        limit = self.positions.max_len
+        n = max(slots, 1) if limit is None or slots <= limit else int(pos.max()) + 1
         table = self.positions(x.new_zeros(1, n, x.size(-1)), 0)[0]  # (n, D)
         return self.embed_drop(x + table[pos])
 
@@ -121,7 +124,7 @@ class CausalTransformer(nn.Module):
         need_weights: bool = False,
     ) -> tuple[Tensor, list[dict[str, Tensor]], list[Tensor | None]]:
         """ids, pos (B, T) after the cached slots; key_mask (B, t + T) -> hidden (B, T, D), caches, maps."""
-        x = self._embed(ids, pos)
+        x = self._embed(ids, pos, caches[0]["k"].size(2) + ids.size(1))
         mask = attention_mask(key_mask, ids.size(1)) if padded or caches[0]["k"].size(2) else None
         new, maps = [], []
         for layer, cache in zip(self.layers, caches, strict=True):

@@ -22,6 +22,8 @@ in the ``Positions`` axis and one entry in ``lit_models.registries.POSITIONS``.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -70,6 +72,9 @@ class PositionScheme(nn.Module):
             its own options as keyword arguments with defaults, passed by ``builders.build_positions``
             from ``TransformerSpec.position_options``.
     """
+
+    max_len: int | None = None
+    """The most positions the scheme can encode (None: no limit)."""
 
     def __init__(self, sizes: SchemeSizes) -> None:
         super().__init__()
@@ -126,7 +131,8 @@ class RotaryEmbedding(nn.Module):
 
     θ_i = base^(-2i/d_head). Scores q_mᵀ k_n then depend on positions only through m − n.
     Pairs are interleaved (2i, 2i+1) as in the paper. ``scaling`` (``blocks.rope_scaling``) replaces the θ_i
-    and multiplies the rotated vectors by its magnitude, in evaluation mode only unless its ``in_training``.
+    and multiplies the rotated vectors by its magnitude, in evaluation mode only unless its ``in_training`` or
+    inside :func:`scaling_in_training` (a fine-tune at the extended length).
     """
 
     def __init__(self, *, d_head: int, base: float = 10000.0, scaling: RopeScale = NO_SCALING) -> None:
@@ -136,10 +142,11 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("inv_freq", rope_frequencies(d_head, base).float(), persistent=False)
         self.register_buffer("scaled_freq", scaling.frequencies(d_head, base).float(), persistent=False)
         self.scaling = scaling
+        self.fine_tuning = False  # set by scaling_in_training only
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         """x: (B, H, T, d_head) -> rotated (B, H, T, d_head)."""
-        scaled = self.scaling.in_training or not self.training
+        scaled = self.scaling.in_training or self.fine_tuning or not self.training
         t = x.size(-2)
         pos = torch.arange(offset, offset + t, device=x.device, dtype=torch.float32)
         angle = pos[:, None] * (self.scaled_freq if scaled else self.inv_freq)[None, :]  # (T, d_head/2)
@@ -148,6 +155,21 @@ class RotaryEmbedding(nn.Module):
         out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
         magnitude = self.scaling.magnitude() if scaled else 1.0
         return out if magnitude == 1.0 else out * magnitude
+
+
+@contextmanager
+def scaling_in_training(module: nn.Module, on: bool = True) -> Iterator[None]:
+    """While inside, every :class:`RotaryEmbedding` in ``module`` applies its scaling in training mode too (when
+    ``on``): the forward passes of a fine-tune at the extended length (Chen et al. 2023 §3.2). Outside, each is as
+    its ``scaling.in_training`` says."""
+    ropes = [m for m in module.modules() if isinstance(m, RotaryEmbedding)] if on else []
+    for rope in ropes:
+        rope.fine_tuning = True
+    try:
+        yield
+    finally:
+        for rope in ropes:
+            rope.fine_tuning = False
 
 
 class RotaryPositions(PositionScheme):

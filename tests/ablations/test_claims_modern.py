@@ -1,10 +1,11 @@
 """The verdicts of issue #47's questions on hand-made statistics: each says supported where the claim holds, not
-supported where it is reversed, and reads what its docstring says (capped loss ranges, exact cache bytes, the
+supported where it is reversed, and reads what its docstring says (capped LR sensitivity, exact cache bytes, the
 relative rise of perplexity)."""
 
 import math
 
 from ablations.catalog import claims_modern
+from ablations.catalog.claims_modern import ROPE_FINETUNE
 from ablations.catalog.questions import QK_LRS, QUESTIONS
 from ablations.catalog.questions_real import REAL_QUESTIONS
 from ablations.verdicts.stats import stat
@@ -28,7 +29,7 @@ def _qk_stats(off_high: float, on_high: float, diverge_off: bool):
         for lr in QK_LRS:
             high = (on_high if qk else off_high) if lr >= 0.03 else 0.3
             loss = [high + 0.01 * s + _jitter(2 * qk + int(lr > 0.01), s, 0.02) for s in SEEDS]
-            diverged = [1.0 if (diverge_off and not qk and lr == 0.1) else 0.0 for _ in SEEDS]
+            diverged = [1.0 if (diverge_off and not qk and lr == max(QK_LRS)) else 0.0 for _ in SEEDS]
             stats[(qk, lr)] = {"val/loss": _s([v for v, d in zip(loss, diverged, strict=True) if not d],
                                               [s for s, d in zip(SEEDS, diverged, strict=True) if not d]),
                                "status/diverged": _s(diverged),
@@ -36,13 +37,21 @@ def _qk_stats(off_high: float, on_high: float, diverge_off: bool):
     return stats
 
 
-def test_qk_norm_verdict_reads_the_capped_loss_range():
+def test_qk_norm_verdict_reads_the_capped_lr_sensitivity():
     q = QUESTIONS["qk_norm_lr"]
     assert q.judge(_qk_stats(off_high=2.0, on_high=0.35, diverge_off=True)).startswith("supported")
     assert q.judge(_qk_stats(off_high=0.35, on_high=2.0, diverge_off=False)).startswith("not supported")
-    off = [(False, lr) for lr in QK_LRS]
-    r = claims_modern.loss_range(_qk_stats(off_high=9.0, on_high=0.3, diverge_off=True), off)
-    assert r is not None and r.n == 5 and math.isclose(r.mean, math.log(24) - 0.3 - 0.03, abs_tol=1e-9)
+
+
+def test_lr_sensitivity_is_the_mean_capped_gap_to_the_best_rate():
+    """Wortsman et al.'s E_lr[min(loss, cap)] - min_lr loss, per seed, on hand values: losses 1.0, 0.5, 0.8, 9.0
+    (capped at ln 24) and one diverged rate (counted at ln 24)."""
+    cap, arms = math.log(24), [(lr,) for lr in range(5)]
+    stats = {(i,): {"val/loss": _s([v] * 2, [1, 2]), "status/diverged": _s([0.0] * 2, [1, 2])}
+             for i, v in enumerate((1.0, 0.5, 0.8, 9.0))}
+    stats[(4,)] = {"status/diverged": _s([1.0] * 2, [1, 2])}
+    r = claims_modern.lr_sensitivity(stats, arms)
+    assert r is not None and r.n == 2 and math.isclose(r.mean, (1.0 + 0.5 + 0.8 + 2 * cap) / 5 - 0.5, abs_tol=1e-12)
 
 
 def _kv_stats(mha: float, gqa: float, mqa: float, cache=(64, 128, 512), noise: float = 0.004):
@@ -65,14 +74,17 @@ def test_kv_heads_verdict():
     assert not wide.startswith("supported"), wide
 
 
-def _rope_stats(rises: dict[str, float], at_l: dict[str, float] | None = None):
+def _rope_stats(rises: dict[str, float], at_l: dict[str, float] | None = None, tuned: float = 0.0):
+    """Zero-fine-tune arms ``(scaling, 0)`` with the given relative rises; fine-tuned arms ``(scaling, 32)`` rise by
+    ``tuned``."""
     stats = {}
-    for i, (arm, r) in enumerate(rises.items()):
-        base = [(at_l or {}).get(arm, 5.0) + 0.01 * s + _jitter(i, s, 0.05) for s in SEEDS]
-        stats[(arm,)] = {"test/ppl_by_ctx/ctx_00128": _s(base),
-                         "test/ppl_by_ctx/ctx_00256": _s([b * (1 + r / 2) for b in base]),
-                         "test/ppl_by_ctx/ctx_00512": _s([b * (1 + r + _jitter(i + 1, s, 0.01))
-                                                          for b, s in zip(base, SEEDS, strict=True)])}
+    arms = {(arm, 0): r for arm, r in rises.items()} | {(arm, ROPE_FINETUNE): tuned for arm in rises}
+    for i, (arm, r) in enumerate(arms.items()):
+        base = [(at_l or {}).get(arm[0], 5.0) + 0.01 * s + _jitter(i, s, 0.05) for s in SEEDS]
+        stats[arm] = {"test/ppl_by_ctx/ctx_00128": _s(base),
+                      "test/ppl_by_ctx/ctx_00256": _s([b * (1 + r / 2) for b in base]),
+                      "test/ppl_by_ctx/ctx_00512": _s([b * (1 + r + _jitter(i + 1, s, 0.01))
+                                                       for b, s in zip(base, SEEDS, strict=True)])}
     return stats
 
 
@@ -80,9 +92,23 @@ def test_rope_scaling_verdict_judges_the_rise_not_the_perplexity():
     q = REAL_QUESTIONS["rope_scaling"]
     good = q.judge(_rope_stats({"none": 0.8, "linear": 0.05, "ntk": 0.1, "yarn": 0.02}))
     assert good.startswith("supported"), good
-    flat = q.judge(_rope_stats({"none": 0.01, "linear": 0.01, "ntk": 0.01, "yarn": 0.01}))
+    flat = q.judge(_rope_stats({"none": 0.01, "linear": 0.01, "ntk": 0.01, "yarn": 0.01}, tuned=0.01))
     assert flat.startswith("not supported"), flat
     # a scaling that ruins the in-range perplexity rises less but sits past chance at 4L (unigram 17): not supported
     worse = {"linear": 9.5, "ntk": 9.5, "yarn": 9.5}
     line = q.judge(_rope_stats({"none": 1.5, "linear": 0.9, "ntk": 0.9, "yarn": 0.9}, at_l=worse))
     assert line.startswith("not supported") and "not above chance beyond the range" in line, line
+
+
+def test_rope_scaling_verdict_judges_the_fine_tune_against_both_zero_fine_tune_arms():
+    """Chen et al. 2023: the fine-tuned linear arm rises less than plain RoPE and than linear without fine-tune; a
+    fine-tune that leaves the rise where zero-fine-tune linear had it is not the paper's finding."""
+    q = REAL_QUESTIONS["rope_scaling"]
+    rises = {"none": 0.8, "linear": 0.3, "ntk": 0.1, "yarn": 0.02}
+    line = q.judge(_rope_stats(rises, tuned=0.0))
+    assert line.startswith("supported"), line
+    assert "linear fine-tuned 32 steps at 4L rises less than linear without fine-tune: supported" in line, line
+    stuck = q.judge(_rope_stats(rises, tuned=0.6))  # worse than zero-fine-tune linear, still below plain RoPE
+    assert stuck.startswith("not supported"), stuck
+    assert "linear fine-tuned 32 steps at 4L rises less than plain RoPE from L to 4L: supported" in stuck, stuck
+    assert "linear/32" in stuck and "yarn/32" in stuck  # the fine-tuned arms are ranked, not judged

@@ -11,7 +11,18 @@ from ablations.catalog import claims, claims_recurrent
 from ablations.catalog.arms import Arms
 from ablations.catalog.questions import QUESTIONS
 from ablations.verdicts.extrapolation import extrapolates
-from ablations.verdicts.rules import Check, at_scale, better, head_of, join, learned, secondary, similar, verdict_word
+from ablations.verdicts.rules import (
+    WRONG_SIGN,
+    Check,
+    at_scale,
+    better,
+    head_of,
+    join,
+    learned,
+    secondary,
+    similar,
+    verdict_word,
+)
 from ablations.verdicts.stats import Stat, compare, stat
 
 
@@ -26,7 +37,7 @@ def table(**arms: dict[str, tuple[float, ...]]) -> dict:
 def test_a_wrong_sign_within_noise_is_never_not_shown_at_this_scale():
     stats = table(a={"m": (0.70, 0.80, 0.74)}, b={"m": (0.78, 0.77, 0.76)})
     wrong = at_scale(better(stats, ("a",), ("b",), metric="m", goal="maximize", sesoi=0.0), "expected at scale")
-    assert wrong.sign < 0 and wrong.answer == "inconclusive" and wrong.why == "wrong sign"
+    assert wrong.sign < 0 and wrong.answer == "inconclusive" and wrong.why == WRONG_SIGN
     line = join([better(table(a={"m": (0.9, 0.91, 0.92)}, b={"m": (0.5, 0.5, 0.51)}), ("a",), ("b",), metric="m",
                         goal="maximize", sesoi=0.05), wrong])
     assert verdict_word(line) == "inconclusive" and "supported where shown" not in line and "wrong sign" in line

@@ -130,6 +130,24 @@ def test_learned_table_refuses_positions_beyond_it():
         net.lm_logits(torch.randint(4, V, (1, 9)))
 
 
+def test_learned_table_takes_a_padded_batch_whose_rows_fit():
+    """Slots (padded prompt + padded answer) may outnumber the table while every row's own positions fit: the
+    longest prompt has a short answer, the longest answer a short prompt. Those rows run, each as it does alone;
+    one more real token in the first row's answer passes the table and is refused."""
+    net = build_causal_lm(TransformerSpec(d_model=D, heads=H, d_ff=FF, decoder_layers=1, dropout=0.0,
+                                          attn_dropout=0.0, norm="pre", positions="learned", attn_scale="sqrt_dk",
+                                          max_positions=8), vocab_size=V).eval()
+    prompt = torch.tensor([[5, 6, 7, 8, 9], [5, 6, PAD, PAD, PAD]])  # 5 + 5 slots > 8 positions
+    tgt_in = torch.tensor([[BOS, 7, PAD, PAD, PAD], [BOS, 7, 8, 9, 10]])  # positions up to 6 in both rows
+    with torch.no_grad():
+        both = net(prompt, tgt_in)
+        alone = [net(prompt[i: i + 1, :n], tgt_in[i: i + 1, :m]) for i, (n, m) in enumerate(((5, 2), (2, 5)))]
+    torch.testing.assert_close(both[0, :2], alone[0][0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(both[1], alone[1][0], rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="max_len=8"):
+        net(prompt, torch.tensor([[BOS, 7, 8, 9, PAD], [BOS, 7, 8, 9, 10]]))  # the first row reaches position 8
+
+
 def test_greedy_beam_and_sampling_drive_the_cached_decoder():
     net = _net("rope")
     prompt, _ = _batch()

@@ -64,8 +64,7 @@ FAMILIES = {
     "recurrent additive": lambda: recurrent("additive"),
     "recurrent none": lambda: recurrent("none"),
     "recurrent hard (REINFORCE)": lambda: recurrent("hard"),
-    "decoder-only": pytest.param(causal, marks=pytest.mark.xfail(
-        strict=True, reason="int(pos.max()) sizes the position table in each causal forward (not removed yet)")),
+    "decoder-only": causal,
 }
 
 

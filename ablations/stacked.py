@@ -35,7 +35,7 @@ from attnlab_run.conventions import quiet_console
 from attnlab_run.guards import DIVERGED_EXIT
 from attnlab_run.lockstep import Lockstep
 from attnlab_run.preemption import PreemptionCheckpoint, is_preemption, preemption_exit_code
-from lit_models.stacking import refusal
+from lit_models.training.stacking import refusal
 
 log = logging.getLogger(__name__)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +23,7 @@ def atomic_write(path: Path, data: bytes | Callable[[BinaryIO], None]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, _mode_for(path))  # mkstemp's 0600 would otherwise replace the target's mode
         with os.fdopen(fd, "wb") as f:
             if callable(data):
                 data(f)
@@ -39,6 +41,16 @@ def atomic_write(path: Path, data: bytes | Callable[[BinaryIO], None]) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _mode_for(path: Path) -> int:
+    """The mode an ordinary write would leave: the target's own when it exists, else 0666 less the umask."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
 
 
 FULL_BELOW = 1 << 20

@@ -1,6 +1,6 @@
 """Options declared once in a frozen spec and shown flat under every class that takes them.
 
-A spec (a frozen keyword-only dataclass, e.g. ``lit_models.decoder_training.DecoderTraining`` or
+A spec (a frozen keyword-only dataclass, e.g. ``lit_models.training.decoder_training.DecoderTraining`` or
 ``datamodules.splits.SplitOptions``) declares a group of options with their types, defaults and docs.
 A class that takes the group declares ``**options`` and calls a constructor from :func:`with_defaults`;
 jsonargparse follows that ``**kwargs`` call (it reads the source), so the CLI shows the options flat

@@ -42,9 +42,10 @@ from attnlab_run.trainer_setup import (
 )
 from attnlab_run.wandb_run import BestValidation, HistoryStep, wandb_identity
 from lit_models.blocks.decoding import DecodeConfig
-from lit_models.figures import AttentionFigures
-from lit_models.predictions import PredictionWriter
-from lit_models.probes import default_probes
+from lit_models.callbacks.figures import AttentionFigures
+from lit_models.callbacks.predictions import PredictionWriter
+from lit_models.callbacks.probes import default_probes
+from lit_models.moved import current
 
 os.environ.setdefault("JSONARGPARSE_DEPRECATION_WARNINGS", "off")
 
@@ -94,9 +95,10 @@ class AttnlabCLI(Admission, LightningCLI):
         class_path = hparams.pop("_class_path", None)
         if not hparams or class_path is None:
             return super()._parse_ckpt_path()
+        class_path = current(class_path)  # a checkpoint saved before lit_models' modules moved
         model_cfg = self.config[self.config.subcommand].get("model", {})
         configured = model_cfg.get("class_path")
-        if configured and configured != class_path:
+        if configured and current(configured) != class_path:
             raise UsageError(f"{ckpt_path} is a checkpoint of {class_path}, but the config's model is {configured}")
         module, _, name = class_path.rpartition(".")
         accepted = inspect.signature(getattr(importlib.import_module(module), name)).parameters

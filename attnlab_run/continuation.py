@@ -21,6 +21,7 @@ import yaml
 from attnlab_core.errors import UsageError
 from attnlab_run.rundir import RunPaths
 from attnlab_run.trainer_setup import flatten
+from lit_models.moved import current_paths
 
 EXTENDABLE = frozenset({
     # the limits of training: a resume exists to raise them
@@ -40,8 +41,9 @@ NOT_COMPARED = frozenset({"ckpt_path", "weights_only", "config"})
 
 def comparable(flat: Mapping[str, Any]) -> dict[str, Any]:
     """The keys a resume compares: not :data:`NOT_COMPARED`, and not a checkpoint's hyper-parameters that a
-    resumed fit's config carries as ``model.dict_kwargs.*`` (they are the run's own, from its checkpoint)."""
-    return {k: v for k, v in flat.items() if k not in NOT_COMPARED and ".dict_kwargs" not in k}
+    resumed fit's config carries as ``model.dict_kwargs.*`` (they are the run's own, from its checkpoint). A class
+    path saved before lit_models' modules moved is compared as it is named now."""
+    return current_paths({k: v for k, v in flat.items() if k not in NOT_COMPARED and ".dict_kwargs" not in k})
 
 
 def saved_config(run_dir: Path) -> dict[str, Any] | None:

@@ -57,10 +57,10 @@ def arm_values(cfg: Any, axes: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
-MODEL_MODULES = ("lit_models.seq2seq", "lit_models.recurrent_seq2seq", "lit_models.classifier",
-                 "lit_models.captioner", "lit_models.glimpse", "lit_models.full_view", "lit_models.regressor")
-DATA_MODULES = ("datamodules.synthetic", "datamodules.translation", "datamodules.sentiment",
-                "datamodules.captioning", "datamodules.adding", "datamodules.digits")
+MODEL_MODULES = tuple(f"lit_models.families.{m}" for m in ("seq2seq", "recurrent_seq2seq", "causal_lm", "classifier",
+                                                           "captioner", "glimpse", "full_view", "regressor"))
+DATA_MODULES = ("datamodules.synthetic", "datamodules.lm_tasks", "datamodules.translation", "datamodules.wikitext",
+                "datamodules.sentiment", "datamodules.captioning", "datamodules.adding", "datamodules.digits")
 
 
 def import_named_classes(argv: list[str]) -> None:

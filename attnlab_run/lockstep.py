@@ -4,9 +4,9 @@ Each seed runs exactly what its alone ``attnlab fit`` runs: its trainer, callbac
 directory, validation, checkpoints, summary and test after the fit. One thing differs: its module's
 ``training_loss`` is an instance hook that waits until every seed still training has asked for the
 same step, then the last one to arrive runs the vectorised forward and backward of all of them
-(:meth:`lit_models.stacking.StackedSeeds.gradients`). Each seed gets back its objective as a scalar
+(:meth:`lit_models.training.stacking.StackedSeeds.gradients`). Each seed gets back its objective as a scalar
 whose backward hands its slice of the stacked gradients to its own parameters, which
-:meth:`~lit_models.stacking.StackedSeeds.share_storage` made views of the stacked tensors. From there
+:meth:`~lit_models.training.stacking.StackedSeeds.share_storage` made views of the stacked tensors. From there
 on it is the seed's own code path: its training_step's finiteness check (divergence), ``tokens_seen``,
 ``self.log`` of the train metrics, the gradient probes, clipping by its own norm, its own AdamW and
 learning-rate schedule stepping its slice in place, its own checkpoints (with its own optimizer state).
@@ -27,7 +27,7 @@ import torch
 from torch import Tensor, nn
 from torch.utils._pytree import tree_flatten
 
-from lit_models.stacking import PURE_LOSS, StackedSeeds
+from lit_models.training.stacking import PURE_LOSS, StackedSeeds
 
 
 class PeerFailed(RuntimeError):

@@ -102,7 +102,7 @@ def linear_fit(rows: list[dict], path: str = "sdpa") -> dict[str, float]:
 
 def bench_vmap_attention(*, seeds: int, batch: int, heads: int, length: int, d_head: int, rounds: int) -> dict:
     """Causal SDPA forward + backward for ``seeds`` stacked seeds: under ``torch.func.vmap`` (as a stacked model
-    runs it, ``lit_models.stacking``) against one call on the seeds folded into the batch. CPU SDPA has no vmap
+    runs it, ``lit_models.training.stacking``) against one call on the seeds folded into the batch. CPU SDPA has no vmap
     batching rule, so vmap falls back to one call per seed; the ratio is that fallback's cost."""
     import torch
     from torch.func import vmap

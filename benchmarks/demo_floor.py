@@ -6,7 +6,7 @@ one thread each. Whatever is cut from its trials' start-up, Lightning loop, logg
 test, the demo cannot take less than its training steps. Each arm's step is measured here as the trial runs it:
 the trial's own model and batches, built by the project's CLI from the trial's own command line (as
 ``ablations.stacked`` builds a seed), then forward (the family's ``training_loss``), backward, clipping at the
-trial's ``gradient_clip_val`` and the fused AdamW of ``lit_models.optim``: nothing else.
+trial's ``gradient_clip_val`` and the fused AdamW of ``lit_models.training.optim``: nothing else.
 
 The floor is Σ over the demo's trials of (seconds a step × the trial's steps) / ``jobs``: a lower bound that also
 assumes the jobs pack with no idle core. When it exceeds the demo goal, no cut outside the training steps meets it.
@@ -25,7 +25,7 @@ import torch
 
 from ablations.commands import demo_plan
 from ablations.engine.sweepspec import grid_params
-from lit_models.optim import adamw
+from lit_models.training.optim import adamw
 
 WARMUP_STEPS = 5
 TIMED_STEPS = 40

@@ -6,7 +6,7 @@ Every check is recorded, passed or not, in one JSON file (``--out``, default ``b
 1. ``sdpa_masked_rows``: ``F.scaled_dot_product_attention`` under each backend (math, efficient, flash, cudnn)
    and dtype with a boolean mask holding a fully masked row, and attnlab's ``scaled_dot_product``: which give NaN.
 2. ``vmap_dropout``: dropout and SDPA with dropout under ``torch.func.vmap(randomness="different")``, as
-   ``lit_models.stacking`` maps stacked seeds.
+   ``lit_models.training.stacking`` maps stacked seeds.
 3. ``family:<name>``: each family's config (synthetic data) through the real CLI (``attnlab fit``) for
    ``--steps`` steps in fp32, 16-mixed and bf16-mixed, single-device and one-process DDP, in one worker process
    per family: status, final loss, wall, tokens/s (``summary.json``) and peak allocated memory.

@@ -2,7 +2,7 @@
 
 ``default`` is ``torch.optim.AdamW`` as built without options (on CPU torch picks the per-tensor
 loop), ``foreach`` the multi-tensor path, ``fused`` the one-kernel-per-tensor path that
-``lit_models.optim.adamw`` (every ``configure_optimizers``) picks on CPU and CUDA. Gradients are
+``lit_models.training.optim.adamw`` (every ``configure_optimizers``) picks on CPU and CUDA. Gradients are
 random and fixed; each implementation has its own state, and all are timed round-robin.
 """
 
@@ -12,7 +12,7 @@ import torch
 
 from benchmarks.common import Size, interleaved_times
 from benchmarks.systems import ADAMW, build_attnlab
-from lit_models.optim import adamw
+from lit_models.training.optim import adamw
 
 IMPLEMENTATIONS = {
     "default": lambda params: torch.optim.AdamW(params, **ADAMW),

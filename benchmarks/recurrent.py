@@ -72,7 +72,7 @@ def bench_recurrent_training(*, batch: int, src_len: int, tgt_len: int, vocab: i
     """Milliseconds per teacher-forced training step (forward, cross-entropy, backward, Adam) of the recurrent
     encoder-decoder at bible_gru_attention.yaml's widths (bidirectional GRU, embed = hidden = ``width``), with
     additive attention and without; dropout 0.1 as the config. Random tokens: the arithmetic, not the data."""
-    from lit_models.recurrent_seq2seq import RecurrentSeq2Seq
+    from lit_models.families.recurrent_seq2seq import RecurrentSeq2Seq
 
     torch.manual_seed(0)
     src, tgt = torch.randint(4, vocab, (batch, src_len)), torch.randint(4, vocab, (batch, tgt_len + 1))

@@ -19,9 +19,9 @@ from benchmarks.common import Size, no_eos_bias
 from lit_models.blocks.decoding import beam_search, greedy
 from lit_models.blocks.encoder_decoder import TokenEmbedding
 from lit_models.builders import build_positions, build_transformer
-from lit_models.metrics import label_smoothed_loss
-from lit_models.optim import adamw
+from lit_models.scoring.metrics import label_smoothed_loss
 from lit_models.specs import TransformerSpec
+from lit_models.training.optim import adamw
 
 DROPOUT = 0.1
 LABEL_SMOOTHING = 0.1
@@ -30,7 +30,7 @@ ADAMW = dict(lr=1e-4, betas=(0.9, 0.98), eps=1e-9, weight_decay=1e-2)
 
 
 def fused_adamw(params: Iterable[nn.Parameter]) -> torch.optim.Optimizer:
-    """attnlab's ``configure_optimizers`` (``lit_models.optim``), and the Hugging Face Trainer's default
+    """attnlab's ``configure_optimizers`` (``lit_models.training.optim``), and the Hugging Face Trainer's default
     (``optim="adamw_torch_fused"`` since torch 2.8): fused AdamW."""
     return adamw(params, **ADAMW)
 

@@ -269,7 +269,7 @@ DIGIT_SOURCES: dict[str, DigitCorpus] = {
     "mnist": DigitCorpus(digits=_mnist_digits),
     "mnist5k": DigitCorpus(digits=_mnist5k_digits, check=_require_mnist5k),
 }
-"""Every :data:`DigitSource`, resolved once in ``TranslatedDigits.__init__``."""
+"""Every :data:`DigitSource`, resolved in ``TranslatedDigits.__init__``."""
 
 
 class TranslatedDigits(DrawnSplits):

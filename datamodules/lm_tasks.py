@@ -2,7 +2,7 @@
 
 Each example is a (prompt, answer) pair; the model reads ``prompt · BOS · answer · EOS`` as one
 causal sequence (BOS is the separator) and is trained on the answer and EOS only
-(``lit_models.causal_lm``). Batches are :class:`~datamodules.batching.Seq2SeqBatch`
+(``lit_models.families.causal_lm``). Batches are :class:`~datamodules.batching.Seq2SeqBatch`
 (src = prompt, tgt = ``[BOS, answer, EOS]``), so decoding and metrics are shared with the
 encoder-decoder families. Training/validation lengths and test lengths are set separately: test
 lengths beyond ``max_len`` measure length generalization (Kazemnejad et al. 2023; Anil et al. 2022),
@@ -98,7 +98,7 @@ LM_TASKS: dict[LMTask, Callable[..., list[Pair]]] = {
 
 
 class PromptAnswerTasks(PairTasks):
-    """Synthetic prompt -> answer tasks for ``lit_models.causal_lm.CausalLM`` (see the module docstring).
+    """Synthetic prompt -> answer tasks for ``lit_models.families.causal_lm.CausalLM`` (see the module docstring).
 
     Args:
         task: one of ``LMTask``.

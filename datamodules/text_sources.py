@@ -110,4 +110,4 @@ TEXT_SOURCES: dict[str, TextCorpus] = {
     "web": TextCorpus(read=read_web, check=check_web),
     "file": TextCorpus(read=read_file, check=check_file),
 }
-"""Every :data:`TextSource`, resolved once in ``TextLM.__init__``."""
+"""Every :data:`TextSource`, resolved in ``TextLM.__init__``."""

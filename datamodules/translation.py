@@ -136,7 +136,7 @@ TRANSLATION_SOURCES: dict[str, Corpus] = {
     "bible": Corpus(locate=locate_bible, check=check_bible),
     "files": Corpus(locate=_files, requires=("train_path", "val_path", "test_path")),
 }
-"""Every :data:`TranslationSource`, resolved once in ``TranslationData.__init__``."""
+"""Every :data:`TranslationSource`, resolved in ``TranslationData.__init__``."""
 
 
 class TranslationData(SplitDataModule):

@@ -1,4 +1,4 @@
-"""Every ablation axis of attnlab, declared once.
+"""Every ablation axis of attnlab.
 
 Each axis is a ``typing.Literal`` (a few are numbers or flags, typed in the spec and listed below); the
 same words are used in code, YAML, CLI paths, W&B configs, sweep files, report columns and test ids.

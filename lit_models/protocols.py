@@ -1,4 +1,4 @@
-"""The capabilities callbacks (probes, figures) read from modules, networks, batches and data, declared once.
+"""The capabilities callbacks (probes, figures) read from modules, networks, batches and data.
 
 Each callback checks ``isinstance(x, Protocol)`` and skips what lacks the capability; the
 docstring of each protocol names the families that implement it.

@@ -51,8 +51,8 @@ from lit_models.blocks.recurrent import (
 )
 from lit_models.blocks.rope_scaling import LinearScale, NtkScale, RopeScale, YarnScale
 from lit_models.blocks.vision import GridEncoder, resnet_grid, small_cnn_grid
-from lit_models.forcing import DECAYS, FEEDS, GOLD_SCHEDULES, SCHEDULED_MODES
-from lit_models.schedules import LR_SCHEDULES
+from lit_models.policies.forcing import DECAYS, FEEDS, GOLD_SCHEDULES, SCHEDULED_MODES
+from lit_models.policies.schedules import LR_SCHEDULES
 
 ATTN_SCALES: dict[AttnScale, Callable[[int], float]] = {
     "sqrt_dk": lambda d_k: d_k**-0.5,  # Vaswani eq. 1

@@ -34,6 +34,8 @@ RANGES: dict[str, tuple[str, Callable[[float], bool]]] = {
     "weight_decay": ("a finite number >= 0", lambda v: _finite(v) and v >= 0),
     "label_smoothing": ("a number in [0, 1)", lambda v: 0 <= v < 1),
     "warmup_steps": ("an integer >= 0", lambda v: float(v).is_integer() and v >= 0),
+    "scheduled_steps": ("an integer >= 1", lambda v: float(v).is_integer() and v >= 1),
+    "scheduled_floor": ("a number in [0, 1]", lambda v: 0 <= v <= 1),
 }
 """Training knobs (declared in ``optim.Optimisation`` and ``decoder_training.Feeding``) and the values they
 may take: (the rule in words, a test). A value outside would crash or silently misbehave later (a

@@ -10,7 +10,7 @@ def tiny_fit(*, seed: int, max_epochs: int, **data: object) -> dict:
         "seed_everything": seed,
         "trainer": {"max_epochs": max_epochs, "accelerator": "cpu", "devices": 1, "enable_model_summary": False,
                     "enable_progress_bar": False},
-        "model": {"class_path": "lit_models.seq2seq.TransformerSeq2Seq",
+        "model": {"class_path": "lit_models.families.seq2seq.TransformerSeq2Seq",
                   "init_args": {"d_model": 16, "heads": 2, "d_ff": 32, "encoder_layers": 1, "decoder_layers": 1}},
         "data": {"class_path": "datamodules.synthetic.SyntheticSeq2Seq", "init_args": data},
     }

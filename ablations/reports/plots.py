@@ -93,7 +93,8 @@ ATTENTION_COLS = 3  # arms per row of the side-by-side attention figure (more wo
 
 def attention_record(run: Any) -> dict | None:
     """The weights behind the run's most telling attention figure (``plots.figure_of``): the JSON record that
-    ``lit_models.figures`` saves beside the PNG (labels and per-layer head-mean maps); None when there is none."""
+    ``lit_models.callbacks.figures`` saves beside the PNG (labels and per-layer head-mean maps); None when there
+    is none."""
     path = figure_of(run)
     try:
         record = json.loads(path.with_suffix(".json").read_text()) if path is not None else None
@@ -133,7 +134,7 @@ def plot_attention(arms: Mapping[Arm, list[Any]], order: list[Arm], *, label: Ca
                    out: Path) -> Path | None:
     """One panel per arm: the head-mean weights of the last layer of its most telling map (the last cross-attention
     layer, example 0) in the lowest-seed finished run, drawn with imshow on one colour scale [0, 1] with the tokens
-    as tick labels (decoder rows ``fed→predicted``, ``lit_models.figures.decoder_row_labels``). Arms without
+    as tick labels (decoder rows ``fed→predicted``, ``lit_models.callbacks.figures.decoder_row_labels``). Arms without
     attention or without saved weights are left out, named in a note under the panels."""
     picks, left_out = _attention_picks(arms, order, label)
     if not picks:

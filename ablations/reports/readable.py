@@ -63,7 +63,7 @@ def count_cell(s: Stat, most: int | None) -> str:
 
 
 LEN_KEY = re.compile(r"^(?P<split>\w+)/(?P<family>(?:token_)?acc_by_len|bleu_by_len)/len_(?P<lo>\d+)_(?P<hi>\d+)$")
-"""A per-length metric: ``<split>/<family>/len_<lo>_<hi>`` (``lit_models.metrics`` names the buckets)."""
+"""A per-length metric: ``<split>/<family>/len_<lo>_<hi>`` (``lit_models.scoring.metrics`` names the buckets)."""
 
 
 def length_panels(arms: Mapping[Any, Sequence[Any]]) -> dict[tuple[str, str], set[tuple[int, int]]]:

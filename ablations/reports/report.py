@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -20,7 +21,6 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 from ablations.catalog.arms import UnsweptArm, swept_values  # noqa: E402
 from ablations.catalog.lookup import question_for  # noqa: E402
@@ -29,8 +29,9 @@ from ablations.catalog.questions import Arm, ArmStats, Question, Stat  # noqa: E
 from ablations.engine.sweepspec import SweepError  # noqa: E402
 from ablations.reports.derived import derive  # noqa: E402
 from ablations.reports.domains import domains_section  # noqa: E402
-from ablations.reports.plots import colors, plot_attention, plot_seeds, save_figure  # noqa: E402
+from ablations.reports.plots import plot_attention, plot_seeds  # noqa: E402
 from ablations.reports.plots_len import ACC_FAMILIES, BLEU_FAMILIES, plot_by_length  # noqa: E402
+from ablations.reports.plots_runs import plot_curves, plot_probe  # noqa: E402
 from ablations.reports.readable import count_cell, learned_little, length_rows, terminal_text  # noqa: E402
 from ablations.reports.results import RunRecord, arm_stats, group_arms, stat, varying_params  # noqa: E402
 from ablations.verdicts.ranges import is_count, metric_range  # noqa: E402
@@ -208,84 +209,20 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
                       *["| " + " | ".join(r) + " |" for r in esc[1:]]])
 
 
-# --------------------------------------------------------------------- plots
-def _band(runs: list[RunRecord], key: str) -> tuple[list[int], list[float], list[float]]:
-    """Steps, mean and std over seeds of ``key``'s curve (steps logged by at least one seed)."""
-    by_step: dict[int, list[float]] = {}
-    for r in runs:
-        for step, value in r.curve(key):
-            by_step.setdefault(step, []).append(value)
-    steps = sorted(by_step)
-    stats = [stat(by_step[s]) for s in steps]
-    return steps, [s.mean for s in stats], [s.std for s in stats]
-
-
-def curve_keys(question: Question, runs: list[RunRecord]) -> list[str]:
-    """The validation curves worth a panel: the metric, every curve a verdict averages (``curve/mean/<key>``
-    probes, e.g. forcing's exposure gap), then the first other probe or val/loss; only curves some run logged."""
-    averaged = [p.removeprefix("curve/mean/") for p in question.probes if p.startswith("curve/mean/")]
-    primary = [question.metric, *averaged]
-    rest = [k for k in (*question.probes, "val/loss") if "*" not in k and not k.endswith("/")]
-    keys = [k for k in dict.fromkeys([*primary, *rest]) if k.startswith("val/") and any(r.curve(k) for r in runs)]
-    return keys[: max(2, len(dict.fromkeys(primary)) + 1)]
-
-
-def plot_curves(question: Question, arms: Mapping[Arm, list[RunRecord]], order: list[Arm], out: Path) -> Path | None:
-    """Validation curves (mean line, ±1 std band over finished seeds) of ``curve_keys``."""
-    keys = curve_keys(question, [r for rs in arms.values() for r in rs])
-    if not keys:
-        return None
-    fig, axes = plt.subplots(1, len(keys), figsize=(5.5 * len(keys), 4), squeeze=False)
-    for ax, key in zip(axes[0], keys, strict=True):
-        for arm, color in zip(order, colors(len(order)), strict=True):
-            done = [r for r in arms[arm] if r.status == "finished"]
-            steps, mean, std = _band(done, key)
-            if not steps:
-                continue
-            ax.plot(steps, mean, color=color, label=f"{_arm_label(question, arm)} (n={len(done)})")
-            lo = [m - s if math.isfinite(s) else m for m, s in zip(mean, std, strict=True)]
-            hi = [m + s if math.isfinite(s) else m for m, s in zip(mean, std, strict=True)]
-            ax.fill_between(steps, lo, hi, color=color, alpha=0.2)
-        ax.set(xlabel="step", ylabel=key, title=key)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    return save_figure(fig, out / "curves.png")
-
-
-PROBE_UNITS = {"attn_entropy": "nats", "grad_norm": "L2 norm", "grad_qk": "L2 norm"}
-"""The unit of a probe's values, by a word of its key prefix."""
-
-
-def plot_probe(question: Question, prefix: str, arms: Mapping[Arm, list[RunRecord]], order: list[Arm],
-               out: Path) -> Path | None:
-    """Grouped bars: one group per probe key under ``prefix`` (layer / map), one bar per arm (± std)."""
-    keys = sorted({k for rs in arms.values() for r in rs for k in (*r.metrics, *(k for row in r.history for k in row))
-                   if k.startswith(prefix)})
-    if not keys:
-        return None
-    shown = [(arm, color) for arm, color in zip(order, colors(len(order)), strict=True)
-             if any(math.isfinite(run_value(r, k)) for r in arms[arm] if r.status == "finished" for k in keys)]
-    if not shown:  # an arm with no value under the prefix (no attention: no entropy) gets no legend entry
-        return None
-    width = 0.8 / len(shown)
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.6 * len(keys) * len(shown) ** 0.5 + 3), 4))
-    for i, (arm, color) in enumerate(shown):
-        done = [r for r in arms[arm] if r.status == "finished"]
-        stats = [stat([run_value(r, k) for r in done]) for k in keys]
-        xs = [j + (i - (len(shown) - 1) / 2) * width for j in range(len(keys))]
-        ax.bar(xs, [s.mean if s.n else 0.0 for s in stats], width, yerr=[s.std if s.n > 1 else 0 for s in stats],
-               color=color, label=_arm_label(question, arm), capsize=2)
-    ax.set_xticks(range(len(keys)), [k[len(prefix):] for k in keys], rotation=45, ha="right", fontsize=7)
-    unit = next((u for word, u in PROBE_UNITS.items() if word in prefix), "")
-    ax.set(title=prefix.rstrip("/") + (" (mean over logged steps)" if prefix.startswith("train/") else " (final)"),
-           xlabel="attention map / layer" if "attn" in prefix else "parameter group / layer",
-           ylabel=f"{prefix.rstrip('/')}{f' ({unit})' if unit else ''}, mean ± std over seeds")
-    ax.grid(alpha=0.3, axis="y")
-    ax.legend(fontsize=7)
-    return save_figure(fig, out / f"probe_{prefix.strip('/').replace('/', '_')}.png")
-
-
 # -------------------------------------------------------------------- report
+PRESET_HISTORY = Path(__file__).resolve().parents[2] / "docs" / "findings" / "preset_history.md"
+"""Each question's quick-preset measurements, one section per question named after it."""
+
+
+def preset_history_line(question: Question, out: Path) -> list[str]:
+    """The report's link to its question's section of :data:`PRESET_HISTORY`, relative to the report's folder
+    ``out``; none for an ad-hoc experiment, or where the file is not (an installed package)."""
+    if question_for(question.name) is None or not PRESET_HISTORY.is_file():
+        return []
+    target = Path(os.path.relpath(PRESET_HISTORY, out.resolve())).as_posix()
+    return [f"- **Preset history:** [how the quick preset was sized]({target}#{question.name})"]
+
+
 def write_report(name: str, runs: list[RunRecord], out: Path, question: Question | None = None) -> Report:
     """Write ``out/report.md`` and its PNGs for the runs of one experiment (question looked up by name)."""
     question = question or question_for(name) or adhoc_question(name, runs)
@@ -295,21 +232,22 @@ def write_report(name: str, runs: list[RunRecord], out: Path, question: Question
     stats: ArmStats = arm_stats(arms, question_values(question))
     verdict = question.judge(stats)
     header, rows = table(question, arms, order)
+    label = lambda a: _arm_label(question, a)  # noqa: E731
     figures = [p for p in (
-        plot_seeds(arms, order, metric=question.metric, label=lambda a: _arm_label(question, a), value=run_value,
-                   out=out),
-        plot_curves(question, arms, order, out),
-        *(plot_by_length(arms, order, label=lambda a: _arm_label(question, a), out=out, families=families, name=name)
+        plot_seeds(arms, order, metric=question.metric, label=label, value=run_value, out=out),
+        plot_curves(question, arms, order, out, label=label),
+        *(plot_by_length(arms, order, label=label, out=out, families=families, name=name)
           for name, families in (("acc_by_len", ACC_FAMILIES), ("bleu_by_len", BLEU_FAMILIES))),
-        *(plot_probe(question, pr, arms, order, out) for pr in question.probes
+        *(plot_probe(pr, arms, order, out, label=label, value=run_value) for pr in question.probes
           if pr.endswith("/") and "_by_len" not in pr),
-        plot_attention(arms, order, label=lambda a: _arm_label(question, a), out=out),
+        plot_attention(arms, order, label=label, out=out),
     ) if p is not None]
     path = out / "report.md"
     warning = environment_warning(runs)
-    domains = domains_section(question, arms, order, label=lambda a: _arm_label(question, a))
+    domains = domains_section(question, arms, order, label=label)
     flags = _learned_little(question, arms, order)
-    path.write_text(_markdown(question, runs, header, rows, verdict, figures, warning, domains=domains, flags=flags))
+    path.write_text(_markdown(question, runs, header, rows, verdict, figures, warning, domains=domains, flags=flags,
+                              history=preset_history_line(question, out)))
     lengths = length_rows(question.metric, arms, order, label=lambda a: _arm_label(question, a), value=run_value)
     return Report(path=path, table=terminal_text(header, rows, lengths, flags), verdict=verdict, figures=figures,
                   warning=warning)
@@ -360,7 +298,7 @@ def _seed_sets(runs: list[RunRecord]) -> str:
 
 def _markdown(question: Question, runs: list[RunRecord], header: list[str], rows: list[list[str]], verdict: str,
               figures: list[Path], warning: str | None = None, domains: Sequence[str] = (),
-              flags: Sequence[str] = ()) -> str:
+              flags: Sequence[str] = (), history: Sequence[str] = ()) -> str:
     axes = ", ".join(f"`{a}`" for a in question.axes) or "(none)"
     baselines = "".join(f" · **baseline arm:** `{label}` (`{config}`)" for label, config in question.baselines.items())
     lines = [
@@ -371,7 +309,8 @@ def _markdown(question: Question, runs: list[RunRecord], header: list[str], rows
         f"- **Expected:** {question.expected}",
         *_verdict_lines(verdict),
         *([f"- **Preset changed after its verdict was seen:** {question.preset_changed}"]
-          if question.preset_changed else []), "",
+          if question.preset_changed else []),
+        *history, "",
         *([f"> **Warning:** {warning}", ""] if warning else []),
         "## Results", "",
         "Mean ± std [95% Student-t interval] over finished seeds (n = finished/total); diverged and failed runs "

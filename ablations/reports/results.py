@@ -30,6 +30,7 @@ from ablations.verdicts.stats import stat as seed_stat
 from attnlab_core.flatkeys import flat_key, flat_options
 from attnlab_run.evaluations import evaluation_notes, evaluation_records, finished_evaluations
 from attnlab_run.rundir import Status
+from lit_models.moved import current_paths
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +135,7 @@ def load_run(run_dir: Path, *, evaluation: EvaluationChoice = None) -> RunRecord
     if not (summary or config or trial):
         return None
     params = {flat_key(k): v for k, v in (trial.get("params") or {}).items()}
-    params.update(flat_options(config))
+    params = current_paths({**params, **flat_options(config)})  # a run saved before lit_models' modules moved
     unreadable = (run_dir / "summary.json").exists() and not summary  # truncated, binary, a list: not "finished"
     status = UNREADABLE if unreadable else _status(summary.get("status"), trial.get("status"))
     records = {} if unreadable else evaluation_records(run_dir)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from datamodules.batching import PAD, Seq2SeqBatch
-from lit_models.figures import longest_examples
+from lit_models.callbacks.figures import longest_examples
 
 
 def test_longest_examples_pick_the_longest_sources_in_batch_order_on_ties():
@@ -21,7 +21,7 @@ def test_longest_examples_pick_the_longest_sources_in_batch_order_on_ties():
 def test_decoder_rows_name_the_token_fed_and_the_token_predicted():
     """Row t of a decoder map is the step fed out[t-1] that predicts out[t]; decoder self-attention keys are the
     fed tokens. Labelling rows with the predicted token alone hides which token a row's query was fed."""
-    from lit_models.figures import _keys, _queries, decoder_row_labels
+    from lit_models.callbacks.figures import _keys, _queries, decoder_row_labels
 
     out = ["c", "b", "a", "</s>"]
     assert decoder_row_labels(out) == ["<s>→c", "c→b", "b→a", "a→</s>"]
@@ -33,8 +33,8 @@ def test_decoder_rows_name_the_token_fed_and_the_token_predicted():
 
 
 def test_heatmap_records_hold_the_head_mean_weights_and_labels_drawn():
-    from lit_models.figures import _heatmaps
-    from lit_models.heatmap_plot import AttentionPlot
+    from lit_models.callbacks.figures import _heatmaps
+    from lit_models.callbacks.heatmap_plot import AttentionPlot
 
     class Maps:  # the one method ``_heatmaps`` reads (``protocols.HasAttentionMaps.figure_maps``)
         def figure_maps(self):
@@ -55,7 +55,7 @@ def test_heatmap_records_hold_the_head_mean_weights_and_labels_drawn():
 
 def test_a_model_without_attention_draws_no_all_zero_map():
     """attention=none: the recurrent model reports zero cross-attention weights, which are no figure to draw."""
-    from lit_models.figures import _heatmaps
+    from lit_models.callbacks.figures import _heatmaps
 
     class NoAttention:
         def figure_maps(self):

@@ -10,8 +10,8 @@ import torch
 
 from datamodules.batching import BOS, EOS, PAD
 from datamodules.synthetic import SyntheticSeq2Seq
-from lit_models.grad_probes import GradientNorms, layer_grad_norms, parameter_group, qk_grad_norms
-from lit_models.probes import (
+from lit_models.callbacks.grad_probes import GradientNorms, layer_grad_norms, parameter_group, qk_grad_norms
+from lit_models.callbacks.probes import (
     AlignmentMass,
     AttentionEntropy,
     FreeRunningLoss,
@@ -23,8 +23,8 @@ from lit_models.probes import (
     stepwise_loss,
     target_positions,
 )
-from lit_models.recurrent_seq2seq import RecurrentSeq2Seq
-from lit_models.seq2seq import TransformerSeq2Seq
+from lit_models.families.recurrent_seq2seq import RecurrentSeq2Seq
+from lit_models.families.seq2seq import TransformerSeq2Seq
 
 
 def test_entropy_is_log_k_for_uniform_and_zero_for_one_hot():

@@ -18,7 +18,8 @@ import yaml  # noqa: E402
 
 from ablations.catalog.questions import QUESTIONS, all_beat  # noqa: E402
 from ablations.commands import report_main  # noqa: E402
-from ablations.reports.report import curve_keys, write_report  # noqa: E402
+from ablations.reports.plots_runs import curve_keys  # noqa: E402
+from ablations.reports.report import write_report  # noqa: E402
 from ablations.reports.results import experiment_dirs, load_experiment, stat  # noqa: E402
 from ablations.verdicts.stats import Stat  # noqa: E402
 
@@ -35,7 +36,7 @@ def fake_run(exp: Path, scale: str, seed: int, *, status: str = "finished", acc:
     """One run directory as the CLI writes it (status None: a trial that died before writing a summary)."""
     run = exp / f"attn_scale={scale},seed={seed}"
     (run / "figures").mkdir(parents=True)
-    config = {"seed_everything": seed, "model": {"class_path": "lit_models.seq2seq.TransformerSeq2Seq",
+    config = {"seed_everything": seed, "model": {"class_path": "lit_models.families.seq2seq.TransformerSeq2Seq",
                                                  "init_args": {"attn_scale": scale, "d_model": 256}},
               "data": {"class_path": "datamodules.synthetic.SyntheticSeq2Seq", "init_args": {"max_len": 12}}}
     (run / "config.yaml").write_text(yaml.safe_dump(config))

@@ -17,7 +17,7 @@ TINY = {
     "seed_everything": 1,
     "trainer": {"max_epochs": 1, "accelerator": "cpu", "devices": 1, "log_every_n_steps": 1,
                 "enable_model_summary": False, "enable_progress_bar": False},
-    "model": {"class_path": "lit_models.seq2seq.TransformerSeq2Seq",
+    "model": {"class_path": "lit_models.families.seq2seq.TransformerSeq2Seq",
               "init_args": {"d_model": 16, "heads": 2, "d_ff": 32, "encoder_layers": 1, "decoder_layers": 1,
                             "warmup_steps": 2}},
     "data": {"class_path": "datamodules.synthetic.SyntheticSeq2Seq",

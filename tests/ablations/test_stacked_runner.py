@@ -27,13 +27,13 @@ DATA = {"vocab_size": 12, "min_len": 2, "max_len": 6, "train_size": 48, "val_siz
         "batch_size": 16}
 FAMILIES: dict[str, dict[str, Any]] = {
     "encoder-decoder": {
-        "model": {"class_path": "lit_models.seq2seq.TransformerSeq2Seq",
+        "model": {"class_path": "lit_models.families.seq2seq.TransformerSeq2Seq",
                   "init_args": {"d_model": 16, "heads": 2, "d_ff": 32, "encoder_layers": 1, "decoder_layers": 1,
                                 "dropout": 0.0, "warmup_steps": 2}},
         "data": {"class_path": "datamodules.synthetic.SyntheticSeq2Seq", "init_args": {"task": "reverse", **DATA}},
     },
     "packed GRU": {
-        "model": {"class_path": "lit_models.recurrent_seq2seq.RecurrentSeq2Seq",
+        "model": {"class_path": "lit_models.families.recurrent_seq2seq.RecurrentSeq2Seq",
                   "init_args": {"cell": "gru", "hidden_size": 8, "embed_dim": 8}},
         "data": {"class_path": "datamodules.synthetic.SyntheticSeq2Seq", "init_args": {"task": "reverse", **DATA}},
     },

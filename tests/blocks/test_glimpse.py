@@ -10,7 +10,7 @@ import torch
 from lit_models.axes import Cell
 from lit_models.blocks.glimpse_net import GlimpseSensor, LocationPolicy, RamOutput, RecurrentAttention
 from lit_models.builders import build_ram
-from lit_models.glimpse import hybrid_loss
+from lit_models.families.glimpse import hybrid_loss
 from lit_models.specs import RamSpec
 
 

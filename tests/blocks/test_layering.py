@@ -233,3 +233,57 @@ def test_ablations_root_holds_at_most_six_modules_and_only_wings():
     root = sorted(p.name for p in (ROOT / "ablations").glob("*.py"))
     assert len(root) <= 6, root
     assert {p.name for p in (ROOT / "ablations").iterdir() if p.is_dir() and (p / "__init__.py").exists()} == set(WINGS)
+
+
+FLOORS: dict[str, set[str]] = {
+    "axes": set(), "protocols": set(), "validation": set(), "moved": set(), "blocks": set(), "scoring": set(),
+    "policies": {"axes"},
+    "registries": {"axes", "blocks", "policies"},
+    "specs": {"axes", "blocks", "registries", "validation"},
+    "builders": {"axes", "blocks", "registries", "specs"},
+    "training": {"axes", "blocks", "policies", "registries", "scoring", "validation"},
+    "callbacks": {"blocks", "protocols", "training"},
+    "families": {"axes", "blocks", "builders", "callbacks", "policies", "protocols", "registries", "scoring", "specs",
+                 "training", "validation"},
+}
+"""Each part of ``lit_models`` (a root module or a subpackage) and the parts it may import. Bottom up: the axis
+words, the capabilities (``protocols``), the size checks, the old-path table, the plain-torch blocks and the
+metrics import nothing of lit_models; the training policies read the axes; the wiring (registries <- specs <-
+builders) reads those; the training pieces read the wiring, the policies and the metrics; the callbacks read the
+training pieces; the families sit on top. ``__init__`` installs the old-path finder (``moved``) and nothing else."""
+
+
+def _part(module: str) -> str:
+    """The part a lit_models module belongs to: ``lit_models.families.seq2seq`` -> ``families``,
+    ``lit_models.axes`` -> ``axes``, ``lit_models`` -> ``__init__``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _lit_models_violations(graph: dict[str, set[str]], floors: dict[str, set[str]]) -> list[str]:
+    """``importer -> imported`` for every import between two parts of lit_models that ``floors`` does not allow."""
+    allowed = {**floors, "__init__": {"moved"}}
+    return sorted(f"{name} -> {target}" for name, targets in graph.items() if name.split(".")[0] == "lit_models"
+                  for target in targets if target.split(".")[0] == "lit_models" and _part(target) != _part(name)
+                  and _part(target) not in allowed.get(_part(name), set()))
+
+
+def test_lit_models_floor_check_finds_a_planted_upward_import():
+    """The check below can fail: a training piece importing a family, a metric importing the wiring."""
+    graph = {"lit_models.training.optim": {"lit_models.families.seq2seq", "lit_models.axes"},
+             "lit_models.scoring.metrics": {"lit_models.registries"}}
+    assert _lit_models_violations(graph, FLOORS) == ["lit_models.scoring.metrics -> lit_models.registries",
+                                                     "lit_models.training.optim -> lit_models.families.seq2seq"]
+
+
+def test_every_part_of_lit_models_has_a_floor():
+    """A new root module or subpackage of lit_models must be placed in FLOORS (and so be checked)."""
+    found = {p.stem for p in (ROOT / "lit_models").glob("*.py")} - {"__init__"}
+    found |= {p.name for p in (ROOT / "lit_models").iterdir() if (p / "__init__.py").is_file()}
+    assert found == set(FLOORS), found ^ set(FLOORS)
+
+
+def test_lit_models_parts_import_only_the_floors_below():
+    """Nothing in lit_models runs back up: the wiring never imports a training piece, a callback or a family;
+    training never imports a callback or a family; the metrics import nothing of lit_models."""
+    assert _lit_models_violations(_import_graph(), FLOORS) == []

@@ -133,10 +133,10 @@ def test_label_outside_declared_set_names_value_and_line(tmp_path, capsys):
 
 def _regressor_checkpoint(path: Path) -> Path:
     """A checkpoint of another family (the adding regressor), saved as LightningCLI saves one."""
-    from lit_models.regressor import AddingRegressor
+    from lit_models.families.regressor import AddingRegressor
 
     model = AddingRegressor(hidden_size=4)
-    hparams = {"_class_path": "lit_models.regressor.AddingRegressor", **dict(model.hparams)}
+    hparams = {"_class_path": "lit_models.families.regressor.AddingRegressor", **dict(model.hparams)}
     torch.save({"state_dict": model.state_dict(), "hyper_parameters": hparams, "global_step": 0, "epoch": 0,
                 "pytorch-lightning_version": "2.6.6"}, path)
     return path
@@ -147,8 +147,8 @@ def test_checkpoint_of_another_family(tmp_path, capsys, subcommand):
     ckpt = _regressor_checkpoint(tmp_path / "adding.ckpt")
     before = ckpt.read_bytes()
     line = _error_line(capsys, [subcommand, *REVERSE, *TINY, f"--ckpt_path={ckpt}", f"--run.root={tmp_path}/runs"])
-    assert f"{ckpt} is a checkpoint of lit_models.regressor.AddingRegressor" in line
-    assert "lit_models.seq2seq.TransformerSeq2Seq" in line
+    assert f"{ckpt} is a checkpoint of lit_models.families.regressor.AddingRegressor" in line
+    assert "lit_models.families.seq2seq.TransformerSeq2Seq" in line
     assert ckpt.read_bytes() == before and not (tmp_path / "runs").exists()
 
 

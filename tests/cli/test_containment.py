@@ -145,11 +145,11 @@ def test_files(sandbox, capsys, case):
 
 def _transformer_checkpoint(path: Path) -> Path:
     """A checkpoint of the Transformer (d_model 16), saved as LightningCLI saves one."""
-    from lit_models.seq2seq import TransformerSeq2Seq
+    from lit_models.families.seq2seq import TransformerSeq2Seq
 
     model = TransformerSeq2Seq(src_vocab_size=12, tgt_vocab_size=12, d_model=16, heads=2, d_ff=32,
                                encoder_layers=1, decoder_layers=1)
-    hparams = {"_class_path": "lit_models.seq2seq.TransformerSeq2Seq", **dict(model.hparams)}
+    hparams = {"_class_path": "lit_models.families.seq2seq.TransformerSeq2Seq", **dict(model.hparams)}
     torch.save({"state_dict": model.state_dict(), "hyper_parameters": hparams, "global_step": 0, "epoch": 0,
                 "pytorch-lightning_version": "2.6.6"}, path)
     return path

@@ -78,8 +78,39 @@ def _printed_config(capsys, *argv: str) -> dict:
 
 def test_short_class_names(capsys):
     cfg = _printed_config(capsys, "--model", "TransformerSeq2Seq", "--data", "SyntheticSeq2Seq")
-    assert cfg["model"]["class_path"] == "lit_models.seq2seq.TransformerSeq2Seq"
+    assert cfg["model"]["class_path"] == "lit_models.families.seq2seq.TransformerSeq2Seq"
     assert cfg["data"]["class_path"] == "datamodules.synthetic.SyntheticSeq2Seq"
+
+
+@pytest.mark.parametrize(("model", "data", "path"), [
+    ("CausalLM", "PromptAnswerTasks", "lit_models.families.causal_lm.CausalLM"),
+    ("CausalLM", "TextLM", "lit_models.families.causal_lm.CausalLM"),
+])
+def test_short_class_names_of_the_decoder_only_family(model, data, path, capsys):
+    cfg = _printed_config(capsys, "--model", model, "--data", data)
+    assert cfg["model"]["class_path"] == path and cfg["data"]["class_path"].endswith(f".{data}")
+
+
+def test_short_names_cover_every_family_and_datamodule():
+    """Every module of lit_models/families and every datamodules module that defines a LightningDataModule is
+    imported for a short name (found by walking the packages, so a new family cannot be left out)."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import lightning as L
+
+    import datamodules
+    import lit_models.families as families
+    from attnlab_run.conventions import DATA_MODULES, MODEL_MODULES
+
+    assert set(MODEL_MODULES) == {f"{families.__name__}.{m.name}" for m in pkgutil.iter_modules(families.__path__)}
+    found = {c for m in pkgutil.iter_modules(datamodules.__path__)
+             for _, c in inspect.getmembers(importlib.import_module(f"datamodules.{m.name}"), inspect.isclass)
+             if issubclass(c, L.LightningDataModule) and c.__module__.startswith("datamodules.")}
+    leaves = {c for c in found if not any(o is not c and issubclass(o, c) for o in found)}  # bases are not named
+    defining = {c.__module__ for c in leaves}
+    assert defining <= set(DATA_MODULES), defining - set(DATA_MODULES)
 
 
 def test_every_config_runs_on_whatever_the_node_has(capsys):

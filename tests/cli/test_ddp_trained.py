@@ -48,7 +48,7 @@ FAMILIES: dict[str, tuple[str, list[str], dict[str, list[str]], str]] = {
                                "--trainer.max_epochs=1"], {"": []}, "acc"),
 }
 FLOAT_TOLERANCE = ("loss", "mse", "cider_d", "localisation", "glimpses_on_digit")  # means of float sums
-# The probes (lit_models/probes.py) read a fixed batch: the first examples of rank 0's first validation
+# The probes (lit_models/callbacks/probes.py) read a fixed batch: the first examples of rank 0's first validation
 # batch. The eval sampler deals examples round-robin, so under 2 processes that batch holds examples
 # 0, 2, 4, ... instead of 0, 1, 2, ...: these diagnostics depend on the world size by design and are
 # not per-example metrics. They are left out here (reported to the lead).

@@ -31,7 +31,7 @@ def test_csv_logger_still_has_the_private_state_we_use(tmp_path):
 
 
 def test_the_loggers_step_is_still_the_fit_loops_batches_that_stepped():
-    """lit_models.figures.logged_step puts a drawing's images at the step of its validation's metrics: the one
+    """lit_models.callbacks.figures.logged_step puts a drawing's images at the step of its validation's metrics: the one
     Lightning's logger connector hands the loggers when no step is given."""
     from lightning.pytorch.loops.training_epoch_loop import _TrainingEpochLoop
     from lightning.pytorch.trainer.connectors.logger_connector.logger_connector import _LoggerConnector

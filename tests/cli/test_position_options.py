@@ -12,9 +12,9 @@ from jsonargparse import ArgumentParser
 import attnlab_run.cli  # noqa: F401  (Lightning's console handler binds the real stderr first)
 from attnlab.cli import main
 from lit_models.blocks.positions import RotaryEmbedding
-from lit_models.causal_lm import CausalLM
-from lit_models.classifier import SentimentClassifier
-from lit_models.seq2seq import TransformerSeq2Seq
+from lit_models.families.causal_lm import CausalLM
+from lit_models.families.classifier import SentimentClassifier
+from lit_models.families.seq2seq import TransformerSeq2Seq
 
 REVERSE = ["--config", str(Path(__file__).parents[2] / "ablations" / "configs" / "transformer_reverse.yaml")]
 TINY = ["--data.init_args.train_size=32", "--data.init_args.val_size=8", "--data.init_args.test_size=8",

@@ -158,7 +158,7 @@ def test_attention_figure_labels_are_the_subword_pieces(tmp_path: Path) -> None:
     import lightning as L
 
     from datamodules.batching import collate_pairs
-    from lit_models.seq2seq import TransformerSeq2Seq
+    from lit_models.families.seq2seq import TransformerSeq2Seq
 
     prefix = {f"{s}_path": str(FIXTURES / s) for s in ("train", "val", "test")}
     dm = make(tmp_path, source="files", tokenizer="bpe", shared_vocab=False, **prefix)

@@ -19,7 +19,7 @@ from datamodules import text_sources, wikitext
 from datamodules.batching import UNK
 from datamodules.download import Resource
 from datamodules.wikitext import TextLM, char_vocabulary, encode_chars, eval_batches, windows
-from lit_models.causal_lm import CausalLM
+from lit_models.families.causal_lm import CausalLM
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "lm" / "tiny.txt"
 

@@ -19,14 +19,14 @@ def test_the_architecture_catalogue_is_what_the_modules_say():
 
 
 def _families() -> list[type]:
-    from lit_models.captioner import ShowAttendTell
-    from lit_models.causal_lm import CausalLM
-    from lit_models.classifier import SentimentClassifier
-    from lit_models.full_view import FullViewClassifier
-    from lit_models.glimpse import RecurrentAttentionModel
-    from lit_models.recurrent_seq2seq import RecurrentSeq2Seq
-    from lit_models.regressor import AddingRegressor
-    from lit_models.seq2seq import TransformerSeq2Seq
+    from lit_models.families.captioner import ShowAttendTell
+    from lit_models.families.causal_lm import CausalLM
+    from lit_models.families.classifier import SentimentClassifier
+    from lit_models.families.full_view import FullViewClassifier
+    from lit_models.families.glimpse import RecurrentAttentionModel
+    from lit_models.families.recurrent_seq2seq import RecurrentSeq2Seq
+    from lit_models.families.regressor import AddingRegressor
+    from lit_models.families.seq2seq import TransformerSeq2Seq
 
     return [TransformerSeq2Seq, RecurrentSeq2Seq, CausalLM, SentimentClassifier, ShowAttendTell,
             RecurrentAttentionModel, FullViewClassifier, AddingRegressor]

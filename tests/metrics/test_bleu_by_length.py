@@ -12,8 +12,8 @@ from sacrebleu.metrics import BLEU
 
 from datamodules.toy_language import generate_pairs
 from datamodules.translation import TranslationData
-from lit_models.bleu_by_length import BLEUByLength, CountByLength
-from lit_models.seq2seq import TransformerSeq2Seq
+from lit_models.families.seq2seq import TransformerSeq2Seq
+from lit_models.scoring.bleu_by_length import BLEUByLength, CountByLength
 
 
 def _corpus(n: int = 120) -> tuple[list[str], list[str], list[int]]:

@@ -4,7 +4,7 @@ by as it is: rounding it up to 1 reported every arm's decode rate as its token c
 
 import torch
 
-from lit_models.metrics import Ratio
+from lit_models.scoring.metrics import Ratio
 
 
 def test_a_rate_over_less_than_a_second_is_not_the_count():

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from attnlab_run.cli import main
-from lit_models.glimpse import RecurrentAttentionModel
+from lit_models.families.glimpse import RecurrentAttentionModel
 from tests.configs.test_configs import SMALL_DATA
 from tests.datamodules.real_data import real_data_args
 

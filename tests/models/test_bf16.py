@@ -15,7 +15,7 @@ from datamodules.batching import BOS, EOS, PAD
 from lit_models.blocks.attention import AttentionOptions, MultiHeadAttention
 from lit_models.blocks.decoding import BeamReorderable, beam_search
 from lit_models.builders import build_transformer
-from lit_models.metrics import label_smoothed_loss
+from lit_models.scoring.metrics import label_smoothed_loss
 from lit_models.specs import TransformerSpec
 
 CONFIG = str(Path(__file__).parents[2] / "ablations" / "configs" / "transformer_reverse.yaml")
@@ -85,7 +85,7 @@ def test_bf16_mixed_small_transformer_trains_without_nan(tmp_path):
 def test_compile_callback_compiles_in_place_and_keeps_parameter_names():
     """CompileModel compiles named submodules in place: same state_dict keys, same outputs."""
     torch.manual_seed(0)
-    from lit_models.seq2seq import TransformerSeq2Seq
+    from lit_models.families.seq2seq import TransformerSeq2Seq
 
     module = TransformerSeq2Seq(src_vocab_size=12, tgt_vocab_size=12, d_model=16, heads=2, d_ff=32,
                                 encoder_layers=1, decoder_layers=1, dropout=0.0).eval()
@@ -116,7 +116,7 @@ def test_compile_callback_inductor_output_matches_eager():
     from torch._dynamo.utils import counters
 
     torch.manual_seed(0)
-    from lit_models.seq2seq import TransformerSeq2Seq
+    from lit_models.families.seq2seq import TransformerSeq2Seq
 
     eager = TransformerSeq2Seq(src_vocab_size=12, tgt_vocab_size=12, d_model=16, heads=2, d_ff=32,
                                encoder_layers=1, decoder_layers=1, dropout=0.0).eval()

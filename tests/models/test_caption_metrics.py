@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from lit_models.caption_metrics import (
+from lit_models.scoring.caption_metrics import (
     CIDErD,
     box_cell_overlap,
     build_caption_metrics,

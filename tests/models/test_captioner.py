@@ -12,8 +12,8 @@ import torch.nn.functional as F
 from datamodules.batching import EOS, PAD
 from datamodules.captioning import CaptionData
 from lit_models.blocks.decoding import DecodeConfig, decode
-from lit_models.captioner import ShowAttendTell, doubly_stochastic_penalty
-from lit_models.reinforce import ReinforceTerm
+from lit_models.families.captioner import ShowAttendTell, doubly_stochastic_penalty
+from lit_models.training.reinforce import ReinforceTerm
 
 ARMS = ("additive", "hard", "none")
 
@@ -132,7 +132,7 @@ def test_figure_callback_draws_overlays_and_no_heatmap(batch, tmp_path) -> None:
     """The figure callback picks the captioner's own overlays by protocol: no seq2seq heatmap is drawn."""
     from types import SimpleNamespace
 
-    from lit_models.figures import AttentionFigures
+    from lit_models.callbacks.figures import AttentionFigures
 
     b, vocab = batch
     model = _model("hard", vocab).eval()
@@ -223,7 +223,7 @@ def test_two_process_test_scores_every_image_once(tmp_path) -> None:
         "seed_everything": 7,
         "trainer": {"max_epochs": 1, "accelerator": "cpu", "devices": 1, "enable_model_summary": False,
                     "enable_progress_bar": False},
-        "model": {"class_path": "lit_models.captioner.ShowAttendTell",
+        "model": {"class_path": "lit_models.families.captioner.ShowAttendTell",
                   "init_args": {"grid_size": 4, "cnn_width": 8, "embed_dim": 8, "hidden_size": 16}},
         "data": {"class_path": "datamodules.captioning.CaptionData",
                  "init_args": {"train_size": 8, "val_size": 5, "test_size": 11, "batch_size": 4}},

@@ -13,7 +13,7 @@ from datamodules.batching import BOS, EOS, PAD
 from datamodules.lm_tasks import PromptAnswerTasks
 from datamodules.wikitext import TextBatch
 from lit_models.axes import Forcing
-from lit_models.causal_lm import CausalLM
+from lit_models.families.causal_lm import CausalLM
 
 
 def _model(**kw) -> CausalLM:

@@ -18,7 +18,7 @@ from datamodules.sentiment import SentimentData
 from lit_models.axes import EncoderFamily, Pooling
 from lit_models.blocks.pooling import AttentionPooling, LastPooling, MaxPooling
 from lit_models.builders import build_classifier
-from lit_models.classifier import SentimentClassifier
+from lit_models.families.classifier import SentimentClassifier
 from lit_models.registries import POOLINGS, PREPENDS_CLS
 from lit_models.specs import ClassifierSpec, RecurrentEncoderSpec, TransformerSpec
 

@@ -11,12 +11,12 @@ from jsonargparse import ArgumentParser
 
 from attnlab_core.errors import UsageError
 from lit_models import forcing
-from lit_models.captioner import ShowAttendTell
-from lit_models.causal_lm import CausalLM
-from lit_models.decoder_training import DecoderTraining, Feeding
-from lit_models.forcing import ForcingPolicy, gold_probability
-from lit_models.recurrent_seq2seq import RecurrentSeq2Seq
-from lit_models.seq2seq import TransformerSeq2Seq
+from lit_models.families.captioner import ShowAttendTell
+from lit_models.families.causal_lm import CausalLM
+from lit_models.families.recurrent_seq2seq import RecurrentSeq2Seq
+from lit_models.families.seq2seq import TransformerSeq2Seq
+from lit_models.policies.forcing import ForcingPolicy, gold_probability
+from lit_models.training.decoder_training import DecoderTraining, Feeding
 
 KNOBS = [f.name for f in dataclasses.fields(DecoderTraining)]
 FAMILY_DEFAULTS = {  # what each family's signature gave before the knobs were declared once
@@ -77,7 +77,7 @@ def test_the_policy_resolves_its_strings_once(monkeypatch):
 def test_label_smoothing_is_checked_by_its_own_group_once(group, monkeypatch):
     """``Feeding`` declares label_smoothing, so building it (alone or inside ``DecoderTraining``) refuses ε >= 1 in
     one line; the range table is read once per group built, not once per base class."""
-    import lit_models.optim as optim
+    import lit_models.training.optim as optim
     import lit_models.validation as validation
 
     calls, check = [], validation.check_model_values
@@ -93,3 +93,15 @@ def test_label_smoothing_is_checked_by_its_own_group_once(group, monkeypatch):
     assert len(calls) == 1
     with pytest.raises(UsageError, match=r"^label_smoothing=1.0 is not allowed: it must be a number in \[0, 1\)$"):
         group(label_smoothing=1.0)
+
+
+@pytest.mark.parametrize(("field", "value", "rule"), [
+    ("scheduled_steps", 0, "an integer >= 1"), ("scheduled_steps", 2.5, "an integer >= 1"),
+    ("scheduled_floor", -0.1, r"a number in \[0, 1\]"), ("scheduled_floor", 1.5, r"a number in \[0, 1\]"),
+])
+def test_the_scheduled_sampling_horizon_and_floor_are_range_checked(field, value, rule):
+    """A zero horizon divided by zero at the first scheduled step (the linear and exponential decays), and a floor
+    outside [0, 1] is not a probability: both are refused when the group is built, in one line."""
+    with pytest.raises(UsageError, match=rf"^{field}={value} is not allowed: it must be {rule}$"):
+        Feeding(forcing="scheduled", **{field: value})
+    Feeding(forcing="scheduled", scheduled_steps=1, scheduled_floor=1.0)  # the edges are allowed

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from datamodules.synthetic import SyntheticSeq2Seq
-from lit_models.probes import stepwise_loss
-from lit_models.seq2seq import TransformerSeq2Seq
+from lit_models.callbacks.probes import stepwise_loss
+from lit_models.families.seq2seq import TransformerSeq2Seq
 
 pytestmark = pytest.mark.slow
 

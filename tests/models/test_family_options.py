@@ -11,12 +11,12 @@ import pytest
 import torch
 from jsonargparse import ArgumentParser
 
-from lit_models.classifier import SentimentClassifier
-from lit_models.decoder_training import DecoderTraining
-from lit_models.full_view import FullViewClassifier
-from lit_models.glimpse import RecurrentAttentionModel
-from lit_models.optim import Optimisation
-from lit_models.seq2seq import TransformerSeq2Seq
+from lit_models.families.classifier import SentimentClassifier
+from lit_models.families.full_view import FullViewClassifier
+from lit_models.families.glimpse import RecurrentAttentionModel
+from lit_models.families.seq2seq import TransformerSeq2Seq
+from lit_models.training.decoder_training import DecoderTraining
+from lit_models.training.optim import Optimisation
 
 SAVED_BEFORE = {  # a checkpoint's hyper_parameters as each family's flat __init__ saved them (defaults, sizes set)
     SentimentClassifier: {

@@ -12,8 +12,8 @@ from attnlab_core.errors import UsageError
 from attnlab_run.cli import main
 from datamodules.digits import TranslatedDigits
 from lit_models.blocks.full_view_net import full_view_parameters
-from lit_models.full_view import FullViewClassifier
-from lit_models.glimpse import RecurrentAttentionModel
+from lit_models.families.full_view import FullViewClassifier
+from lit_models.families.glimpse import RecurrentAttentionModel
 
 CONFIG = Path(__file__).parents[2] / "ablations" / "configs" / "ram_mnist_fc.yaml"
 

@@ -12,8 +12,8 @@ import torch.nn.functional as F
 
 from attnlab_run.recording import RunSummary
 from datamodules.digits import TranslatedDigits
-from lit_models.figures import AttentionFigures
-from lit_models.glimpse import RecurrentAttentionModel, hybrid_loss, on_digit
+from lit_models.callbacks.figures import AttentionFigures
+from lit_models.families.glimpse import RecurrentAttentionModel, hybrid_loss, on_digit
 
 SMALL = {"glimpses": 4, "patch_size": 8, "scales": 3, "glimpse_hidden": 32, "location_hidden": 16,
          "glimpse_size": 64, "hidden_size": 64, "std": 0.15}

@@ -8,7 +8,7 @@ import pytest
 import torch
 from PIL import Image
 
-from lit_models.heatmap_plot import AttentionPlot
+from lit_models.callbacks.heatmap_plot import AttentionPlot
 
 
 def weights(seed: int, layers: int = 2, heads: int = 3, t: int = 5, s: int = 6) -> list[torch.Tensor]:
@@ -62,7 +62,7 @@ def test_a_drawing_that_does_not_fit_the_layout_is_refused(change):
 
 
 def test_the_callback_redraws_where_it_fits_and_draws_anew_where_not(tmp_path):
-    from lit_models.figures import AttentionFigures
+    from lit_models.callbacks.figures import AttentionFigures
 
     callback = AttentionFigures(run_dir=tmp_path)
     spec = {"layers": weights(1), "x_labels": list("abcdef"), "y_labels": list("vwxyz"), "title": "t",
@@ -76,7 +76,7 @@ def test_the_callback_redraws_where_it_fits_and_draws_anew_where_not(tmp_path):
 
 
 def test_the_heads_are_tiled_in_order_with_a_blank_column_between_them():
-    from lit_models.heatmap_plot import _panels
+    from lit_models.callbacks.heatmap_plot import _panels
 
     w = weights(4, layers=1, heads=3, t=5, s=6)[0]
     mean, tiles = _panels(w)

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from datamodules.synthetic import SyntheticSeq2Seq
-from lit_models.recurrent_seq2seq import RecurrentSeq2Seq
+from lit_models.families.recurrent_seq2seq import RecurrentSeq2Seq
 from tests.models.test_stacking import causal, classifier, seq2seq
 
 REPO = Path(__file__).resolve().parents[2]
@@ -86,8 +86,8 @@ def test_gradient_probe_reads_the_host_once_per_step() -> None:
     each logged value is the L2 norm of its group's gradients, computed here independently."""
     from types import SimpleNamespace
 
-    from lit_models.grad_probes import GradientNorms, parameter_group
-    from lit_models.seq2seq import TransformerSeq2Seq
+    from lit_models.callbacks.grad_probes import GradientNorms, parameter_group
+    from lit_models.families.seq2seq import TransformerSeq2Seq
 
     torch.manual_seed(0)
     model = TransformerSeq2Seq(src_vocab_size=12, tgt_vocab_size=12, d_model=16, heads=2, d_ff=32, encoder_layers=2,

@@ -16,7 +16,7 @@ from torch import nn
 
 from attnlab_core.batches import Seq2SeqBatch
 from attnlab_run.lockstep import Lockstep
-from lit_models.seq2seq import TransformerSeq2Seq
+from lit_models.families.seq2seq import TransformerSeq2Seq
 
 TINY = {"d_model": 16, "heads": 2, "d_ff": 32, "dropout": 0.0, "encoder_layers": 1, "decoder_layers": 1}
 

@@ -12,8 +12,8 @@ from lightning.pytorch.loggers import CSVLogger
 
 from datamodules.synthetic import SyntheticSeq2Seq
 from lit_models.blocks.attention import AttentionOptions, MultiHeadAttention, logit_max
-from lit_models.logit_probe import MaxLogit
-from lit_models.seq2seq import TransformerSeq2Seq
+from lit_models.callbacks.logit_probe import MaxLogit
+from lit_models.families.seq2seq import TransformerSeq2Seq
 
 
 @pytest.mark.parametrize("is_causal", [False, True])

@@ -10,9 +10,9 @@ import torch.nn.functional as F
 
 from datamodules.batching import EOS, PAD
 from lit_models.axes import ScheduledDecay
-from lit_models.forcing import gold_probability
-from lit_models.metrics import LengthBucketAccuracy, label_smoothed_loss, sequences_equal, smoothed_distribution
-from lit_models.schedules import noam, paper_noam_lr
+from lit_models.policies.forcing import gold_probability
+from lit_models.policies.schedules import noam, paper_noam_lr
+from lit_models.scoring.metrics import LengthBucketAccuracy, label_smoothed_loss, sequences_equal, smoothed_distribution
 from tests.models.test_transformer_model import _one_thread, tiny  # noqa: E402, F401 (autouse fixture, model)
 
 

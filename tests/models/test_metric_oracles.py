@@ -15,8 +15,8 @@ import pytest
 import sacrebleu
 import torch
 
-from lit_models.caption_metrics import build_caption_metrics, cider_d_scores
-from lit_models.metrics import build_seq2seq_metrics
+from lit_models.scoring.caption_metrics import build_caption_metrics, cider_d_scores
+from lit_models.scoring.metrics import build_seq2seq_metrics
 
 bleu_scorer = pytest.importorskip("pycocoevalcap.bleu.bleu_scorer")
 cider = pytest.importorskip("pycocoevalcap.cider.cider")
@@ -161,7 +161,7 @@ def _plain_macro_f1(preds: list[int], labels: list[int]) -> float:
 def test_classifier_accuracy_and_macro_f1_match_the_plain_formulas() -> None:
     """The classifier's own metric objects, fed in uneven batches; edge cases: a class that never
     occurs, all right, all wrong, one example."""
-    from lit_models.classifier import SentimentClassifier
+    from lit_models.families.classifier import SentimentClassifier
 
     worst = {"acc": 0.0, "f1": 0.0}
     for seed in SEEDS:
@@ -184,7 +184,7 @@ def test_classifier_accuracy_and_macro_f1_match_the_plain_formulas() -> None:
 def test_regressor_mse_is_the_mean_over_examples_with_uneven_batches() -> None:
     """``val/mse`` over batches of 5, 5, 5, 2 examples equals mean((ŷ − y)²) over all 17 examples."""
     from datamodules.batching import RegressionBatch
-    from lit_models.regressor import AddingRegressor
+    from lit_models.families.regressor import AddingRegressor
 
     torch.manual_seed(0)
     model = AddingRegressor(hidden_size=8).eval()

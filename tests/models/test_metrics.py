@@ -3,7 +3,7 @@
 import pytest
 from sacrebleu.metrics import BLEU, CHRF
 
-from lit_models.metrics import build_seq2seq_metrics, metric_signatures
+from lit_models.scoring.metrics import build_seq2seq_metrics, metric_signatures
 
 HYPS = ["the cat sat on the mat.", "a dog runs fast in the park", "hello there", "completely different"]
 REFS = ["the cat is on the mat.", "the dog runs quickly in a park", "hello there friend", "nothing shared here"]
@@ -34,7 +34,7 @@ def test_signatures_name_the_settings():
 def test_positions_matched_grades_a_free_running_output():
     import torch
 
-    from lit_models.metrics import positions_matched
+    from lit_models.scoring.metrics import positions_matched
 
     gold = torch.tensor([[5, 6, 7, 2], [5, 6, 2, 0]])  # EOS = 2, PAD = 0
     pred = torch.tensor([[5, 6, 9, 2, 0], [5, 6, 2, 0, 0]])

@@ -9,10 +9,10 @@ from attnlab_core.errors import UsageError
 from attnlab_core.tokens import BOS
 from lit_models.blocks.attention import MultiHeadAttention
 from lit_models.blocks.positions import RotaryPositions
-from lit_models.causal_lm import CausalLM
-from lit_models.classifier import SentimentClassifier
+from lit_models.families.causal_lm import CausalLM
+from lit_models.families.classifier import SentimentClassifier
+from lit_models.families.seq2seq import TransformerSeq2Seq
 from lit_models.registries import ROPE_SCALINGS
-from lit_models.seq2seq import TransformerSeq2Seq
 
 SIZES = dict(d_model=16, heads=4, d_ff=32, dropout=0.0, positions="rope")
 ARMS = [dict(qk_norm=True), dict(kv_heads=1), dict(kv_heads=2, ffn_absorbs_kv=True),

@@ -58,9 +58,9 @@ sys.meta_path.insert(0, Finder)
 from jsonargparse import ArgumentParser  # noqa: E402
 
 from lit_models.blocks.attention import MultiHeadAttention  # noqa: E402
-from lit_models.causal_lm import CausalLM  # noqa: E402
-from lit_models.classifier import SentimentClassifier  # noqa: E402
-from lit_models.seq2seq import TransformerSeq2Seq  # noqa: E402
+from lit_models.families.causal_lm import CausalLM  # noqa: E402
+from lit_models.families.classifier import SentimentClassifier  # noqa: E402
+from lit_models.families.seq2seq import TransformerSeq2Seq  # noqa: E402
 
 FAMILIES = {
     "encoder-decoder": (TransformerSeq2Seq, ["--model.src_vocab_size=12", "--model.tgt_vocab_size=12"]),
@@ -142,8 +142,8 @@ SAVED_BEFORE = {  # the flat hyper-parameters each family saved while its fields
 def test_hyperparameters_saved_before_reload_unchanged(family):
     """A checkpoint's flat hyper-parameters from before the spec held the fields rebuild the model, and the
     defaults it saves are the ones it saved then (so an old checkpoint and a new run of the defaults agree)."""
-    from lit_models.causal_lm import CausalLM
-    from lit_models.seq2seq import TransformerSeq2Seq
+    from lit_models.families.causal_lm import CausalLM
+    from lit_models.families.seq2seq import TransformerSeq2Seq
 
     cls = {"TransformerSeq2Seq": TransformerSeq2Seq, "CausalLM": CausalLM}[family]
     from tests.models.test_family_options import TRANSFORMER_KNOBS_47

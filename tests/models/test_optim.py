@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 
-from lit_models.optim import adamw, module_adamw
+from lit_models.training.optim import adamw, module_adamw
 from tests.models.test_protocols import FAMILIES
 
 HP = dict(lr=1e-2, betas=(0.9, 0.98), eps=1e-9, weight_decay=0.1)

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import torch.distributed as dist
 
 from lit_models import predictions
-from lit_models.predictions import PredictionWriter
+from lit_models.callbacks.predictions import PredictionWriter
 
 N, WORLD, BATCH = 7, 2, 2
 

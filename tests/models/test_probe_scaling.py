@@ -21,8 +21,8 @@ import torch
 from lightning.pytorch.plugins import MixedPrecision
 
 from datamodules.synthetic import SyntheticSeq2Seq
-from lit_models.grad_probes import GradientNorms, layer_grad_norms
-from lit_models.seq2seq import TransformerSeq2Seq
+from lit_models.callbacks.grad_probes import GradientNorms, layer_grad_norms
+from lit_models.families.seq2seq import TransformerSeq2Seq
 
 
 class Logged(L.Callback):

@@ -15,15 +15,15 @@ from datamodules.batching import Seq2SeqBatch
 from datamodules.captioning import CaptionBatch
 from datamodules.synthetic import SyntheticSeq2Seq
 from lit_models import protocols
-from lit_models.captioner import ShowAttendTell
-from lit_models.causal_lm import CausalLM
-from lit_models.classifier import SentimentClassifier
-from lit_models.decoder_training import DecoderTrainingModule
-from lit_models.full_view import FullViewClassifier
-from lit_models.glimpse import RecurrentAttentionModel
-from lit_models.recurrent_seq2seq import RecurrentSeq2Seq
-from lit_models.regressor import AddingRegressor
-from lit_models.seq2seq import Seq2SeqModule, TransformerSeq2Seq
+from lit_models.families.captioner import ShowAttendTell
+from lit_models.families.causal_lm import CausalLM
+from lit_models.families.classifier import SentimentClassifier
+from lit_models.families.full_view import FullViewClassifier
+from lit_models.families.glimpse import RecurrentAttentionModel
+from lit_models.families.recurrent_seq2seq import RecurrentSeq2Seq
+from lit_models.families.regressor import AddingRegressor
+from lit_models.families.seq2seq import Seq2SeqModule, TransformerSeq2Seq
+from lit_models.training.decoder_training import DecoderTrainingModule
 
 ALL = [protocols.AttentionMapsNet, protocols.StepwiseNet, protocols.SmoothedLoss, protocols.PlotsFigures,
        protocols.HasAttentionMaps, protocols.SourceTargetBatch, protocols.NamesTask]

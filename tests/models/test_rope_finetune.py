@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader, DistributedSampler
 from attnlab_core.batches import TextBatch
 from datamodules.wikitext import TextLM, _collate
 from lit_models.blocks.positions import RotaryEmbedding
-from lit_models.causal_lm import CausalLM
+from lit_models.families.causal_lm import CausalLM
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "lm" / "tiny.txt"
 CONTEXT, LONG, S, D_HEAD, BASE = 16, 64, 4.0, 8, 10000.0

@@ -2,7 +2,7 @@
 
 The reference is what a trial does: ``seed_everything(seed)``, the datamodule, then the model, then
 ``Trainer.fit`` with gradient clipping. The stacked run builds the same K (datamodule, model) pairs
-the same way and trains them through ``lit_models.stacking.StackedSeeds`` on the first datamodule's
+the same way and trains them through ``lit_models.training.stacking.StackedSeeds`` on the first datamodule's
 loader (the seeds of an arm share the data seed, hence batches and order). With dropout off nothing
 else draws randomness, so the curves must agree up to float rounding: vmap turns each matmul into a
 batched one with another reduction order; over six clipped AdamW steps the losses measured 0.8-1.4e-7
@@ -25,12 +25,12 @@ from torch import nn
 from datamodules.lm_tasks import PromptAnswerTasks
 from datamodules.sentiment import SentimentData
 from datamodules.synthetic import SyntheticSeq2Seq
-from lit_models.causal_lm import CausalLM
-from lit_models.classifier import SentimentClassifier
-from lit_models.glimpse import RecurrentAttentionModel
-from lit_models.recurrent_seq2seq import RecurrentSeq2Seq
-from lit_models.seq2seq import TransformerSeq2Seq
-from lit_models.stacking import NotStackable, StackedSeeds, refusal
+from lit_models.families.causal_lm import CausalLM
+from lit_models.families.classifier import SentimentClassifier
+from lit_models.families.glimpse import RecurrentAttentionModel
+from lit_models.families.recurrent_seq2seq import RecurrentSeq2Seq
+from lit_models.families.seq2seq import TransformerSeq2Seq
+from lit_models.training.stacking import NotStackable, StackedSeeds, refusal
 
 STEPS, CLIP, SEEDS = 6, 0.5, (1, 2)
 TINY = {"d_model": 16, "heads": 2, "d_ff": 32, "dropout": 0.0, "lr": 3e-3, "lr_schedule": "constant", "warmup_steps": 2}

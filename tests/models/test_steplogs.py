@@ -1,4 +1,4 @@
-"""Per-step logs skipped on the steps no logger reads (``lit_models.steplogs``): the loggers and the progress
+"""Per-step logs skipped on the steps no logger reads (``lit_models.training.steplogs``): the loggers and the progress
 bar receive exactly what they received when every step logged."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import lightning as L
 import pytest
 from lightning.pytorch.loggers.logger import Logger
 
-import lit_models.steplogs as steplogs
+import lit_models.training.steplogs as steplogs
 from datamodules.synthetic import SyntheticSeq2Seq
-from lit_models.grad_probes import GradientNorms
-from lit_models.recurrent_seq2seq import RecurrentSeq2Seq
+from lit_models.callbacks.grad_probes import GradientNorms
+from lit_models.families.recurrent_seq2seq import RecurrentSeq2Seq
 
 
 class Received(Logger):
@@ -82,13 +82,13 @@ def test_the_loggers_and_the_bar_get_the_same_values_as_when_every_step_logged(m
         judged.append(steplogs.is_read(*args))
         return judged[-1]
 
-    monkeypatch.setattr("lit_models.stochastic.is_read", counted)
+    monkeypatch.setattr("lit_models.training.stochastic.is_read", counted)
     skipped, skipped_bar, steps = fit(every)
     # every=4 over 17 steps (12 batches an epoch, a validation every 6): steps 3, 7, 11, 15 flush, 5 and 11 precede a
     # validation, 11 ends the epoch, 16 ends the fit; the other 11 skip their three values
     assert judged.count(False) == (0 if every == 1 else 3 * 11)
     monkeypatch.setattr(steplogs, "is_read", lambda *_: True)
-    monkeypatch.setattr("lit_models.stochastic.is_read", lambda *_: True)
+    monkeypatch.setattr("lit_models.training.stochastic.is_read", lambda *_: True)
     logged, logged_bar, _ = fit(every)
     assert steps == 17
     assert skipped.calls == logged.calls

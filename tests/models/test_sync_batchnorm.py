@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from lit_models.captioner import ShowAttendTell
+from lit_models.families.captioner import ShowAttendTell
 
 
 def captioner(**kw) -> ShowAttendTell:

@@ -14,10 +14,10 @@ from datamodules.batching import BOS, EOS, PAD, collate_pairs
 from lit_models.axes import AttnScale, Forcing, LRSchedule, Norm, Positions, ScheduledDecay, ScheduledMode, Tying
 from lit_models.blocks.decoding import DecodeConfig, decode
 from lit_models.builders import build_transformer
-from lit_models.forcing import build_forcing
-from lit_models.metrics import sequences_equal
+from lit_models.families.seq2seq import TransformerSeq2Seq, count_parameters
+from lit_models.policies.forcing import build_forcing
 from lit_models.registries import ATTN_SCALES, DECAYS, LR_SCHEDULES, POSITIONS, PRE_NORM, SCHEDULED_MODES
-from lit_models.seq2seq import TransformerSeq2Seq, count_parameters
+from lit_models.scoring.metrics import sequences_equal
 from lit_models.specs import TransformerSpec
 
 # A hand-built reverse batch: 8 sources of length 4..6 over content ids 4..11 (0..3 are special).

@@ -14,7 +14,7 @@ plugin (``16-mixed``/``bf16-mixed``) for any optimizer that unscales gradients i
 the fused ones declare — so with ``gradient_clip_val > 0`` and a ``*-mixed`` precision the optimizer is
 the ``foreach`` one (same update, same hyper-parameters).
 
-The optimiser's knobs (peak learning rate, its schedule, warm-up, weight decay) are declared once, in
+The optimiser's knobs (peak learning rate, its schedule, warm-up, weight decay) are the fields of
 :class:`Optimisation`; every family takes them in its ``**options`` (the decoder families through
 ``decoder_training.DecoderTraining``, which extends it) and names only the defaults it changes.
 """
@@ -31,7 +31,7 @@ from torch import nn
 
 from attnlab_core.options import with_defaults
 from lit_models.axes import LRSchedule
-from lit_models.schedules import LR_SCHEDULES
+from lit_models.policies.schedules import LR_SCHEDULES
 from lit_models.validation import RangeChecked
 
 log = logging.getLogger(__name__)

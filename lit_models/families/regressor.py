@@ -15,9 +15,9 @@ from torchmetrics import MeanMetric
 from attnlab_core.batches import RegressionBatch
 from lit_models.axes import Cell
 from lit_models.blocks.recurrent import SequenceRegressor
-from lit_models.evaluation import EvaluationModule
-from lit_models.optim import module_adamw
 from lit_models.registries import CELLS
+from lit_models.training.evaluation import EvaluationModule
+from lit_models.training.optim import module_adamw
 
 
 class AddingRegressor(EvaluationModule):
@@ -51,7 +51,7 @@ class AddingRegressor(EvaluationModule):
         return loss
 
     def _evaluate(self, batch: RegressionBatch, split: str) -> None:
-        """Example-weighted mean squared error; summed over ranks at compute(), so each example counts once."""
+        """Example-weighted mean squared error, summed over DDP ranks at ``compute()``."""
         mse = F.mse_loss(self.net(batch.x), batch.y)
         for name in ("mse", "loss"):
             self.metrics[split][name].update(mse.detach(), weight=batch.y.numel())

@@ -2,20 +2,15 @@
 
 * ``AttentionEntropy``: entropy of every attention map per layer and map type on a fixed
   validation batch -> ``val/attn_entropy/<map name>`` (nats; 0 = one-hot, log(keys) = uniform).
-* ``GradientNorms`` (``lit_models.grad_probes``): gradient norms per layer, and through the softmax, for the first
-  optimizer steps -> ``train/grad_norm/<layer>``, ``train/grad_qk/<layer>``.
+* ``GradientNorms`` (``lit_models.callbacks.grad_probes``): gradient norms per layer, and through the softmax, for the
+  first optimizer steps -> ``train/grad_norm/<layer>``, ``train/grad_qk/<layer>``.
 * ``AlignmentMass``: the share of cross-attention mass on the source position of each output token
   (anti-diagonal for reverse, diagonal for copy, the positions holding the token for sort), per layer
-  (mean over heads), read at the query that predicts the token (``predicted``) and at the one fed it
-  (``fed``, one row later) -> ``val/align_mass/<reading>/<map>``, each reading's best map
-  ``val/align_mass/<reading>``, and ``val/align_mass``, the larger reading: the claim's (Bahdanau et
-  al. 2015, Fig. 3: alignments emerge without supervision).
-* ``MaxLogit`` (``lit_models.logit_probe``): the largest attention logit of the training batch on logging
+  (mean over heads) -> ``val/align_mass/...`` (Bahdanau et al. 2015, Fig. 3; the readings in the class).
+* ``MaxLogit`` (``lit_models.callbacks.logit_probe``): the largest attention logit of the training batch on logging
   steps -> ``train/max_logit`` (Wortsman et al. 2023: attention-logit growth before divergence).
-* ``FreeRunningLoss``: the exposure-bias gap. ``val/loss`` is teacher-forced; this scores the
-  gold targets while the decoder is fed its own greedy predictions through ``net.step()`` ->
-  ``val/free_running_loss`` and ``val/exposure_gap`` (free-running minus teacher-forced loss,
-  both decoded step by step on the same fixed batch).
+* ``FreeRunningLoss``: the exposure-bias gap -> ``val/free_running_loss`` and ``val/exposure_gap``
+  (free-running minus teacher-forced loss on a fixed batch).
 
 Each probe checks for the capability it needs, declared in ``lit_models.protocols``
 (``AttentionMapsNet``, ``StepwiseNet``, ``SourceTargetBatch``, ``NamesTask``, ``SmoothedLoss``), and
@@ -34,10 +29,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab_core.tokens import PAD
-from lit_models.evaluation import EvaluationModule
-from lit_models.grad_probes import GradientNorms
-from lit_models.logit_probe import MaxLogit
+from lit_models.callbacks.grad_probes import GradientNorms
+from lit_models.callbacks.logit_probe import MaxLogit
 from lit_models.protocols import AttentionMapsNet, NamesTask, SmoothedLoss, SourceTargetBatch, StepwiseNet
+from lit_models.training.evaluation import EvaluationModule
 
 log = logging.getLogger(__name__)
 

@@ -3,9 +3,8 @@
 The question it answers: how should a sequence of states become one decision? ``--model.pooling``
 is last | mean | max | attention | cls (``lit_models.blocks.pooling``); attention pooling follows
 Yang et al. 2016 (HAN word attention) / Lin et al. 2017 (one hop) and its weights are drawn as
-token-importance figures. Metrics (``val/acc``, ``val/f1`` macro-F1, ``val/loss`` and ``test/*``)
-are torchmetrics states summed across DDP ranks at ``compute()``, so with the exactly-once eval
-sampler every example counts once. Figures go to ``<trainer.default_root_dir>/figures/``
+token-importance figures. Metrics: ``val/acc``, ``val/f1`` (macro-F1), ``val/loss`` and ``test/*``
+(summed over DDP ranks, ``evaluation``). Figures go to ``<trainer.default_root_dir>/figures/``
 (the run directory under the CLI) and to W&B when a WandbLogger is attached.
 """
 
@@ -35,9 +34,9 @@ from attnlab_core.options import with_defaults  # noqa: E402
 from attnlab_core.tokens import PAD  # noqa: E402
 from lit_models.blocks.classifier_net import ClassifierOut  # noqa: E402
 from lit_models.builders import build_classifier  # noqa: E402
-from lit_models.evaluation import EvaluationModule  # noqa: E402
-from lit_models.optim import Optimisation, scheduled_adamw  # noqa: E402
 from lit_models.specs import ClassifierArgs  # noqa: E402
+from lit_models.training.evaluation import EvaluationModule  # noqa: E402
+from lit_models.training.optim import Optimisation, scheduled_adamw  # noqa: E402
 
 
 class SentimentClassifier(EvaluationModule):

@@ -15,7 +15,7 @@ from torch import Tensor
 from torch.amp.grad_scaler import OptState
 
 from lit_models.blocks.attention import MultiHeadAttention
-from lit_models.steplogs import forget
+from lit_models.training.steplogs import forget
 
 LAYER = re.compile(r"^(?:net\.)?((?:encoder|decoder)\.layers\.\d+)\.")
 
@@ -30,9 +30,8 @@ class GradientNorms(L.Callback):
     are already averaged across ranks here, so rank 0's value is the global one. The sums of squares stay on the device
     until one host read per logged step (:func:`norms`).
 
-    Once its steps have passed, its stored values are dropped (``steplogs.forget``): Lightning would otherwise
-    re-send the last one at every flush to the epoch's end, a flat line in W&B and in metrics.csv that read as
-    later gradients.
+    After its steps its stored values are dropped (``steplogs.forget``), so no flat line of the last one follows
+    in W&B and metrics.csv.
 
     Args:
         steps: number of initial optimizer steps to log.

@@ -1,8 +1,6 @@
-"""What every LightningModule shares: per-rank randomness, divergence as a recorded outcome, per-step logs
-made only on the steps whose values something reads.
-
-The base of every attnlab LightningModule: seq2seq (scheduled-sampling coins, hard attention), RAM
-(glimpse locations), captioning, classification and regression.
+"""The base of every attnlab LightningModule: per-rank randomness (scheduled-sampling coins, hard attention,
+glimpse locations), divergence as a recorded outcome, per-step logs made only on the steps whose values
+something reads.
 """
 
 from __future__ import annotations
@@ -13,7 +11,7 @@ import lightning as L
 import torch
 from torch import Tensor, nn
 
-from lit_models.steplogs import is_read
+from lit_models.training.steplogs import is_read
 
 
 class StochasticModule(L.LightningModule):
@@ -27,8 +25,8 @@ class StochasticModule(L.LightningModule):
     - A non-finite loss ends the run through :meth:`_checked` (on every DDP rank at once); ``RunSummary``
       records it as status ``diverged`` with ``diverged_at`` (the step).
     - ``self.log`` of a per-step training value is skipped on the steps Lightning does not hand to the
-      loggers and after which nothing reads ``callback_metrics`` (``lit_models.steplogs``): every reader gets the
-      values it got before, at a third of a millisecond less a skipped call.
+      loggers and after which nothing reads ``callback_metrics`` (``lit_models.training.steplogs``): every reader gets
+      the values it got before, at a third of a millisecond less a skipped call.
     """
 
     def __init__(self) -> None:

@@ -17,7 +17,7 @@ from torch import Tensor
 from torchmetrics import Metric
 
 from attnlab_core.options import TakesOptions
-from lit_models.stochastic import StochasticModule
+from lit_models.training.stochastic import StochasticModule
 
 
 def batch_head(batch: Any, n: int) -> Any:

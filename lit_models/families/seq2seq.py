@@ -1,9 +1,8 @@
 """Seq2seq LightningModules: a shared base (token sources, seq2seq metrics, heatmap figures) and the Transformer.
 
-The modules are thin: the network comes from ``builders``, training, optimisation and free-running
-decoding from ``decoder_training.DecoderTrainingModule`` (the forcing policy, the label-smoothed
-loss, ``blocks.decoding``) — so every family is trained and judged the same way. Validation and
-test always decode free-running.
+The modules are thin: the network comes from ``builders``; training, optimisation and the free-running
+decoding of validation and test from ``decoder_training.DecoderTrainingModule`` (the forcing policy, the
+label-smoothed loss, ``blocks.decoding``), so every family is trained and judged the same way.
 """
 
 from __future__ import annotations
@@ -15,12 +14,12 @@ from torch import Tensor
 
 from attnlab_core.batches import Seq2SeqBatch
 from attnlab_core.tokens import PAD
-from lit_models.bleu_by_length import BLEUByLength, CountByLength
 from lit_models.builders import build_transformer
-from lit_models.decoder_training import DecoderTraining, DecoderTrainingModule
-from lit_models.figures import longest_examples
-from lit_models.metrics import build_seq2seq_metrics, metric_signatures, positions_matched, sequences_equal
+from lit_models.callbacks.figures import longest_examples
+from lit_models.scoring.bleu_by_length import BLEUByLength, CountByLength
+from lit_models.scoring.metrics import build_seq2seq_metrics, metric_signatures, positions_matched, sequences_equal
 from lit_models.specs.transformer import ENCODER_DECODER_OPTIONS
+from lit_models.training.decoder_training import DecoderTraining, DecoderTrainingModule
 
 FIGURE_EXAMPLES = 1
 

@@ -35,9 +35,9 @@ from attnlab_core.batches import DigitBatch  # noqa: E402
 from attnlab_core.options import with_defaults  # noqa: E402
 from lit_models.blocks.glimpse_net import RamOutput  # noqa: E402
 from lit_models.builders import build_ram  # noqa: E402
-from lit_models.evaluation import EvaluationModule  # noqa: E402
-from lit_models.optim import CONSTANT_LR, module_adamw  # noqa: E402
 from lit_models.specs import RamSpec  # noqa: E402
+from lit_models.training.evaluation import EvaluationModule  # noqa: E402
+from lit_models.training.optim import CONSTANT_LR, module_adamw  # noqa: E402
 from lit_models.validation import check_data_matches  # noqa: E402
 
 

@@ -6,7 +6,7 @@ them, initialised from their mean, with the gating scalar β (§4.2.1) and a dee
 Training minimises (all terms divided by the number of caption tokens N in the batch)
 
     L = Σ_tokens −log p(y_t | ...)  +  λ Σ_captions Σ_i (1 − Σ_t α_ti)²      (Xu et al. eq. 14)
-        + REINFORCE for hard attention (``lit_models.reinforce``; Xu et al. eq. 12–13)
+        + REINFORCE for hard attention (``lit_models.training.reinforce``; Xu et al. eq. 12–13)
 
 ``attention``: ``additive`` is the paper's deterministic "soft" attention (§4.2), ``hard`` its
 stochastic attention (§4.1; one sampled cell per word in training, the argmax — or with
@@ -38,12 +38,12 @@ from torch import Tensor, nn
 from attnlab_core.options import with_defaults
 from attnlab_core.tokens import PAD
 from lit_models.builders import build_captioner
-from lit_models.caption_metrics import box_cell_overlap, build_caption_metrics, localisation
-from lit_models.decoder_training import DecoderTrainingModule
-from lit_models.evaluation import drop_nan
-from lit_models.metrics import Ratio
-from lit_models.reinforce import ReinforceOptions
+from lit_models.scoring.caption_metrics import box_cell_overlap, build_caption_metrics, localisation
+from lit_models.scoring.metrics import Ratio
 from lit_models.specs import CaptionerSpec
+from lit_models.training.decoder_training import DecoderTrainingModule
+from lit_models.training.evaluation import drop_nan
+from lit_models.training.reinforce import ReinforceOptions
 
 
 class Share(Ratio):
@@ -137,7 +137,7 @@ class ShowAttendTell(DecoderTrainingModule):
     @torch.no_grad()
     def figure_plots(self, epoch: int) -> dict[str, object]:
         """Per-word attention overlays of the fixed figure images on their generated captions."""
-        from lit_models.figures import plot_caption_attention
+        from lit_models.callbacks.figures import plot_caption_attention
 
         images = self.figure_batch.src.to(self.device)
         pred, tgt_in = self._generate_with_inputs(images)  # (N, L) each

@@ -35,9 +35,9 @@ from attnlab_core.batches import Seq2SeqBatch, TextBatch
 from attnlab_core.tokens import BOS, EOS, PAD
 from lit_models.blocks.positions import scaling_in_training
 from lit_models.builders import build_causal_lm
-from lit_models.metrics import Ratio, label_smoothed_loss
+from lit_models.families.seq2seq import Seq2SeqModule
 from lit_models.protocols import UnigramBaseline
-from lit_models.seq2seq import Seq2SeqModule
+from lit_models.scoring.metrics import Ratio, label_smoothed_loss
 from lit_models.specs.transformer import CAUSAL_LM_OPTIONS
 
 

@@ -29,7 +29,7 @@ from torch import Tensor  # noqa: E402
 from attnlab_core.atomic import atomic_write  # noqa: E402
 from attnlab_core.batches import IMAGE_MEAN, IMAGE_STD  # noqa: E402
 from attnlab_core.tokens import PAD  # noqa: E402
-from lit_models.heatmap_plot import DPI, AttentionPlot  # noqa: E402
+from lit_models.callbacks.heatmap_plot import DPI, AttentionPlot  # noqa: E402
 from lit_models.protocols import HasAttentionMaps, PlotsFigures  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -86,12 +86,12 @@ def logged_step(trainer: L.Trainer) -> int:
 
 
 class AttentionFigures(L.Callback):
-    """Plot every attention map of the module's fixed figure examples: once when ``fit`` ends, at once
+    """Plot every attention map of the module's fixed figure examples: when ``fit`` ends, right away
     outside ``fit``, and, when a W&B logger keeps every drawing's images, at up to ``max_drawings``
     validations spread evenly over training (W&B's image slider shows the maps as they form).
 
     Without W&B each drawing overwrites the previous one in ``figures/``, so during ``fit`` only the last
-    is ever read; drawing it once at the end (with the final weights, in eval mode) saves the rest:
+    is ever read; drawing only at the end (with the final weights, in eval mode) saves the rest:
     they were 13% of the demo's quick trial and 6% of a quick ``scaling`` trial (BENCHMARKS.md, "time to
     answer"). With W&B, drawing at every validation was again 13% of the demo's trial (40 validations,
     AMD EPYC run); a drawing is kept only when training has passed the next of ``max_drawings`` evenly
@@ -200,8 +200,8 @@ class AttentionFigures(L.Callback):
 
 
 def _heatmaps(pl_module: L.LightningModule, epoch: int) -> tuple[dict[str, dict], dict[str, dict]]:
-    """``{kind}_ex{i}`` -> the :class:`~lit_models.heatmap_plot.AttentionPlot` arguments of every map kind of the
-    module's ``figure_maps()``, and the record of what it shows: ``kind``, ``epoch``, ``example``, ``layers`` (per
+    """``{kind}_ex{i}`` -> the :class:`~lit_models.callbacks.heatmap_plot.AttentionPlot` arguments of every map kind of
+    the module's ``figure_maps()``, and the record of what it shows: ``kind``, ``epoch``, ``example``, ``layers`` (per
     layer, the (T, S) head-mean weights as nested lists, 4 decimals), ``x_labels`` (keys) and ``y_labels``
     (queries), trimmed to the real tokens, and the axis titles ``x_title`` / ``y_title``."""
     maps, src_labels, out_labels = pl_module.figure_maps()
@@ -244,7 +244,8 @@ def decoder_row_labels(out: list[str]) -> list[str]:
 
     Labelling rows with the predicted token alone reads a decoder that attends to the source of the token it
     was just fed (some trained recurrent decoders do: their maps are sharp one row below the token predicted)
-    as misaligned; naming both says what each row is (``lit_models.probes.AlignmentMass`` measures both readings).
+    as misaligned; naming both says what each row is (``lit_models.callbacks.probes.AlignmentMass`` measures both
+    readings).
     """
     return [f"{f}→{p}" for f, p in zip(fed_tokens(out), out, strict=True)]
 

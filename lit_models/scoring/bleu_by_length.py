@@ -5,7 +5,7 @@ length: an encoder-decoder without attention degrades on long sentences, one wit
 less. :class:`BLEUByLength` groups hypotheses by source length into buckets of ``width`` tokens
 (``len_001_005``, ``len_006_010``, ... as ``acc_by_len`` names them) and computes SacreBLEU's corpus
 BLEU (13a tokenization, no smoothing, the settings of ``test/bleu``) within each bucket, with
-:class:`~lit_models.metrics.CorpusSacreBLEU` per bucket — the same implementation as the overall
+:class:`~lit_models.scoring.metrics.CorpusSacreBLEU` per bucket — the same implementation as the overall
 score. Deviation from the papers: lengths are counted in source tokens (words for
 word vocabularies, subword pieces for SentencePiece), not in words.
 """
@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 from torchmetrics import Metric
 
-from lit_models.metrics import LENGTH_BUCKET, CorpusSacreBLEU
+from lit_models.scoring.metrics import LENGTH_BUCKET, CorpusSacreBLEU
 
 SOURCE_BUCKETS = 16  # the last bucket also holds every longer source
 

@@ -35,7 +35,7 @@ import torch
 from torch import Tensor, nn
 from torchmetrics import Metric
 
-from lit_models.metrics import CorpusSacreBLEU, TextCorpusMetric
+from lit_models.scoring.metrics import CorpusSacreBLEU, TextCorpusMetric
 
 NgramCounts = list[Counter]
 """Per order n = 1..N: Counter of n-gram tuples."""

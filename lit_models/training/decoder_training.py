@@ -14,11 +14,10 @@ families (``seq2seq.Seq2SeqModule``: Transformer, recurrent, causal LM) and the 
 
 What is scored and drawn (``_evaluate``, metrics, figures) stays with each family.
 
-The ten knobs of all this (forcing, its schedule, the loss, the optimiser) are declared once, in
-``DecoderTraining`` (``Feeding`` and ``optim.Optimisation``, the optimiser knobs every family shares); a family
-takes them in its ``**options`` and names only the defaults it changes. Its other groups (its
-architecture's arguments, e.g. ``specs.transformer.ENCODER_DECODER_OPTIONS``) come before them, in ``option_groups``
-(``attnlab_core.options.TakesOptions``); ``self.options(**options)`` builds every group at once.
+The knobs of all this live in ``DecoderTraining``: ``Feeding`` (forcing, its schedule, the loss) plus
+``optim.Optimisation``, taken as ``optim`` describes. A family's other groups (its architecture's arguments,
+e.g. ``specs.transformer.ENCODER_DECODER_OPTIONS``) come before them in ``option_groups``
+(``attnlab_core.options.TakesOptions``); ``self.options(**options)`` builds every group.
 """
 
 from __future__ import annotations
@@ -36,10 +35,10 @@ from attnlab_core.options import with_defaults
 from attnlab_core.tokens import BOS, EOS, PAD
 from lit_models.axes import Forcing, ScheduledDecay, ScheduledMode
 from lit_models.blocks.decoding import DecodeConfig, decode
-from lit_models.evaluation import EvaluationModule
-from lit_models.forcing import ForcingPolicy
-from lit_models.metrics import label_smoothed_loss
-from lit_models.optim import Optimisation, scheduled_adamw
+from lit_models.policies.forcing import ForcingPolicy
+from lit_models.scoring.metrics import label_smoothed_loss
+from lit_models.training.evaluation import EvaluationModule
+from lit_models.training.optim import Optimisation, scheduled_adamw
 from lit_models.validation import RangeChecked
 
 

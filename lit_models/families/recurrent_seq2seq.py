@@ -4,7 +4,7 @@ dot / general / hard attention, on the shared seq2seq base (loss, forcing, decod
 Hard attention (Xu et al. 2015 §4.1) is trained with REINFORCE (Williams 1992): the reward of a
 sequence is the mean log-likelihood of its gold tokens, r = (1/n) Σ_t log p(y_t | ...); the
 estimator is (r − b) ∇ Σ_t log α_t[s_t], plus an entropy bonus λ_H Σ_t H(α_t)
-(``lit_models.reinforce``, shared with the captioner). The term is read from the decoder state
+(``lit_models.training.reinforce``, shared with the captioner). The term is read from the decoder state
 (``attn_log_prob``, ``attn_entropy``), which soft arms leave at zero, so there is no branch on
 the attention kind.
 """
@@ -17,9 +17,9 @@ from torch import Tensor
 
 from attnlab_core.options import with_defaults
 from lit_models.builders import build_recurrent_seq2seq
-from lit_models.reinforce import ReinforceOptions
-from lit_models.seq2seq import Seq2SeqModule
+from lit_models.families.seq2seq import Seq2SeqModule
 from lit_models.specs import RecurrentSeq2SeqSpec
+from lit_models.training.reinforce import ReinforceOptions
 
 
 class RecurrentSeq2Seq(Seq2SeqModule):
@@ -46,7 +46,7 @@ class RecurrentSeq2Seq(Seq2SeqModule):
         self.reinforce = reinforce.term(value_size=arch.encoder.output_size)
 
     def auxiliary_loss(self, logits: Tensor, labels: Tensor, state: dict[str, Tensor]) -> Tensor:
-        """REINFORCE term with baseline and entropy bonus (``lit_models.reinforce``); zero for soft arms."""
+        """REINFORCE term with baseline and entropy bonus (``lit_models.training.reinforce``); zero for soft arms."""
         out = self.reinforce(logits, labels, state)
         self.log("train/reward", out.reward.mean(), batch_size=labels.size(0))
         return out.loss

@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from lit_models.blocks.attention import MultiHeadAttention
-from lit_models.steplogs import is_flush_step
+from lit_models.training.steplogs import is_flush_step
 
 
 class MaxLogit(L.Callback):

@@ -26,9 +26,9 @@ from torchmetrics.classification import MulticlassAccuracy
 from attnlab_core.batches import DigitBatch
 from attnlab_core.options import with_defaults
 from lit_models.builders import build_full_view
-from lit_models.evaluation import EvaluationModule
-from lit_models.optim import CONSTANT_LR, module_adamw
 from lit_models.specs import FullViewSpec
+from lit_models.training.evaluation import EvaluationModule
+from lit_models.training.optim import CONSTANT_LR, module_adamw
 from lit_models.validation import check_data_matches
 
 

@@ -1,7 +1,7 @@
 """Losses and torchmetrics shared by every seq2seq family.
 
-All metric state is summed (texts: gathered) across DDP ranks at ``compute()`` (no per-step collectives), so
-evaluation over an un-padded shard sampler counts every example exactly once.
+All metric state is summed (texts: gathered) across DDP ranks at ``compute()``, with no per-step collectives
+(what that buys under DDP: ``training.evaluation``).
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def gather_objects(items: list) -> list:
 
 class TextCorpusMetric(Metric):
     """A corpus score of texts: (hypothesis, references) pairs are kept over batches, gathered from every rank at
-    ``compute()`` and scored once, so under DDP every example counts once and the score is the single-process one.
+    ``compute()`` and scored together, so under DDP the score is the single-process one.
 
     ``forward`` adds the batch to the corpus and returns the batch's own score. Subclasses define :meth:`score`.
     """

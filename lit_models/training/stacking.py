@@ -43,7 +43,7 @@ from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
 from torch.utils._pytree import tree_map
 
-from lit_models.reinforce import ReinforceTerm
+from lit_models.training.reinforce import ReinforceTerm
 
 CLIP_EPS = 1e-6  # torch.nn.utils.clip_grad_norm_'s denominator guard (what Lightning's norm clipping uses)
 

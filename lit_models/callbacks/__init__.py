@@ -1,0 +1,1 @@
+"""Lightning callbacks: the probes an ablation measures with, the attention figures, the prediction writer."""

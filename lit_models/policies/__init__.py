@@ -1,0 +1,1 @@
+"""The training policies an axis word names (forcing, learning-rate schedule), resolved by ``registries``."""

@@ -31,7 +31,7 @@ from ablations.verdicts.stats import Stat, stat
 LOSS = "val/loss"
 LOSS_CEILING = math.log(24)
 """lm_reverse's answer loss of the uniform predictor over its 24 ids (nats): a diverged run, or a finished one above
-it, counts as this value in the loss range (Wortsman et al. 2023 §3.1 cap the loss at its initial value likewise)."""
+it, counts as this value in the LR sensitivity (Wortsman et al. 2023 §2 cap the loss at its initial value instead)."""
 QK_LEARNED = 1.0  # final val/loss (nats a token): below it the best arm reverses most answer tokens
 QK_SENSITIVITY_SESOI = 0.1
 """Nats: the LR sensitivity must be at least a tenth of a nat smaller with QK-norm (Wortsman et al.'s Fig. 1

@@ -225,5 +225,17 @@ NEW_PLANS: dict[str, Plan] = {
                 "first plan left out; the fine-tuned none, ntk and yarn arms are ranked, not judged)",
         seeds=LEAST,
     ),
+    "rope_reverse": Plan(
+        stated="Position interpolation extends RoPE's context window; without fine-tuning it already extrapolates "
+               "better than plain RoPE, whose perplexity explodes past the training length, and a short fine-tune "
+               "closes the rest (Chen et al. 2023, §3, Tables 1 and 3, Fig. 1); NTK-aware scaling and YaRN do so with "
+               "less loss in range (Peng et al. 2023, §3, Table 1).",
+        own="the papers' claim is about language modelling over long documents; here it is carried to the "
+            "decoder-only reversal task, read as the perplexity of the answer by answer length (in range: answers of "
+            "6-10 tokens, sequences up to L = 21; about 2L: 16-20; about 4L: 36-40), judged on its relative rise at "
+            "s = 4; the fine-tune is the same run's last steps on prompts of 1-40 with the scaling in force (the "
+            "paper fine-tunes 1,000 steps after pre-training); chance is the uniform answer over the 20 content ids",
+        changes=f"{NEW_QUESTION}; the synthetic half of issue #47's RoPE question (the real half is rope_scaling)",
+    ),
 }
 PLANS.update(NEW_PLANS)

@@ -67,6 +67,8 @@ QUICK_FORCING = ("--trainer.max_epochs=6", *QUICK_SCALING[1:], "--model.schedule
 QK_LRS = (0.003, 0.01, 0.03, 0.1, 0.3)  # sweeps/qk_norm_lr.yaml's learning rates, which the verdict reads
 QUICK_QK = ("--trainer.max_epochs=3", "--data.train_size=8000", "--data.val_size=200", "--data.test_size=200",
             "--trainer.log_every_n_steps=5", "--model.warmup_steps=30")
+QUICK_ROPE = ("--data.train_size=12000", "--data.val_size=200", "--data.test_size=400",
+              "--trainer.log_every_n_steps=10", "--model.warmup_steps=150")  # 3 epochs, one validation: the sweep
 QUICK_KV = ("--data.val_size=200", "--data.test_size=400", "--trainer.log_every_n_steps=10")  # 8 epochs: the sweep
 TRANSFORMER_MAPS = ("attention/cross/ex0", "attention/enc_self/ex0", "attention/dec_self/ex0")
 CROSS_MAP = ("attention/cross/ex0",)
@@ -290,6 +292,23 @@ QUESTIONS: dict[str, Question] = {
             source="Ainslie et al. 2023, §1, Table 1, Fig. 3; Shazeer 2019",
             full="attnlab sweep sweeps/kv_heads.yaml (lm_reverse.yaml, 8 epochs x 20k examples of recall)",
             shows_at="the quick preset (8 epochs x 20k examples of recall, 2-8 pairs; the full one evaluates on more)",
+            media=("attention/self/ex0",),
+        ),
+        Question(
+            name="rope_reverse", plan=PLANS["rope_reverse"], axes=("model.rope_scaling", "data.finetune_steps"),
+            probes=(*claims_modern.REVERSE_AT.values(), "test/token_acc_by_len/", "val/exact_match"),
+            expected="One decoder with RoPE trained to reverse prompts of 1-10 tokens (L = 21 positions): plain "
+                     "RoPE's answer perplexity rises at 2L and 4L, while position interpolation, the NTK-aware base "
+                     "and YaRN (s = 4, applied at evaluation only) keep the rise small, and linear interpolation "
+                     f"fine-tuned for the run's last {claims_modern.REVERSE_FINETUNE} steps on prompts up to 4L keeps "
+                     "it smaller still (Chen et al. 2023, Tables 1 and 3; Peng et al. 2023). Judged on the rise from "
+                     "the in-range lengths to 4L, not on raw perplexity; the real-data half is rope_scaling.",
+            verdict=claims_modern.rope_reverse, quick=QUICK_ROPE, ranked_only=REST,
+            claim="decoder-only reversal: RoPE scaling keeps the answer's perplexity rise from L to 4L small where "
+                  "plain RoPE's grows, without fine-tuning and, for linear interpolation, after a short fine-tune",
+            source="Chen et al. 2023, §3, Tables 1 and 3; Peng et al. 2023, §3",
+            full="attnlab sweep sweeps/rope_reverse.yaml (lm_reverse.yaml, 3 epochs x 20k examples, one validation)",
+            shows_at="the full preset (lm_reverse.yaml, 3 epochs x 20k examples)",
             media=("attention/self/ex0",),
         ),
     ]

@@ -296,17 +296,17 @@ QUESTIONS: dict[str, Question] = {
         ),
         Question(
             name="rope_reverse", plan=PLANS["rope_reverse"], axes=("model.rope_scaling", "data.finetune_steps"),
-            probes=(*claims_modern.REVERSE_AT.values(), "test/token_acc_by_len/", "val/exact_match"),
-            expected="One decoder with RoPE trained to reverse prompts of 1-10 tokens (L = 21 positions): plain "
-                     "RoPE's answer perplexity rises at 2L and 4L, while position interpolation, the NTK-aware base "
-                     "and YaRN (s = 4, applied at evaluation only) keep the rise small, and linear interpolation "
-                     f"fine-tuned for the run's last {claims_modern.REVERSE_FINETUNE} steps on prompts up to 4L keeps "
-                     "it smaller still (Chen et al. 2023, Tables 1 and 3; Peng et al. 2023). Judged on the rise from "
-                     "the in-range lengths to 4L, not on raw perplexity; the real-data half is rope_scaling.",
-            verdict=claims_modern.rope_reverse, quick=QUICK_ROPE, ranked_only=REST,
+            verdict=claims_modern.rope_reverse, ranked_only=REST, quick=QUICK_ROPE,
             claim="decoder-only reversal: RoPE scaling keeps the answer's perplexity rise from L to 4L small where "
                   "plain RoPE's grows, without fine-tuning and, for linear interpolation, after a short fine-tune",
             source="Chen et al. 2023, §3, Tables 1 and 3; Peng et al. 2023, §3",
+            probes=(*claims_modern.REVERSE_AT.values(), "test/token_acc_by_len/", "val/exact_match"),
+            expected="The synthetic half of rope_scaling: a RoPE decoder learns to reverse prompts of 1-10 tokens "
+                     "(so L = 21 positions) and is tested on prompts up to 40. Without scaling the answer's "
+                     "perplexity climbs past L; evaluated with linear interpolation, the NTK-aware base or YaRN at "
+                     "s = 4 it climbs less, and after a fine-tune of the last "
+                     f"{claims_modern.REVERSE_FINETUNE} steps on prompts up to 40 (linear) less again (Chen et al. "
+                     "2023, Tables 1 and 3; Peng et al. 2023). The rise is judged, never the perplexity itself.",
             full="attnlab sweep sweeps/rope_reverse.yaml (lm_reverse.yaml, 3 epochs x 20k examples, one validation)",
             shows_at="the full preset (lm_reverse.yaml, 3 epochs x 20k examples)",
             media=("attention/self/ex0",),

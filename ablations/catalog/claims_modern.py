@@ -198,7 +198,7 @@ REVERSE_SESOI = 0.5
 perplexity percentage less than plain RoPE. Reversal beyond the training lengths fails outright without a position
 scheme that extrapolates (the answer's perplexity multiplies, lm_positions), so the rises compared are several
 hundred percent; a difference of half the in-range perplexity is the smallest worth calling an extrapolation."""
-REVERSE_FINETUNE = 60  # sweeps/rope_reverse.yaml's data.finetune_steps of its fine-tuned arms
+REVERSE_FINETUNE = 100  # sweeps/rope_reverse.yaml's data.finetune_steps of its fine-tuned arms
 
 
 def rope_reverse(stats: ArmStats, arms: Arms | None = None, *, finetune: int = REVERSE_FINETUNE) -> str:

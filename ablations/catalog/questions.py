@@ -67,8 +67,7 @@ QUICK_FORCING = ("--trainer.max_epochs=6", *QUICK_SCALING[1:], "--model.schedule
 QK_LRS = (0.003, 0.01, 0.03, 0.1, 0.3)  # sweeps/qk_norm_lr.yaml's learning rates, which the verdict reads
 QUICK_QK = ("--trainer.max_epochs=3", "--data.train_size=8000", "--data.val_size=200", "--data.test_size=200",
             "--trainer.log_every_n_steps=5", "--model.warmup_steps=30")
-QUICK_ROPE = ("--data.train_size=12000", "--data.val_size=200", "--data.test_size=400",
-              "--trainer.log_every_n_steps=10", "--model.warmup_steps=150")  # 3 epochs, one validation: the sweep
+QUICK_ROPE = ("--data.val_size=200", "--data.test_size=400", "--trainer.log_every_n_steps=10")  # 4 epochs: the sweep
 QUICK_KV = ("--data.val_size=200", "--data.test_size=400", "--trainer.log_every_n_steps=10")  # 8 epochs: the sweep
 TRANSFORMER_MAPS = ("attention/cross/ex0", "attention/enc_self/ex0", "attention/dec_self/ex0")
 CROSS_MAP = ("attention/cross/ex0",)
@@ -307,8 +306,8 @@ QUESTIONS: dict[str, Question] = {
                      "s = 4 it climbs less, and after a fine-tune of the last "
                      f"{claims_modern.REVERSE_FINETUNE} steps on prompts up to 40 (linear) less again (Chen et al. "
                      "2023, Tables 1 and 3; Peng et al. 2023). The rise is judged, never the perplexity itself.",
-            full="attnlab sweep sweeps/rope_reverse.yaml (lm_reverse.yaml, 3 epochs x 20k examples, one validation)",
-            shows_at="the full preset (lm_reverse.yaml, 3 epochs x 20k examples)",
+            full="attnlab sweep sweeps/rope_reverse.yaml (lm_reverse.yaml, 4 epochs x 20k examples, one validation)",
+            shows_at="the quick preset (4 epochs x 20k examples; the full one evaluates on more)",
             media=("attention/self/ex0",),
         ),
     ]

@@ -104,11 +104,11 @@ class CausalLM(Seq2SeqModule):
         return nll, (labels != PAD).sum()
 
     def training_loss(self, batch: Seq2SeqBatch | TextBatch, step: int) -> tuple[Tensor, dict[str, Tensor]]:
-        """Running text: label-smoothed next-token loss over every scored target, with the RoPE scaling in force on
-        a fine-tune batch (``TextBatch.finetune``); prompts: the base's."""
-        if not isinstance(batch, TextBatch):
-            return super().training_loss(batch, step)
+        """Running text: label-smoothed next-token loss over every scored target; prompts: the base's. Either with the
+        RoPE scaling in force on a fine-tune batch (``TextBatch.finetune``, ``FinetunePairs``)."""
         with scaling_in_training(self.net, batch.finetune):
+            if not isinstance(batch, TextBatch):
+                return super().training_loss(batch, step)
             logits = self.net.lm_logits(batch.tokens[:, :-1])
         loss = label_smoothed_loss(logits, batch.targets(), eps=self.hparams.label_smoothing)
         return loss, {"train/loss": loss}

@@ -30,6 +30,16 @@ class Seq2SeqBatch(NamedTuple):
 
     src: Tensor
     tgt: Tensor
+    finetune = False  # a class attribute, not a field: ``src, tgt = batch`` stays a pair
+
+
+class FinetunePairs(Seq2SeqBatch):
+    """A training batch of the fine-tune at the extended lengths (``datamodules.finetune``, prompt -> answer
+    tasks): the model trains on it with its RoPE scaling in force, as on a ``TextBatch`` whose ``finetune`` is
+    set. The same two fields; only the type (and so ``finetune``) differs, which survives the move to a device."""
+
+    __slots__ = ()
+    finetune = True
 
 
 class RegressionBatch(NamedTuple):

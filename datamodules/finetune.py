@@ -1,11 +1,13 @@
-"""The last training batches of a run as a short fine-tune at an extended length (``TextLM.finetune_steps``).
+"""The last training batches of a run as a short fine-tune at an extended length (``TextLM.finetune_steps``,
+``PromptAnswerTasks.finetune_steps``).
 
 Chen et al. 2023 ("Extending Context Window of Large Language Models via Positional Interpolation", §3.1-3.2)
 pre-train at a context L, then fine-tune about 1000 steps on windows of the extended context L' = s·L with the
 interpolated positions in force. Here both phases are one run, so a trial depends on no other trial's checkpoint:
 :class:`TailBatches` batches the training sampler's indices exactly as a plain ``DataLoader`` does, and marks the
-run's last ``tail`` batches as fine-tune batches; their windows (``TextLM``) are ``finetune_context`` tokens long
-and the model trains on them with its RoPE scaling in force (``attnlab_core.batches.TextBatch.finetune``).
+run's last ``tail`` batches as fine-tune batches; their windows (``TextLM``) are ``finetune_context`` tokens long,
+their prompts (``PromptAnswerTasks``) up to ``finetune_max_len``, and the model trains on them with its RoPE scaling
+in force (``attnlab_core.batches.TextBatch.finetune``, ``FinetunePairs``).
 Deviation: the fine-tune is the tail of the run's own schedule (same optimiser state, the learning rate where the
 schedule has it), not a fresh optimiser with its own warm-up as in the paper; before it, the run is the
 zero-fine-tune run of the same seed, batch for batch.
@@ -19,10 +21,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
+from typing import Any
 
-from torch.utils.data import DistributedSampler
+from torch.utils.data import DataLoader, DistributedSampler
 
 from attnlab_core.errors import UsageError
+from datamodules.batching import SplitDataModule, distributed_world
 
 
 def run_batches(trainer: object | None, batches: int) -> tuple[int, float]:
@@ -106,3 +110,14 @@ class TailBatches(DistributedSampler):
                 at, batch = at + 1, []
         if batch:
             yield [(i, first <= at < end) for i in batch]
+
+
+def tail_loader(size: int, *, data: SplitDataModule, tail: int, collate: Callable[[list[tuple[int, bool]]], Any],
+                ) -> DataLoader:
+    """The training loader of a run with a fine-tune tail: :class:`TailBatches` over ``size`` examples with the
+    datamodule ``data``'s seed, batch size and workers (the run's length read from its trainer when an epoch starts);
+    ``collate`` turns a batch of ``(index, finetune)`` keys into the batch."""
+    world, rank = distributed_world()
+    batches = TailBatches(size, num_replicas=world, rank=rank, seed=data.seed, batch_size=data.batch_size,
+                          tail=tail, length=lambda n: run_batches(data.trainer, n))
+    return DataLoader(Keys(size), batch_size=None, sampler=batches, num_workers=data.num_workers, collate_fn=collate)

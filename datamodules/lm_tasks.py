@@ -6,7 +6,13 @@ causal sequence (BOS is the separator) and is trained on the answer and EOS only
 (src = prompt, tgt = ``[BOS, answer, EOS]``), so decoding and metrics are shared with the
 encoder-decoder families. Training/validation lengths and test lengths are set separately: test
 lengths beyond ``max_len`` measure length generalization (Kazemnejad et al. 2023; Anil et al. 2022),
-read from ``test/acc_by_len/...``.
+read from ``test/acc_by_len/...`` (and the answer's perplexity, ``test/ppl_by_len/...``).
+
+With ``finetune_steps=K`` the run's last K training batches are a short fine-tune at the extended lengths (Chen et
+al. 2023 §3.2; ``datamodules.finetune``): prompts of ``min_len .. finetune_max_len`` tokens (default the test
+range's top), drawn from the training split's generator after the training pairs, in batches marked
+``FinetunePairs`` so the causal LM trains on them with its RoPE scaling in force; before them the run is the
+zero-fine-tune run of the same seed, batch for batch.
 
 Tasks (``LMTask``):
 
@@ -37,8 +43,10 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader
 
+from attnlab_core.batches import FinetunePairs, Seq2SeqBatch
 from datamodules.batching import N_SPECIAL, collate_pairs, ids_to_text, require
-from datamodules.splits import Split
+from datamodules.finetune import tail_loader
+from datamodules.splits import Split, split_generator
 from datamodules.synthetic import Pair, PairTasks, SyntheticSeq2Seq
 
 LMTask = Literal["copy", "reverse", "sort", "duplicate", "addition", "recall"]
@@ -107,6 +115,9 @@ class PromptAnswerTasks(PairTasks):
         max_len: longest train/val length.
         test_min_len: shortest test length; default min_len.
         test_max_len: longest test length; default 2 * max_len (beyond the training range).
+        finetune_steps: the run's last N training batches are a fine-tune at the extended lengths, trained on with
+            the model's RoPE scaling in force (Chen et al. 2023 §3.2); 0 = none, the run unchanged.
+        finetune_max_len: the fine-tune's longest prompt (> max_len); default test_max_len.
     """
 
     tasks = LM_TASKS
@@ -121,25 +132,60 @@ class PromptAnswerTasks(PairTasks):
         max_len: int = 10,
         test_min_len: int | None = None,
         test_max_len: int | None = None,
+        finetune_steps: int = 0,
+        finetune_max_len: int | None = None,
         **split: Any,
     ) -> None:
         super().__init__(task=task, vocab_size=vocab_size, min_len=min_len, max_len=max_len,
                          test_min_len=min_len if test_min_len is None else test_min_len,
                          test_max_len=2 * max_len if test_max_len is None else test_max_len,
                          split=self.split_spec(**split))
+        self.finetune_steps = finetune_steps
+        self.finetune_max_len = self.test_max_len if finetune_max_len is None else finetune_max_len
+        self.finetune_pairs: list[Pair] = []
+        longest = max(max_len, self.test_max_len, self.finetune_max_len if finetune_steps else 0)
         require([
             (vocab_size > N_SPECIAL, f"vocab_size must be > {N_SPECIAL}, got {vocab_size}"),
             (task != "addition" or vocab_size >= ADDITION_VOCAB,
              f"task=addition needs vocab_size >= {ADDITION_VOCAB} (10 digits and '+'), got {vocab_size}"),
-            (task != "recall" or vocab_size >= recall_vocab(max(max_len, self.test_max_len)),
-             f"task=recall needs vocab_size >= {recall_vocab(max(max_len, self.test_max_len))} (a key and a value "
-             f"id per pair, up to {max(max_len, self.test_max_len)} pairs), got {vocab_size}"),
+            (task != "recall" or vocab_size >= recall_vocab(longest),
+             f"task=recall needs vocab_size >= {recall_vocab(longest)} (a key and a value id per pair, up to "
+             f"{longest} pairs), got {vocab_size}"),
+            (finetune_steps >= 0, f"finetune_steps={finetune_steps} is not allowed: it must be an integer >= 0"),
+            (finetune_steps == 0 or self.finetune_max_len > max_len,
+             f"finetune_max_len={self.finetune_max_len} is not allowed: the fine-tune's prompts must reach beyond "
+             f"max_len={max_len}"),
             *self.task_checks(),
         ])
         self.save_hyperparameters()
 
+    def draw(self, split: Split) -> list[Pair]:
+        """As the base's; with a fine-tune, the training split's generator goes on, after the training pairs, to
+        draw as many fine-tune pairs of ``min_len .. finetune_max_len`` (so the training pairs are unchanged)."""
+        if split != "train" or not self.finetune_steps:
+            return super().draw(split)
+        generator = split_generator(self.seed, "train")
+        train = self.pairs(self.sizes["train"], min_len=self.min_len, max_len=self.max_len, generator=generator)
+        self.finetune_pairs = self.pairs(len(train), min_len=self.min_len, max_len=self.finetune_max_len,
+                                         generator=generator)
+        return train
+
+    def setup(self, stage: str) -> None:
+        super().setup(stage)
+        if stage == "fit" and self.finetune_steps:  # the run's length against the tail, before any loop starts
+            self._loader("train").sampler.tail_span()  # type: ignore[attr-defined]
+
     def _loader(self, name: Split) -> DataLoader:
-        return self.loader(self.split(name), name, collate_fn=collate_pairs)  # type: ignore[arg-type]
+        if name != "train" or not self.finetune_steps:
+            return self.loader(self.split(name), name, collate_fn=collate_pairs)  # type: ignore[arg-type]
+        train = self.split("train")
+
+        def collate(keys: list[tuple[int, bool]]) -> Seq2SeqBatch:
+            if keys[0][1]:  # a fine-tune batch: its indices pick fine-tune pairs
+                return FinetunePairs(*collate_pairs([self.finetune_pairs[i] for i, _ in keys]))
+            return collate_pairs([train[i] for i, _ in keys])
+
+        return tail_loader(len(train), data=self, tail=self.finetune_steps, collate=collate)
 
     def decode_tokens(self, ids: Sequence[int] | Tensor) -> str:
         """Ids -> text (stops at EOS): digits and '+' for addition, ``t<id>`` otherwise."""

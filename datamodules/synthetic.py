@@ -84,11 +84,14 @@ class PairTasks(OneVocabulary, DrawnSplits):
 
     def draw(self, split: Split) -> list[Pair]:
         test = split == "test"
-        return self.tasks[self.task](
-            n=self.sizes[split], min_len=self.test_min_len if test else self.min_len,
-            max_len=self.test_max_len if test else self.max_len, vocab_size=self.vocab_size,
-            generator=split_generator(self.seed, split),
-        )
+        return self.pairs(self.sizes[split], min_len=self.test_min_len if test else self.min_len,
+                          max_len=self.test_max_len if test else self.max_len,
+                          generator=split_generator(self.seed, split))
+
+    def pairs(self, n: int | None, *, min_len: int, max_len: int, generator: torch.Generator) -> list[Pair]:
+        """``n`` pairs of the task with sources of ``min_len .. max_len`` tokens, drawn from ``generator``."""
+        return self.tasks[self.task](n=n, min_len=min_len, max_len=max_len, vocab_size=self.vocab_size,
+                                     generator=generator)
 
 
 class SyntheticSeq2Seq(PairTasks):

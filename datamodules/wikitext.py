@@ -40,7 +40,7 @@ from torch.utils.data import DataLoader
 from attnlab_core.batches import TextBatch
 from attnlab_core.errors import UsageError
 from datamodules.batching import N_SPECIAL, PAD, UNK, OneVocabulary, SplitDataModule, distributed_world, require
-from datamodules.finetune import Keys, TailBatches, run_batches
+from datamodules.finetune import tail_loader
 from datamodules.sources import TextSpec
 from datamodules.text_sources import TEXT_SOURCES, Texts, TextSource
 
@@ -184,9 +184,6 @@ class TextLM(OneVocabulary, SplitDataModule):
         keep = self.sizes.train_subset(len(starts), self.seed)
         if keep is not None:
             starts = starts[keep]
-        world, rank = distributed_world()
-        batches = TailBatches(len(starts), num_replicas=world, rank=rank, seed=self.seed, batch_size=self.batch_size,
-                              tail=self.finetune_steps, length=lambda n: run_batches(self.trainer, n))
         last = len(stream) - self.finetune_context - 1
 
         def collate(keys: list[tuple[int, bool]]) -> TextBatch:
@@ -194,8 +191,7 @@ class TextLM(OneVocabulary, SplitDataModule):
             items = [(min(int(starts[i]), last) if finetune else int(starts[i]), 0) for i, _ in keys]
             return _collate(stream, items, self.finetune_context if finetune else self.context, finetune=finetune)
 
-        return DataLoader(Keys(len(starts)), batch_size=None, sampler=batches, num_workers=self.num_workers,
-                          collate_fn=collate)
+        return tail_loader(len(starts), data=self, tail=self.finetune_steps, collate=collate)
 
     def _loader(self, split: str) -> DataLoader:
         stream = self.streams["test" if split == "predict" else split]

@@ -225,5 +225,30 @@ NEW_PLANS: dict[str, Plan] = {
                 "first plan left out; the fine-tuned none, ntk and yarn arms are ranked, not judged)",
         seeds=LEAST,
     ),
+    "rope_reverse": Plan(
+        stated="Position interpolation extends RoPE's context window; without fine-tuning it already extrapolates "
+               "better than plain RoPE, whose perplexity explodes past the training length, and a short fine-tune "
+               "closes the rest (Chen et al. 2023, §3, Tables 1 and 3, Fig. 1); NTK-aware scaling and YaRN do so with "
+               "less loss in range (Peng et al. 2023, §3, Table 1).",
+        own="the papers' claim is about language modelling over long documents; here it is carried to the "
+            "decoder-only reversal task, read as the perplexity of the answer by answer length (in range: answers of "
+            "6-10 tokens, sequences up to L = 21; about 2L: 16-20; about 4L: 36-40), judged on the log ratio of its "
+            "rise (the rise of the NLL per token) at s = 4; the fine-tune is the same run's last 100 steps on prompts "
+            "of 1-40 with the scaling in force (the paper fine-tunes 1,000 steps after pre-training); chance is the "
+            "uniform answer over the 20 content ids; margins: half a nat for each arm against plain RoPE "
+            "(claims_modern.REVERSE_SESOI: small beside plain RoPE's exploratory rises of 6.6-10.9 nats), none for "
+            "the fine-tune against zero-fine-tune linear (ROPE_TUNED_SESOI, as the real half: any smaller rise clear "
+            "of seed noise)",
+        changes="new question (issue #47), the decoder-only half of the RoPE-scaling question (the real half is "
+                "rope_scaling); its quick preset was chosen on exploratory seeds 1-3 before any confirmatory seed ran "
+                "(docs/findings/preset_history.md#rope_reverse): the first (3 epochs of 12k, 60 fine-tune steps) left "
+                "plain RoPE undertrained on two of them, so the preset moved to 4 epochs of 20k with a 100-step "
+                "fine-tune; there plain RoPE's perplexity rise was heavy-tailed (a factor of 760 to 53,000), so the "
+                "rise moved from relative (the real half's) to the log ratio with a half-nat margin; the gate and "
+                "the chance level were fixed with it, never on a confirmatory verdict",
+        preset_history="exploratory seeds 1-3 at this preset: answer perplexity in range -> about 4L, plain RoPE "
+                       "1.02 -> 781 / 54,312 / 7,008; linear fine-tuned 100 steps 1.11 -> 1.26, 3.64 -> 8.77, "
+                       "2.98 -> 8.31; every zero-fine-tune scaling past chance at 4L; trials 30-38 s",
+    ),
 }
 PLANS.update(NEW_PLANS)

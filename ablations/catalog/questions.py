@@ -67,6 +67,7 @@ QUICK_FORCING = ("--trainer.max_epochs=6", *QUICK_SCALING[1:], "--model.schedule
 QK_LRS = (0.003, 0.01, 0.03, 0.1, 0.3)  # sweeps/qk_norm_lr.yaml's learning rates, which the verdict reads
 QUICK_QK = ("--trainer.max_epochs=3", "--data.train_size=8000", "--data.val_size=200", "--data.test_size=200",
             "--trainer.log_every_n_steps=5", "--model.warmup_steps=30")
+QUICK_ROPE = ("--data.val_size=200", "--data.test_size=400", "--trainer.log_every_n_steps=10")  # 4 epochs: the sweep
 QUICK_KV = ("--data.val_size=200", "--data.test_size=400", "--trainer.log_every_n_steps=10")  # 8 epochs: the sweep
 TRANSFORMER_MAPS = ("attention/cross/ex0", "attention/enc_self/ex0", "attention/dec_self/ex0")
 CROSS_MAP = ("attention/cross/ex0",)
@@ -290,6 +291,23 @@ QUESTIONS: dict[str, Question] = {
             source="Ainslie et al. 2023, §1, Table 1, Fig. 3; Shazeer 2019",
             full="attnlab sweep sweeps/kv_heads.yaml (lm_reverse.yaml, 8 epochs x 20k examples of recall)",
             shows_at="the quick preset (8 epochs x 20k examples of recall, 2-8 pairs; the full one evaluates on more)",
+            media=("attention/self/ex0",),
+        ),
+        Question(
+            name="rope_reverse", plan=PLANS["rope_reverse"], axes=("model.rope_scaling", "data.finetune_steps"),
+            verdict=claims_modern.rope_reverse, ranked_only=REST, quick=QUICK_ROPE,
+            claim="decoder-only reversal: RoPE scaling keeps the answer's perplexity rise from L to 4L small where "
+                  "plain RoPE's grows, without fine-tuning and, for linear interpolation, after a short fine-tune",
+            source="Chen et al. 2023, §3, Tables 1 and 3; Peng et al. 2023, §3",
+            probes=(*claims_modern.REVERSE_AT.values(), "test/token_acc_by_len/", "val/exact_match"),
+            expected="The synthetic half of rope_scaling: a RoPE decoder learns to reverse prompts of 1-10 tokens "
+                     "(so L = 21 positions) and is tested on prompts up to 40. Without scaling the answer's "
+                     "perplexity climbs past L; evaluated with linear interpolation, the NTK-aware base or YaRN at "
+                     "s = 4 it climbs less, and after a fine-tune of the last "
+                     f"{claims_modern.REVERSE_FINETUNE} steps on prompts up to 40 (linear) less again (Chen et al. "
+                     "2023, Tables 1 and 3; Peng et al. 2023). The rise is judged, never the perplexity itself.",
+            full="attnlab sweep sweeps/rope_reverse.yaml (lm_reverse.yaml, 4 epochs x 20k examples, one validation)",
+            shows_at="the quick preset (4 epochs x 20k examples; the full one evaluates on more)",
             media=("attention/self/ex0",),
         ),
     ]

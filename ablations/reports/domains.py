@@ -54,22 +54,29 @@ def pending(exp_dir: Path, domains: Sequence[str]) -> list[tuple[Path, str, list
 
 def run_domain_tests(exp_dir: Path, domains: Sequence[str], *, cwd: Path, env: Mapping[str, str] | None,
                      jobs: int, echo: Callable[[str], None] = print) -> int:
-    """Run the pending out-of-domain tests, ``jobs`` at once; each logs to ``<run>/test_<domain>.log``.
+    """Run the pending out-of-domain tests, ``jobs`` runs at once; each logs to ``<run>/test_<domain>.log``.
+    One run's domains are tested one after another: a run directory has one live owner at a time
+    (``attnlab_run.rundir``), so a second test of the same run would be refused while the first holds it.
     Returns how many failed (a failure is echoed and left pending for the next call)."""
     todo = pending(exp_dir, domains)
     if todo:
         echo(f"  out-of-domain tests: {len(todo)} ({', '.join(domains)})")
+    by_run: dict[Path, list[tuple[str, list[str]]]] = {}
+    for run, domain, argv in todo:
+        by_run.setdefault(run, []).append((domain, argv))
 
-    def one(item: tuple[Path, str, list[str]]) -> bool:
-        run, domain, argv = item
+    def one(run: Path, domain: str, argv: list[str]) -> bool:
         with open(run / f"test_{domain}.log", "w") as log:
             code = subprocess.run(argv, cwd=cwd, env=dict(env) if env is not None else None, stdout=log,
                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, check=False).returncode
         echo(f"  [{domain}] {run.name}  {'tested' if code == 0 else f'failed (exit {code}, see {log.name})'}")
         return code == 0
 
+    def run_all(run: Path) -> int:
+        return sum(not one(run, domain, argv) for domain, argv in by_run[run])
+
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        return sum(not ok for ok in pool.map(one, todo))
+        return sum(pool.map(run_all, by_run))
 
 
 def domain_metric(run: RunRecord, domain: str, metric: str) -> float | None:

@@ -10,25 +10,29 @@ the chance level, ``rules.at_least``/``at_most``): falling less from near chance
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from ablations.verdicts.rules import Arm, ArmStats, Check, at_least, at_most, better, get, name
 from ablations.verdicts.stats import Goal, Stat, stat
 
 
-def rise(stats: ArmStats, arm: Arm, *, inside: str, beyond: str, relative: bool) -> Stat | None:
-    """Per seed, ``beyond - inside`` (``relative``: ``beyond / inside - 1``), on the seeds that have both."""
+def rise(stats: ArmStats, arm: Arm, *, inside: str, beyond: str, relative: bool, log: bool = False) -> Stat | None:
+    """Per seed, ``beyond - inside`` (``relative``: ``beyond / inside - 1``; ``log``: ``ln(beyond / inside)``, for a
+    perplexity the rise of the mean NLL per token, which stays on a scale seeds can average where a perplexity
+    multiplies by thousands), on the seeds that have both (a ratio needs ``inside`` not 0, a log both positive)."""
     a, b = get(stats, arm, inside), get(stats, arm, beyond)
     if a is None or b is None:
         return None
     at = dict(a.values)
-    pairs = [(k, (v / at[k] - 1.0) if relative else (v - at[k])) for k, v in b.values
-             if k in at and (not relative or at[k] != 0)]
+    ratio = relative or log
+    pairs = [(k, (math.log(v / at[k]) if log else v / at[k] - 1.0) if ratio else (v - at[k])) for k, v in b.values
+             if k in at and (not ratio or at[k] != 0) and (not log or (v > 0 and at[k] > 0))]
     return stat([v for _, v in pairs], [k for k, _ in pairs]) if pairs else None
 
 
 def extrapolates(stats: ArmStats, good: Arm, bad: Arm, *, inside: str, beyond: str, goal: Goal, chance: float,
-                 sesoi: float, relative: bool = False, claim: str | None = None) -> Check:
+                 sesoi: float, relative: bool = False, log: bool = False, claim: str | None = None) -> Check:
     """Check that ``good`` changes less than ``bad`` from ``inside`` to ``beyond`` by at least ``sesoi`` (in the
     change's units) and that ``good`` sits above ``chance`` beyond the range (``goal`` says which way is
     better for the metric: accuracy maximized, perplexity minimized, where "above chance" means below the
@@ -39,15 +43,16 @@ def extrapolates(stats: ArmStats, good: Arm, bad: Arm, *, inside: str, beyond: s
     """
     claim = claim or f"{name(good)} extrapolates better than {name(bad)}"
     # a label no metric-range rule reads as a score (a change may be negative): ':' for '/'
-    key = f"change {inside} -> {beyond}".replace("/", ":") + (" (relative)" if relative else "")
+    key = f"change {inside} -> {beyond}".replace("/", ":") + (" (log ratio)" if log else " (relative)" if relative
+                                                               else "")
     changes = {a: {key: s} for a in (good, bad) if (s := rise(stats, a, inside=inside, beyond=beyond,
-                                                                  relative=relative)) is not None}
+                                                                  relative=relative, log=log)) is not None}
     change = better(changes, good, bad, metric=key, goal=goal, sesoi=sesoi, claim=claim)
     bound = at_least if goal == "maximize" else at_most
     clear = bound(stats, good, metric=beyond, bound=chance,
                   claim=f"{name(good)} is above chance beyond the range (chance {chance:g})")
     spec = {**change.spec, "kind": "extrapolates", "inside": inside, "beyond": beyond, "chance": chance,
-            "relative": relative}
+            "relative": relative, **({"log": True} if log else {})}
     out = replace(change, spec=spec, detail=f"{change.detail}; beyond the range: {clear.detail}")
     if clear.answer == "supported" or out.answer == "not supported":
         return out

@@ -27,7 +27,6 @@ import time
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from torchmetrics import Metric
 
@@ -37,7 +36,7 @@ from lit_models.blocks.positions import scaling_in_training
 from lit_models.builders import build_causal_lm
 from lit_models.families.seq2seq import Seq2SeqModule
 from lit_models.protocols import UnigramBaseline
-from lit_models.scoring.metrics import Ratio, label_smoothed_loss
+from lit_models.scoring.metrics import Ratio, label_smoothed_loss, token_nll
 from lit_models.specs.transformer import CAUSAL_LM_OPTIONS
 
 
@@ -100,15 +99,14 @@ class CausalLM(Seq2SeqModule):
         """Summed next-token NLL (float32) over the scored targets, and their count."""
         logits = self.net.lm_logits(batch.tokens[:, :-1])  # (B, T, V)
         labels = batch.targets()  # (B, T), PAD where not scored
-        nll = F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=PAD, reduction="sum")
-        return nll, (labels != PAD).sum()
+        return token_nll(logits, labels).sum(), (labels != PAD).sum()
 
     def training_loss(self, batch: Seq2SeqBatch | TextBatch, step: int) -> tuple[Tensor, dict[str, Tensor]]:
-        """Running text: label-smoothed next-token loss over every scored target, with the RoPE scaling in force on
-        a fine-tune batch (``TextBatch.finetune``); prompts: the base's."""
-        if not isinstance(batch, TextBatch):
-            return super().training_loss(batch, step)
+        """Running text: label-smoothed next-token loss over every scored target; prompts: the base's. Either with the
+        RoPE scaling in force on a fine-tune batch (``TextBatch.finetune``, ``FinetunePairs``)."""
         with scaling_in_training(self.net, batch.finetune):
+            if not isinstance(batch, TextBatch):
+                return super().training_loss(batch, step)
             logits = self.net.lm_logits(batch.tokens[:, :-1])
         loss = label_smoothed_loss(logits, batch.targets(), eps=self.hparams.label_smoothing)
         return loss, {"train/loss": loss}

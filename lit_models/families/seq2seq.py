@@ -17,7 +17,13 @@ from attnlab_core.tokens import PAD
 from lit_models.builders import build_transformer
 from lit_models.callbacks.figures import longest_examples
 from lit_models.scoring.bleu_by_length import BLEUByLength, CountByLength
-from lit_models.scoring.metrics import build_seq2seq_metrics, metric_signatures, positions_matched, sequences_equal
+from lit_models.scoring.metrics import (
+    build_seq2seq_metrics,
+    metric_signatures,
+    positions_matched,
+    sequences_equal,
+    token_nll,
+)
 from lit_models.specs.transformer import ENCODER_DECODER_OPTIONS
 from lit_models.training.decoder_training import DecoderTraining, DecoderTrainingModule
 
@@ -58,6 +64,7 @@ class Seq2SeqModule(DecoderTrainingModule):
         m["exact_match"].update(correct, correct.numel())
         m["acc_by_len"].update(correct, keep.sum(1) - 1)
         m["token_acc_by_len"].update(positions_matched(pred, labels), keep.sum(1) - 1)
+        m["ppl_by_len"].update(token_nll(logits, labels), keep.sum(1) - 1)
         detok = self._detokenizer()
         hyps, refs = [detok(p) for p in pred.tolist()], [[detok(g)] for g in labels.tolist()]
         m["bleu"].update(hyps, refs)

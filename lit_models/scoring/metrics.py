@@ -38,6 +38,15 @@ def label_smoothed_loss(logits: Tensor, labels: Tensor, *, eps: float) -> Tensor
     return F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=PAD, label_smoothing=eps)
 
 
+def token_nll(logits: Tensor, labels: Tensor) -> Tensor:
+    """(B, T) next-token negative log-likelihood in float32, 0 where the label is PAD (never label-smoothed).
+
+    Args:
+        logits: (B, T, V). labels: (B, T) with PAD where there is no target.
+    """
+    return F.cross_entropy(logits.float().transpose(1, 2), labels, ignore_index=PAD, reduction="none")
+
+
 class Ratio(Metric):
     """correct / total, summed over batches and ranks; 0 while nothing is counted. ``total`` may be fractional
     (seconds, for a rate): it is never rounded up to 1."""
@@ -70,16 +79,38 @@ class LengthBucketAccuracy(Metric):
 
     def update(self, correct: Tensor, lengths: Tensor) -> None:
         """correct: (B,) bool or float in [0, 1]; lengths: (B,) target lengths (content tokens)."""
+        self._add(correct.float(), torch.ones_like(correct, dtype=torch.float), lengths)
+
+    def _add(self, values: Tensor, weights: Tensor, lengths: Tensor) -> None:
+        """Add (B,) ``values`` and their (B,) ``weights`` to the buckets of the (B,) ``lengths``."""
         idx = ((lengths - 1).clamp_min(0) // LENGTH_BUCKET).clamp_max(MAX_BUCKETS - 1)
-        self.correct.index_add_(0, idx, correct.float())
-        self.total.index_add_(0, idx, torch.ones_like(correct, dtype=torch.float))
+        self.correct.index_add_(0, idx, values)
+        self.total.index_add_(0, idx, weights)
+
+    def reduce(self, total: Tensor, weight: Tensor) -> Tensor:
+        """A bucket's value from its summed values and weights: their mean."""
+        return total / weight
 
     def compute(self) -> dict[str, Tensor]:
         out = {}
         for b in torch.nonzero(self.total).flatten().tolist():
             lo, hi = b * LENGTH_BUCKET + 1, (b + 1) * LENGTH_BUCKET
-            out[f"len_{lo:03d}_{hi:03d}"] = self.correct[b] / self.total[b]
+            out[f"len_{lo:03d}_{hi:03d}"] = self.reduce(self.correct[b], self.total[b])
         return out
+
+
+class LengthBucketPerplexity(LengthBucketAccuracy):
+    """Perplexity per target-length bucket: exp of the mean NLL per scored target token (the answer's tokens and
+    EOS, teacher-forced, never label-smoothed) over the bucket's sequences, token-weighted (Press et al. 2022's
+    perplexity, read here by answer length instead of context)."""
+
+    def update(self, nll: Tensor, lengths: Tensor) -> None:  # type: ignore[override]
+        """nll: (B, T) per-position NLL, 0 where the label is PAD; lengths: (B,) target lengths (content tokens),
+        so each sequence scores ``lengths + 1`` tokens (its EOS too)."""
+        self._add(nll.float().sum(1), (lengths + 1).float(), lengths)
+
+    def reduce(self, total: Tensor, weight: Tensor) -> Tensor:
+        return torch.exp(total / weight)
 
 
 def gather_objects(items: list) -> list:
@@ -177,7 +208,8 @@ class CorpusCHRF(SacreCorpusMetric):
 
 
 def build_seq2seq_metrics() -> nn.ModuleDict:
-    """token_acc (teacher-forced), exact_match, BLEU and chrF (free-running), per-length exact match.
+    """token_acc (teacher-forced), exact_match, BLEU and chrF (free-running), per-length exact match, token accuracy
+    and (teacher-forced) perplexity.
 
     BLEU and chrF are computed on detokenized text with one reference; ``metric_signatures``
     gives the SacreBLEU signatures of exactly these settings.
@@ -191,6 +223,7 @@ def build_seq2seq_metrics() -> nn.ModuleDict:
             "chrf": CorpusCHRF(word_order=0),  # chrF (Popović 2015), not chrF++; sacrebleu's statistics
             "acc_by_len": LengthBucketAccuracy(),
             "token_acc_by_len": LengthBucketAccuracy(),  # free-running: share of gold positions matched
+            "ppl_by_len": LengthBucketPerplexity(),  # teacher-forced answer perplexity per length bucket
         }
     )
 

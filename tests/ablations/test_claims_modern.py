@@ -74,17 +74,19 @@ def test_kv_heads_verdict():
     assert not wide.startswith("supported"), wide
 
 
-def _rope_stats(rises: dict[str, float], at_l: dict[str, float] | None = None, tuned: float = 0.0):
-    """Zero-fine-tune arms ``(scaling, 0)`` with the given relative rises; fine-tuned arms ``(scaling, 32)`` rise by
-    ``tuned``."""
+ROPE_AT = {k: f"test/ppl_by_ctx/ctx_{128 * k:05d}" for k in (1, 2, 4)}
+
+
+def _rope_stats(rises: dict[str, float], at_l: dict[str, float] | None = None, tuned: float = 0.0, *,
+                at=ROPE_AT, finetune=ROPE_FINETUNE, base_ppl=5.0):
+    """Zero-fine-tune arms ``(scaling, 0)`` with the given relative rises; fine-tuned arms ``(scaling, finetune)``
+    rise by ``tuned``; perplexity keys ``at`` (L, 2L, 4L)."""
     stats = {}
-    arms = {(arm, 0): r for arm, r in rises.items()} | {(arm, ROPE_FINETUNE): tuned for arm in rises}
+    arms = {(arm, 0): r for arm, r in rises.items()} | {(arm, finetune): tuned for arm in rises}
     for i, (arm, r) in enumerate(arms.items()):
-        base = [(at_l or {}).get(arm[0], 5.0) + 0.01 * s + _jitter(i, s, 0.05) for s in SEEDS]
-        stats[arm] = {"test/ppl_by_ctx/ctx_00128": _s(base),
-                      "test/ppl_by_ctx/ctx_00256": _s([b * (1 + r / 2) for b in base]),
-                      "test/ppl_by_ctx/ctx_00512": _s([b * (1 + r + _jitter(i + 1, s, 0.01))
-                                                       for b, s in zip(base, SEEDS, strict=True)])}
+        base = [(at_l or {}).get(arm[0], base_ppl) + 0.01 * s + _jitter(i, s, 0.05) for s in SEEDS]
+        stats[arm] = {at[1]: _s(base), at[2]: _s([b * (1 + r / 2) for b in base]),
+                      at[4]: _s([b * (1 + r + _jitter(i + 1, s, 0.01)) for b, s in zip(base, SEEDS, strict=True)])}
     return stats
 
 
@@ -112,3 +114,42 @@ def test_rope_scaling_verdict_judges_the_fine_tune_against_both_zero_fine_tune_a
     assert stuck.startswith("not supported"), stuck
     assert "linear fine-tuned 32 steps at 4L rises less than plain RoPE from L to 4L: supported" in stuck, stuck
     assert "linear/32" in stuck and "yarn/32" in stuck  # the fine-tuned arms are ranked, not judged
+
+
+def _reverse_stats(rises, at_l=None, tuned=0.0):
+    return _rope_stats(rises, at_l, tuned, at=claims_modern.REVERSE_AT, finetune=claims_modern.REVERSE_FINETUNE,
+                       base_ppl=1.2)
+
+
+def test_rope_reverse_verdict_judges_the_answer_perplexity_rise_like_the_real_half():
+    """The decoder-only half reads the answer's perplexity by length bucket through the same rules: interpolation
+    rising several times less than plain RoPE is supported; equal rises are not; a scaling whose perplexity at 4L is
+    past chance (20, uniform over the content ids) is not supported however little it rises; an unlearned task (in
+    range above the gate of 2) is not judged on its rises."""
+    q = QUESTIONS["rope_reverse"]
+    rises = {"none": 12.0, "linear": 2.0, "ntk": 3.0, "yarn": 2.5}
+    good = q.judge(_reverse_stats(rises, tuned=0.5))
+    assert good.startswith("supported"), good
+    assert "linear fine-tuned 100 steps at 4L rises less than linear without fine-tune: supported" in good, good
+    assert "token accuracy at 4L" not in good  # no such statistic here: nothing ranked on it
+    flat = q.judge(_reverse_stats({"none": 2.0, "linear": 2.0, "ntk": 2.0, "yarn": 2.0}, tuned=2.0))
+    assert flat.startswith("not supported"), flat
+    # rises of 40% against plain RoPE's 1200%, but from 18 in range: past chance at 4L
+    past = q.judge(_reverse_stats(rises | {"linear": 0.4, "ntk": 0.4, "yarn": 0.4}, at_l={"linear": 18.0,
+                                  "ntk": 18.0, "yarn": 18.0}))
+    assert past.startswith("not supported") and "not above chance beyond the range" in past, past
+    unlearned = q.judge(_reverse_stats(rises, at_l={"none": 6.0}, tuned=0.5))
+    assert not unlearned.startswith("supported"), unlearned
+    # within its SESOI (0.5): a scaling that rises 0.3 less than plain RoPE does not "rise less"
+    close = q.judge(_reverse_stats({"none": 2.0, "linear": 1.7, "ntk": 1.7, "yarn": 1.7}, tuned=1.0))
+    assert not close.startswith("supported"), close
+
+
+def test_a_log_rise_is_the_log_ratio_per_seed_on_the_seeds_with_both_values():
+    """``rise(log=True)``: ln(beyond / inside) paired by seed (the rise of the NLL per token for a perplexity); a seed
+    missing a value is left out."""
+    from ablations.verdicts.extrapolation import rise
+
+    stats = {("a",): {"in": _s([1.0, 2.0, 4.0], [1, 2, 3]), "out": _s([1.0, 16.0], [1, 3])}}
+    r = rise(stats, ("a",), inside="in", beyond="out", relative=False, log=True)
+    assert r is not None and r.n == 2 and math.isclose(r.mean, (0.0 + math.log(4.0)) / 2, abs_tol=1e-12)

@@ -87,5 +87,25 @@ def test_run_domain_tests_runs_each_pending_test_and_counts_failures(tmp_path):
     assert (run / "test_nyt.log").exists() and any("failed (exit 3" in line for line in lines)
 
 
+def test_one_runs_domains_are_tested_one_after_another_and_runs_side_by_side(tmp_path):
+    """Each fake test holds ``<run>.busy`` for a while (created exclusively, as the run directory's owner lock
+    refuses a second live owner); two at once on one run exit 5. With ``jobs=2`` the two runs overlap."""
+    script = ("import os, sys, time, pathlib; run = pathlib.Path(sys.argv[1]); busy = run.with_suffix('.busy')\n"
+              "try: fd = os.open(busy, os.O_CREAT | os.O_EXCL)\nexcept FileExistsError: sys.exit(5)\n"
+              "(run.parent / 'started').open('a').write(run.name + '\\n'); time.sleep(0.4); os.close(fd); "
+              "busy.unlink()")
+    for seed in (1, 2):
+        run = _run(tmp_path, f"pooling=mean,seed={seed}", pooling="mean")
+        trial = json.loads((run / "trial.json").read_text())
+        trial["command"] = [sys.executable, "-c", script, str(run), "fit"]
+        (run / "trial.json").write_text(json.dumps(trial))
+    lines: list[str] = []
+    failed = run_domain_tests(tmp_path / "sentiment_pooling_mr", ("tweets", "nyt", "amazon"), cwd=tmp_path, env=None,
+                              jobs=2, echo=lines.append)
+    assert failed == 0, lines
+    started = (tmp_path / "sentiment_pooling_mr" / "started").read_text().split()
+    assert len(started) == 6 and set(started[:2]) == {"pooling=mean,seed=1", "pooling=mean,seed=2"}
+
+
 def test_the_movie_review_question_tests_the_three_other_domains():
     assert REAL_QUESTIONS["sentiment_pooling_mr"].test_domains == ("tweets", "nyt", "amazon")

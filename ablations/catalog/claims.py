@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ablations.catalog.arms import Arms
-from ablations.verdicts.extrapolation import extrapolates
+from ablations.verdicts.extrapolation import Change, extrapolates
 from ablations.verdicts.ranges import metric_range
 from ablations.verdicts.rules import (
     ArmStats,
@@ -183,13 +183,13 @@ def _ranking(stats: ArmStats, arms: list[tuple], *, metric: str = BEYOND, maximi
 
 def lm_positions(stats: ArmStats, arms: Arms | None = None, *, within: str = WITHIN, beyond: str = BEYOND,
                  goal: Goal = "maximize", chance: float = LM_CHANCE, sesoi: float = EXTRAPOLATION_SESOI,
-                 relative: bool = False, gate_metric: str = EXACT, gate_threshold: float = 0.5,
+                 change: Change = "difference", gate_metric: str = EXACT, gate_threshold: float = 0.5,
                  beyond_label: str = "beyond the training lengths (free-running token accuracy)") -> str:
     """Kazemnejad et al. 2023 (NoPE ≈ T5 bias > ALiBi > RoPE ≈ absolute) and Press et al. 2022: a causal
     decoder infers position from its mask, so NoPE and ALiBi extrapolate past the training lengths better
     than absolute positions. Judged on the change from inside to beyond the training lengths, paired by seed,
     with every arm claimed to extrapolate above ``chance`` beyond them (``ablations.verdicts.extrapolation``);
-    read by default on free-running token accuracy; ``within``/``beyond``/``goal``/``relative`` read another
+    read by default on free-running token accuracy; ``within``/``beyond``/``goal``/``change`` read another
     number (e.g. the relative rise of perplexity from L to 4L, minimized), ``gate_metric``/``gate_threshold`` the
     number that says the task was learned. The ranking beyond is shown against Kazemnejad et al.'s."""
     arms = arms or Arms.of(stats)
@@ -197,7 +197,7 @@ def lm_positions(stats: ArmStats, arms: Arms | None = None, *, within: str = WIT
     gate = learned(stats, arms.swept, metric=gate_metric, threshold=gate_threshold, goal=goal, shows_at=arms.shows_at)
     checks = [
         extrapolates(stats, good, bad, inside=within, beyond=beyond, goal=goal, chance=chance, sesoi=sesoi,
-                     relative=relative)
+                     change=change)
         for good in relative_arms for bad in absolute
     ]
     ranking = _ranking(stats, arms.ranking, metric=beyond, maximize=goal == "maximize", label=beyond_label)

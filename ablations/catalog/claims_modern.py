@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 
 from ablations.catalog.arms import Arms
 from ablations.catalog.claims import _equal_parameters, _ranking
-from ablations.verdicts.extrapolation import extrapolates, rise
+from ablations.verdicts.extrapolation import Change, extrapolates, rise
 from ablations.verdicts.rules import (
     Arm,
     ArmStats,
@@ -157,14 +157,14 @@ def rope_scaling(stats: ArmStats, arms: Arms | None = None, *, context: int = RO
 
 
 def rope_rise(stats: ArmStats, arms: Arms | None, *, at: Mapping[int, str], threshold: float, chance: float,
-              sesoi: float, tuned_sesoi: float, finetune: int, label: str, log: bool = False) -> str:
+              sesoi: float, tuned_sesoi: float, finetune: int, label: str, change: Change = "relative") -> str:
     """The RoPE-scaling verdict over perplexity keys ``at`` (1, 2, 4 -> the key at L, 2L, 4L), shared by the text and
     the prompt -> answer halves of the question. At zero fine-tune (``data.finetune_steps`` 0: the scaling acts at
     evaluation only; Chen et al. report that interpolation without fine-tuning already extrapolates better than
     plain RoPE) each scaling against none, and for linear interpolation after a short fine-tune at 4L
     (``finetune`` steps, the paper's "a short fine-tune closes the rest"): its rise below plain RoPE's by ``sesoi``
     and below zero-fine-tune linear's by ``tuned_sesoi``. Judged on the per-seed relative rise of perplexity from L
-    to 4L (``extrapolates``; with ``log``, its log ratio: the rise of the NLL per token), each judged arm below
+    to 4L (``extrapolates``; ``change`` "log": its log ratio, the rise of the NLL per token), each judged arm below
     ``chance`` at 4L, plain RoPE's own rise above zero, and the gate:
     plain RoPE's perplexity at L at most ``threshold``. The other fine-tuned arms (plain RoPE fine-tuned at 4L: Chen
     et al.'s direct fine-tuning; NTK; YaRN) are ranked, not judged; ``label`` names L in the ranking."""
@@ -172,9 +172,8 @@ def rope_rise(stats: ArmStats, arms: Arms | None, *, at: Mapping[int, str], thre
     none, *scaled = (arms.arm(s, 0) for s in ("none", "linear", "ntk", "yarn"))
     tuned = arms.arm("linear", finetune)
     gate = learned(stats, [none], metric=at[1], threshold=threshold, goal="minimize", shows_at=arms.shows_at)
-    scale = dict(relative=not log, **({"log": True} if log else {}))
-    rises = {none: {"rise": r}} if (r := rise(stats, none, inside=at[1], beyond=at[4], **scale)) else {}
-    than = dict(inside=at[1], beyond=at[4], goal="minimize", chance=chance, **scale)
+    rises = {none: {"rise": r}} if (r := rise(stats, none, inside=at[1], beyond=at[4], change=change)) else {}
+    than = dict(inside=at[1], beyond=at[4], goal="minimize", chance=chance, change=change)
     checks = [
         at_least(rises, none, metric="rise", bound=0.0, claim="plain RoPE's perplexity rises from L to 4L"),
         *[extrapolates(stats, s, none, sesoi=sesoi, claim=f"{s[0]} rises less than plain RoPE from L to 4L",
@@ -213,6 +212,6 @@ def rope_reverse(stats: ArmStats, arms: Arms | None = None, *, finetune: int = R
     position."""
     line = rope_rise(stats, arms, at=REVERSE_AT, threshold=REVERSE_LEARNED, chance=REVERSE_CHANCE,
                      sesoi=REVERSE_SESOI, tuned_sesoi=ROPE_TUNED_SESOI, finetune=finetune, label="L (answers 6-10)",
-                     log=True)
+                     change="log")
     ranking = (arms or Arms.of(stats)).ranking
     return line + _ranking(stats, ranking, metric="test/token_acc_by_len/len_036_040", label="token accuracy at 4L")

@@ -233,7 +233,7 @@ def lm_positions_web(stats: ArmStats, arms: Arms | None = None, *, context: int)
     at = {k: f"test/ppl_by_ctx/ctx_{k * context:05d}" for k in (1, 2, 4)}
     arms = arms or Arms.of(stats)
     verdict = lm_positions(stats, arms, within=at[1], beyond=at[4], goal="minimize", chance=LM_UNIGRAM,
-                           sesoi=RISE_SESOI, relative=True, gate_metric=at[1], gate_threshold=LM_LEARNED,
+                           sesoi=RISE_SESOI, change="relative", gate_metric=at[1], gate_threshold=LM_LEARNED,
                            beyond_label=f"perplexity at 4L = {4 * context} characters")
     return verdict + _ranking(stats, arms.ranking, metric=at[2], maximize=False,
                               label=f"at 2L = {2 * context}") + _ranking(

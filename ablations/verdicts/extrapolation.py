@@ -12,27 +12,38 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Literal
 
 from ablations.verdicts.rules import Arm, ArmStats, Check, at_least, at_most, better, get, name
 from ablations.verdicts.stats import Goal, Stat, stat
 
+Change = Literal["difference", "relative", "log"]
+"""How a number changes from inside to beyond the range: ``beyond - inside``, ``beyond / inside - 1``, or
+``ln(beyond / inside)`` (for a perplexity the rise of the mean NLL per token, which stays on a scale seeds can
+average where a perplexity multiplies by thousands)."""
 
-def rise(stats: ArmStats, arm: Arm, *, inside: str, beyond: str, relative: bool, log: bool = False) -> Stat | None:
-    """Per seed, ``beyond - inside`` (``relative``: ``beyond / inside - 1``; ``log``: ``ln(beyond / inside)``, for a
-    perplexity the rise of the mean NLL per token, which stays on a scale seeds can average where a perplexity
-    multiplies by thousands), on the seeds that have both (a ratio needs ``inside`` not 0, a log both positive)."""
+
+def _change(inside: float, beyond: float, change: Change) -> float | None:
+    """One seed's change, None where it is undefined (a ratio of a zero inside, a log of a non-positive number)."""
+    if change == "difference":
+        return beyond - inside
+    if change == "relative":
+        return beyond / inside - 1.0 if inside != 0 else None
+    return math.log(beyond / inside) if beyond > 0 and inside > 0 else None
+
+
+def rise(stats: ArmStats, arm: Arm, *, inside: str, beyond: str, change: Change) -> Stat | None:
+    """Per seed, the ``change`` from ``inside`` to ``beyond``, on the seeds that have both (and where it is defined)."""
     a, b = get(stats, arm, inside), get(stats, arm, beyond)
     if a is None or b is None:
         return None
     at = dict(a.values)
-    ratio = relative or log
-    pairs = [(k, (math.log(v / at[k]) if log else v / at[k] - 1.0) if ratio else (v - at[k])) for k, v in b.values
-             if k in at and (not ratio or at[k] != 0) and (not log or (v > 0 and at[k] > 0))]
+    pairs = [(k, c) for k, v in b.values if k in at and (c := _change(at[k], v, change)) is not None]
     return stat([v for _, v in pairs], [k for k, _ in pairs]) if pairs else None
 
 
 def extrapolates(stats: ArmStats, good: Arm, bad: Arm, *, inside: str, beyond: str, goal: Goal, chance: float,
-                 sesoi: float, relative: bool = False, log: bool = False, claim: str | None = None) -> Check:
+                 sesoi: float, change: Change = "difference", claim: str | None = None) -> Check:
     """Check that ``good`` changes less than ``bad`` from ``inside`` to ``beyond`` by at least ``sesoi`` (in the
     change's units) and that ``good`` sits above ``chance`` beyond the range (``goal`` says which way is
     better for the metric: accuracy maximized, perplexity minimized, where "above chance" means below the
@@ -43,17 +54,17 @@ def extrapolates(stats: ArmStats, good: Arm, bad: Arm, *, inside: str, beyond: s
     """
     claim = claim or f"{name(good)} extrapolates better than {name(bad)}"
     # a label no metric-range rule reads as a score (a change may be negative): ':' for '/'
-    key = f"change {inside} -> {beyond}".replace("/", ":") + (" (log ratio)" if log else " (relative)" if relative
-                                                               else "")
+    key = f"change {inside} -> {beyond}".replace("/", ":") + {"difference": "", "relative": " (relative)",
+                                                               "log": " (log ratio)"}[change]
     changes = {a: {key: s} for a in (good, bad) if (s := rise(stats, a, inside=inside, beyond=beyond,
-                                                                  relative=relative, log=log)) is not None}
-    change = better(changes, good, bad, metric=key, goal=goal, sesoi=sesoi, claim=claim)
+                                                                  change=change)) is not None}
+    compared = better(changes, good, bad, metric=key, goal=goal, sesoi=sesoi, claim=claim)
     bound = at_least if goal == "maximize" else at_most
     clear = bound(stats, good, metric=beyond, bound=chance,
                   claim=f"{name(good)} is above chance beyond the range (chance {chance:g})")
-    spec = {**change.spec, "kind": "extrapolates", "inside": inside, "beyond": beyond, "chance": chance,
-            "relative": relative, **({"log": True} if log else {})}
-    out = replace(change, spec=spec, detail=f"{change.detail}; beyond the range: {clear.detail}")
+    spec = {**compared.spec, "kind": "extrapolates", "inside": inside, "beyond": beyond, "chance": chance,
+            "relative": change == "relative", **({"log": True} if change == "log" else {})}
+    out = replace(compared, spec=spec, detail=f"{compared.detail}; beyond the range: {clear.detail}")
     if clear.answer == "supported" or out.answer == "not supported":
         return out
     if clear.answer == "not supported":

@@ -146,10 +146,10 @@ def test_rope_reverse_verdict_judges_the_answer_perplexity_rise_like_the_real_ha
 
 
 def test_a_log_rise_is_the_log_ratio_per_seed_on_the_seeds_with_both_values():
-    """``rise(log=True)``: ln(beyond / inside) paired by seed (the rise of the NLL per token for a perplexity); a seed
-    missing a value is left out."""
+    """``rise(change="log")``: ln(beyond / inside) paired by seed (the rise of the NLL per token for a
+    perplexity); a seed missing a value is left out."""
     from ablations.verdicts.extrapolation import rise
 
     stats = {("a",): {"in": _s([1.0, 2.0, 4.0], [1, 2, 3]), "out": _s([1.0, 16.0], [1, 3])}}
-    r = rise(stats, ("a",), inside="in", beyond="out", relative=False, log=True)
+    r = rise(stats, ("a",), inside="in", beyond="out", change="log")
     assert r is not None and r.n == 2 and math.isclose(r.mean, (0.0 + math.log(4.0)) / 2, abs_tol=1e-12)

@@ -95,7 +95,7 @@ def test_extrapolation_reads_the_rise_not_the_raw_value_beyond():
     raw = better(stats, ("alibi",), ("learned",), metric="4L", goal="minimize", sesoi=0.0)
     assert raw.answer == "supported"
     rise = extrapolates(stats, ("alibi",), ("learned",), inside="L", beyond="4L", goal="minimize", chance=17.0,
-                        sesoi=0.02, relative=True)
+                        sesoi=0.02, change="relative")
     assert rise.answer == "not supported"  # the rises (+1.0% each) agree within the 2% smallest effect
 
 

@@ -3,8 +3,9 @@
 For each arm of the sweep (its trials less the seed; a question's baseline arms too), one training step of the
 arm's own model and batch (built by the project's CLI from the trial's command line by ``build``, which the command
 layer passes in: ``ablations.stacked.build``, as it builds a seed) runs on the CPU under
-``torch.utils.flop_counter.FlopCounterMode``: forward (the family's ``training_loss``) and backward. The optimizer's
-few FLOPs a parameter are left out. Then
+``torch.utils.flop_counter.FlopCounterMode``: forward (the family's ``training_step`` as Lightning calls it; with no
+trainer attached its ``self.log`` calls do nothing) and backward. The optimizer's few FLOPs a parameter are left out.
+Then
 
     GPU-hours = Σ over trials of (FLOPs a step × steps) / (MFU × H100_PEAK) / 3600
 
@@ -20,6 +21,7 @@ decoding are not counted.
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -27,6 +29,7 @@ H100_PEAK_FLOPS = 989e12  # dense bf16, H100 SXM (NVIDIA's datasheet; 1979 is wi
 MFU = 0.30
 Builder = Callable[[list[list[str]]], list[Any]]
 PER_TRIAL = re.compile(r"^--(seed_everything|run\.name)=")  # what differs between the seeds of one arm
+UNLOGGED = "You are trying to `self.log()` but the `self.trainer` reference is not registered"  # Lightning's warning
 
 
 def step_flops(fit_args: list[str], build: Builder) -> tuple[float, int]:
@@ -42,8 +45,9 @@ def step_flops(fit_args: list[str], build: Builder) -> tuple[float, int]:
     loader = data.train_dataloader()
     steps = training_steps(trainer.max_epochs, trainer.max_steps, len(loader))
     model.train()
-    with FlopCounterMode(display=False) as counter, torch.enable_grad():
-        loss, _ = model.training_loss(next(iter(loader)), 0)
+    with FlopCounterMode(display=False) as counter, torch.enable_grad(), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=re.escape(UNLOGGED))
+        loss = model.training_step(next(iter(loader)), 0)
         loss.backward()
     return float(counter.get_total_flops()), steps
 

@@ -67,6 +67,18 @@ def test_a_real_step_is_counted_forward_and_backward(tmp_path: Path):
     assert flops > 3 * 2 * 16 * 4 * 16 * 12  # B=16, T >= 4 (3 tokens + EOS), d=16, V >= 12: a loose floor
 
 
+def test_a_family_without_a_training_loss_is_counted(tmp_path: Path):
+    """The recurrent attention model (ram_mnist's arms) has Lightning's training_step and no training_loss: its
+    step is counted all the same (ram_translated.yaml: the offline glyph digits, made tiny)."""
+    from ablations.stacked import build
+
+    flops, steps = gh.step_flops(["fit", "--config", "ablations/configs/ram_translated.yaml", "--data.train_size=32",
+                                  "--data.val_size=8", "--data.test_size=8", "--data.batch_size=16",
+                                  "--trainer.max_epochs=1", "--model.hidden_size=32", f"--run.root={tmp_path}"], build)
+    assert steps == 2
+    assert flops > 3 * 2 * 16 * 6 * 32 * 32  # B=16, 6 glimpses, the core's H x H recurrence: a loose floor
+
+
 def test_full_dry_run_prints_the_estimate_of_every_trial_and_quick_does_not(monkeypatch, capsys, tmp_path):
     from ablations.commands import sweep_main
 
@@ -98,8 +110,8 @@ def _fake_build(max_epochs: int, max_steps: int):
     import torch
 
     class Model(torch.nn.Linear):
-        def training_loss(self, batch, index):
-            return self(batch).sum(), None
+        def training_step(self, batch, index):
+            return self(batch).sum()
 
     class Data:
         def prepare_data(self):

@@ -1,10 +1,11 @@
 """What a sweep's full preset costs on one H100, printed by ``attnlab sweep SWEEP --scale full --dry-run`` (issue #43).
 
-For each arm of the sweep (its trials less the seed), one training step of the arm's own model and batch (built by
-the project's CLI from the trial's command line by ``build``, which the command layer passes in:
-``ablations.stacked.build``, as it builds a seed) runs on the CPU under
-``torch.utils.flop_counter.FlopCounterMode``: forward (the family's ``training_loss``) and backward. The optimizer's
-few FLOPs a parameter are left out. Then
+For each arm of the sweep (its trials less the seed; a question's baseline arms too), one training step of the
+arm's own model and batch (built by the project's CLI from the trial's command line by ``build``, which the command
+layer passes in: ``ablations.stacked.build``, as it builds a seed) runs on the CPU under
+``torch.utils.flop_counter.FlopCounterMode``: forward (the family's ``training_step`` as Lightning calls it; with no
+trainer attached its ``self.log`` calls do nothing) and backward. The optimizer's few FLOPs a parameter are left out.
+Then
 
     GPU-hours = Σ over trials of (FLOPs a step × steps) / (MFU × H100_PEAK) / 3600
 
@@ -20,6 +21,7 @@ decoding are not counted.
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -27,6 +29,7 @@ H100_PEAK_FLOPS = 989e12  # dense bf16, H100 SXM (NVIDIA's datasheet; 1979 is wi
 MFU = 0.30
 Builder = Callable[[list[list[str]]], list[Any]]
 PER_TRIAL = re.compile(r"^--(seed_everything|run\.name)=")  # what differs between the seeds of one arm
+UNLOGGED = "You are trying to `self.log()` but the `self.trainer` reference is not registered"  # Lightning's warning
 
 
 def step_flops(fit_args: list[str], build: Builder) -> tuple[float, int]:
@@ -42,8 +45,9 @@ def step_flops(fit_args: list[str], build: Builder) -> tuple[float, int]:
     loader = data.train_dataloader()
     steps = training_steps(trainer.max_epochs, trainer.max_steps, len(loader))
     model.train()
-    with FlopCounterMode(display=False) as counter, torch.enable_grad():
-        loss, _ = model.training_loss(next(iter(loader)), 0)
+    with FlopCounterMode(display=False) as counter, torch.enable_grad(), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=re.escape(UNLOGGED))
+        loss = model.training_step(next(iter(loader)), 0)
         loss.backward()
     return float(counter.get_total_flops()), steps
 
@@ -72,12 +76,19 @@ def hours(flops: float, steps: int, trials: int) -> float:
     return flops * steps * trials / (MFU * H100_PEAK_FLOPS) / 3600
 
 
+def labels(arm_args: list[tuple[str, ...]]) -> list[str]:
+    """Each arm's label: the arguments that not every arm shares (a parameter of any group, a baseline's config
+    file), or "(config as written)" where it has none."""
+    shared = set.intersection(*map(set, arm_args)) if arm_args else set()
+    return [" ".join(a.removeprefix("--") for a in args if a not in shared) or "(config as written)"
+            for args in arm_args]
+
+
 def estimate_lines(commands: Iterable[list[str]], build: Builder) -> list[str]:
     """The lines ``--scale full --dry-run`` prints: one per arm, then the sweep's total."""
     total, lines, unknown = 0.0, [], 0
-    for args, trials in arms(commands).items():
-        label = " ".join(a.removeprefix("--") for a in args[1:] if a.startswith("--model.") or a.startswith(
-            "--trainer.max_epochs")) or "(config as written)"
+    counted = arms(commands)
+    for (args, trials), label in zip(counted.items(), labels(list(counted)), strict=True):
         try:
             flops, steps = step_flops(list(args), build)
         except Exception as err:  # noqa: BLE001 - an arm whose data is absent here is reported, not fatal
@@ -97,8 +108,9 @@ def estimate_lines(commands: Iterable[list[str]], build: Builder) -> list[str]:
 
 
 def print_estimate(plan: Any, build: Builder, echo: Any = print) -> None:
-    """Print ``estimate_lines`` for every trial of a grid sweep's plan."""
+    """Print ``estimate_lines`` for every trial of a grid sweep's plan, its baseline arms' trials included."""
     from ablations.engine.sweepspec import grid_params
 
-    for line in estimate_lines((plan.trial(params).command for params in grid_params(plan.sweep)), build):
+    trials = [plan.trial(params) for params in grid_params(plan.sweep)] + plan.baseline_trials()
+    for line in estimate_lines((trial.command for trial in trials), build):
         echo(line)

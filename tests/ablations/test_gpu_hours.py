@@ -38,6 +38,22 @@ def test_lines_give_each_arm_and_the_total_and_name_an_arm_they_cannot_build(mon
     assert any("model.attention=hard: not estimated (FileNotFoundError: no corpus here)" in ln for ln in lines)
 
 
+def test_arms_are_labelled_by_the_arguments_that_tell_them_apart(monkeypatch):
+    """rope_scaling's arms cross a model and a data parameter, ram_mnist's baseline swaps the config file: every
+    row names its arm, and no argument all arms share."""
+    monkeypatch.setattr(gh, "step_flops", lambda args, build: (1e9, 10))
+    cmds = [["fit", "--config", "lm.yaml", f"--model.rope_scaling={r}", f"--data.finetune_steps={f}",
+             "--model.positions=rope", "--seed_everything=1"] for r in ("none", "linear") for f in (0, 32)]
+    cmds.append(["fit", "--config", "fc.yaml", "--seed_everything=1"])
+    rows = [line.split(": ")[0].strip() for line in gh.estimate_lines(cmds, build=None)[1:]]
+    assert rows == ["lm.yaml model.rope_scaling=none data.finetune_steps=0 model.positions=rope",
+                    "lm.yaml model.rope_scaling=none data.finetune_steps=32 model.positions=rope",
+                    "lm.yaml model.rope_scaling=linear data.finetune_steps=0 model.positions=rope",
+                    "lm.yaml model.rope_scaling=linear data.finetune_steps=32 model.positions=rope",
+                    "fc.yaml"], rows
+    assert gh.labels([("fit", "--config", "c.yaml")]) == ["(config as written)"]
+
+
 def test_a_real_step_is_counted_forward_and_backward(tmp_path: Path):
     """Counted FLOPs of the tiny Transformer's step exceed 3x the output layer's forward matmul alone (2·B·T·d·V;
     backward twice that), and steps are epochs x batches."""
@@ -49,6 +65,18 @@ def test_a_real_step_is_counted_forward_and_backward(tmp_path: Path):
     flops, steps = gh.step_flops(["fit", "--config", str(cfg), f"--run.root={tmp_path}"], build)
     assert steps == 2 * 4
     assert flops > 3 * 2 * 16 * 4 * 16 * 12  # B=16, T >= 4 (3 tokens + EOS), d=16, V >= 12: a loose floor
+
+
+def test_a_family_without_a_training_loss_is_counted(tmp_path: Path):
+    """The recurrent attention model (ram_mnist's arms) has Lightning's training_step and no training_loss: its
+    step is counted all the same (ram_translated.yaml: the offline glyph digits, made tiny)."""
+    from ablations.stacked import build
+
+    flops, steps = gh.step_flops(["fit", "--config", "ablations/configs/ram_translated.yaml", "--data.train_size=32",
+                                  "--data.val_size=8", "--data.test_size=8", "--data.batch_size=16",
+                                  "--trainer.max_epochs=1", "--model.hidden_size=32", f"--run.root={tmp_path}"], build)
+    assert steps == 2
+    assert flops > 3 * 2 * 16 * 6 * 32 * 32  # B=16, 6 glimpses, the core's H x H recurrence: a loose floor
 
 
 def test_full_dry_run_prints_the_estimate_of_every_trial_and_quick_does_not(monkeypatch, capsys, tmp_path):
@@ -65,13 +93,25 @@ def test_full_dry_run_prints_the_estimate_of_every_trial_and_quick_does_not(monk
     assert not any(tmp_path.iterdir())
 
 
+def test_full_dry_run_estimates_the_baseline_arms_too(monkeypatch, capsys, tmp_path):
+    """ram_mnist's full preset runs its full_view baseline (ram_mnist_fc.yaml) on each seed after the grid."""
+    from ablations.commands import sweep_main
+
+    seen = []
+    monkeypatch.setattr(gh, "estimate_lines", lambda commands, build: seen.extend(commands) or ["ESTIMATE"])
+    assert sweep_main(["ram_mnist", "--dry-run", "--scale", "full", "--root", str(tmp_path)]) == 0
+    configs = [c[c.index("--config") + 1] for c in seen]
+    assert configs == ["ablations/configs/ram_mnist.yaml"] * 9 + ["ablations/configs/ram_mnist_fc.yaml"] * 3, configs
+    assert not any(tmp_path.iterdir())
+
+
 def _fake_build(max_epochs: int, max_steps: int):
     """A CLI whose model is one linear layer over 10 batches, with the trainer's epoch and step limits."""
     import torch
 
     class Model(torch.nn.Linear):
-        def training_loss(self, batch, index):
-            return self(batch).sum(), None
+        def training_step(self, batch, index):
+            return self(batch).sum()
 
     class Data:
         def prepare_data(self):

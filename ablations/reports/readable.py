@@ -47,16 +47,16 @@ def split_table(header: Sequence[str], rows: Sequence[Sequence[str]], *, width: 
 
 
 def count_cell(s: Stat, most: int | None) -> str:
-    """A step count: ``mean ± std [lo, hi]`` in whole steps, the interval clipped to [0, ``most``] (the most steps
-    a run of the arm took), said when it was clipped. A seed that never reached its target counts as its last
-    step + 1, so such an interval is one of censored counts, not a prediction."""
+    """A step count: ``mean ± std [lo, hi]`` in whole steps, the interval clipped to [0, ``most`` + 1] (``most``: the
+    most steps a run of the arm took), said when it was clipped. A seed that never reached its target counts as its
+    last step + 1, the largest count there is, so such an interval is one of censored counts, not a prediction."""
     if s.n == 0:
         return "—"
     lo, hi = s.ci95
     text = f"{s.mean:.0f} ± {s.std:.0f}"
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return text
-    top = math.inf if most is None else most
+    top = math.inf if most is None else most + 1
     clipped = lo < 0 or hi > top
     lo, hi = max(lo, 0.0), min(hi, top)
     return f"{text} [{lo:.0f}, {hi:.0f}]" + (" (clipped)" if clipped else "")

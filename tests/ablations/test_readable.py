@@ -21,9 +21,11 @@ def test_a_wide_table_splits_into_groups_that_each_start_with_the_arm():
 
 
 def test_step_counts_are_whole_steps_clipped_to_the_steps_a_run_took():
-    s = stat([150.0, 1280.0, 1281.0])  # two seeds never reached the target: their last step + 1
+    s = stat([150.0, 1281.0, 1281.0])  # two seeds never reached the target: their last step + 1
     cell = count_cell(s, 1280)
-    assert "." not in cell and cell.endswith("(clipped)") and "[0, 1280]" in cell, cell
+    assert "." not in cell and cell.endswith("(clipped)") and "[0, 1281]" in cell, cell
+    # no seed reached it (positions' confirmatory report read "1129 ± 0 [1129, 1128] (clipped)"): lo ≤ mean ≤ hi
+    assert count_cell(stat([1129.0] * 20), 1128) == "1129 ± 0 [1129, 1129]"
     assert count_cell(stat([200.0, 210.0, 205.0]), 1280) == "205 ± 5 [193, 217]"
     assert count_cell(stat([]), 10) == "—"
 

@@ -79,21 +79,12 @@ def _time(tree: Path, arm: str) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def demo_seed_count() -> int:
-    """How many seeds an arm ``attnlab demo`` trains by default (its question's plan), in the checkout on ``sys.path``."""
-    from ablations.catalog.questions import QUESTIONS
-    from ablations.commands import DEMO_QUESTION
-    from ablations.reports.demo_lines import demo_seeds
-
-    return len(demo_seeds(QUESTIONS[DEMO_QUESTION])[0])
-
-
 def compare(before: Path, after: Path, *, rounds: int, seeds: int | None = None, jobs: int = 2,
             arms: list[str] | None = None) -> dict:
     """Interleaved timings of ``arms`` (default: the demo's): {"arms", "before": {arm: {...}}, "after": ...,
     "floor_s": {side: {"wall": s, "cpu": s}}}; the floor at ``seeds`` an arm (default: the demo's own count)."""
     arms = arms or demo_arms()
-    seeds = seeds or demo_seed_count()
+    seeds = seeds or _demo_floor().demo_seed_count()
     runs: dict[str, dict[str, list[dict]]] = {"before": {a: [] for a in arms}, "after": {a: [] for a in arms}}
     for _ in range(rounds):
         for arm in arms:

@@ -79,11 +79,7 @@ def floor_s(arms: Iterable[tuple[float, int]], *, seeds: int, jobs: int) -> floa
 def demo_floor(root: Path, *, seeds: int | None = None, jobs: int = 2) -> dict[str, Any]:
     """{"arms": [{arm, params, step_ms, steps}], "floor_s", "seeds", "jobs", "threads"} for ``attnlab demo``'s
     defaults, each step timed at the threads a demo trial gets (its ``OMP_NUM_THREADS``, 1)."""
-    from ablations.catalog.questions import QUESTIONS
-    from ablations.commands import DEMO_QUESTION
-    from ablations.reports.demo_lines import demo_seeds
-
-    seeds = seeds or len(demo_seeds(QUESTIONS[DEMO_QUESTION])[0])
+    seeds = seeds or demo_seed_count()
     plan = demo_plan(root, seeds=1)
     threads, before = int(plan.env.get("OMP_NUM_THREADS", "1")), torch.get_num_threads()
     arms = []
@@ -98,6 +94,15 @@ def demo_floor(root: Path, *, seeds: int | None = None, jobs: int = 2) -> dict[s
         torch.set_num_threads(before)
     floor = floor_s(((a["step_ms"] / 1e3, a["steps"]) for a in arms), seeds=seeds, jobs=jobs)
     return {"arms": arms, "floor_s": floor, "seeds": seeds, "jobs": jobs, "threads": threads}
+
+
+def demo_seed_count() -> int:
+    """How many seeds an arm ``attnlab demo`` trains by default: its question's plan (the checkout on ``sys.path``)."""
+    from ablations.catalog.questions import QUESTIONS
+    from ablations.commands import DEMO_QUESTION
+    from ablations.reports.demo_lines import demo_seeds
+
+    return len(demo_seeds(QUESTIONS[DEMO_QUESTION])[0])
 
 
 def plan_grid(plan: Any) -> list[dict[str, Any]]:

@@ -92,10 +92,17 @@ def _in_process(argv: list[str]) -> int:
     return 0
 
 
+# ``python -m attnlab_run.cli`` with Ctrl+C's default, KeyboardInterrupt, whatever this process inherited: a shell
+# without job control starts a background command (``bash .ci/run &``) with SIGINT ignored, its children inherit
+# that, and Python then leaves SIGINT ignored, so the SIGINT ending would exit 0.
+CLI_WITH_CTRL_C = ("import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                   "runpy.run_module('attnlab_run.cli', run_name='__main__', alter_sys=True)")
+
+
 def _child(argv: list[str]) -> int:
     env = {**os.environ, "PYTHONPATH": str(REPO), "WANDB_MODE": "disabled"}
     env.pop("ATTNLAB_RUN_DIR", None)
-    return subprocess.run([sys.executable, "-m", "attnlab_run.cli", *argv], cwd=REPO, env=env,
+    return subprocess.run([sys.executable, "-c", CLI_WITH_CTRL_C, *argv], cwd=REPO, env=env,
                           capture_output=True, timeout=300).returncode
 
 

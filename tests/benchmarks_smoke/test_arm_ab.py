@@ -32,13 +32,11 @@ def test_floor_is_steps_times_median_over_seeds_per_job(monkeypatch):
 def test_the_floor_counts_the_seeds_the_demo_trains(monkeypatch):
     """Without ``seeds`` the floor is the demo's own: as many seeds an arm as its plan gives it (five since the demo
     moved to its question's confirmatory seeds), not the two of the demo before it."""
-    from ablations.catalog.questions import QUESTIONS
-    from ablations.commands import DEMO_QUESTION
-    from ablations.reports.demo_lines import demo_seeds
+    from benchmarks.demo_floor import demo_seed_count
 
     monkeypatch.setattr(ab, "_time", lambda tree, arm: {"arm": arm, "wall_ms": 10.0, "cpu_ms": 10.0, "steps": 100})
     res = ab.compare(Path("before"), Path("after"), rounds=1)
-    seeds = len(demo_seeds(QUESTIONS[DEMO_QUESTION])[0])
+    seeds = demo_seed_count()
     assert res["seeds"] == seeds == 5
     assert res["floor_s"]["before"]["cpu"] == pytest.approx(len(res["arms"]) * 10 / 1e3 * 100 * seeds / 2)
 

@@ -60,8 +60,9 @@ class Check(NamedTuple):
 
 
 # ------------------------------------------------------------------------------------------- in-process checks
-def sdpa_masked_rows(_: float) -> dict[str, Any]:
-    """{backend/dtype: "finite" | "nan" | error line} for SDPA with a fully masked query row, and attnlab's path."""
+def sdpa_masked_rows(_: float, device: str = "cuda") -> dict[str, Any]:
+    """{backend/dtype: "finite" | "nan" | error line} for SDPA with a fully masked query row, and attnlab's path.
+    ``device``: the GPU's ``cuda``; ``cpu`` where the tests run it."""
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -69,10 +70,10 @@ def sdpa_masked_rows(_: float) -> dict[str, Any]:
     from lit_models.blocks.attention import scaled_dot_product
 
     out: dict[str, Any] = {}
-    mask = torch.ones(2, 1, 8, 8, dtype=torch.bool, device="cuda")
+    mask = torch.ones(2, 1, 8, 8, dtype=torch.bool, device=device)
     mask[0, 0, 3] = False  # query row 3 of example 0 may attend to nothing
     for dtype in (torch.float32, torch.float16, torch.bfloat16):
-        q, k, v = (torch.randn(2, 4, 8, 64, device="cuda", dtype=dtype) for _ in range(3))
+        q, k, v = (torch.randn(2, 4, 8, 64, device=device, dtype=dtype) for _ in range(3))
         for backend in (SDPBackend.MATH, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.FLASH_ATTENTION,
                         SDPBackend.CUDNN_ATTENTION):
             key = f"{backend.name.lower()}/{str(dtype).removeprefix('torch.')}"
@@ -87,23 +88,23 @@ def sdpa_masked_rows(_: float) -> dict[str, Any]:
     return out
 
 
-def vmap_dropout(_: float) -> dict[str, Any]:
-    """Dropout and SDPA-with-dropout under ``vmap(randomness="different")`` over 2 stacked seeds, on the GPU."""
+def vmap_dropout(_: float, device: str = "cuda") -> dict[str, Any]:
+    """Dropout and SDPA-with-dropout under ``vmap(randomness="different")`` over 2 stacked seeds, on ``device``."""
     import torch
     import torch.nn.functional as F
     from torch.func import vmap
 
-    x = torch.ones(2, 4, 256, device="cuda")
+    x = torch.ones(2, 4, 256, device=device)
     drop = vmap(lambda t: F.dropout(t, p=0.5, training=True), randomness="different")(x)
-    q = torch.randn(2, 4, 2, 16, 32, device="cuda")
+    q = torch.randn(2, 4, 2, 16, 32, device=device)
     sdpa = vmap(lambda a: F.scaled_dot_product_attention(a, a, a, dropout_p=0.1, is_causal=True),
                 randomness="different")(q)
     return {"dropout_seeds_differ": bool((drop[0] != drop[1]).any()), "dropout_kept": float((drop != 0).float().mean()),
             "sdpa_dropout_finite": bool(torch.isfinite(sdpa).all())}
 
 
-def beam(_: float) -> dict[str, Any]:
-    """Beam search (beam 4) of the Transformer and the recurrent seq2seq on the GPU, bf16 autocast: time, shape."""
+def beam(_: float, device: str = "cuda") -> dict[str, Any]:
+    """Beam search (beam 4) of the Transformer and the recurrent seq2seq on ``device``, bf16 autocast: time, shape."""
     import torch
 
     from ablations.stacked import build
@@ -111,18 +112,27 @@ def beam(_: float) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     for name in ("transformer", "recurrent"):
-        cli = build([["--config", FAMILIES[name][0], *FAMILIES[name][1:], "--trainer.accelerator=gpu"]])[0]
-        model, data = cli.model.cuda().eval(), cli.datamodule
+        accelerator = "gpu" if device == "cuda" else device
+        cli = build([["fit", "--config", *FAMILIES[name], f"--trainer.accelerator={accelerator}"]])[0]
+        model, data = cli.model.to(device).eval(), cli.datamodule
         data.setup("fit")
-        src = next(iter(data.val_dataloader())).src.cuda()
+        src = next(iter(data.val_dataloader())).src.to(device)
         model.decoding = DecodeConfig(strategy="beam", beam_size=4)
-        torch.cuda.synchronize()
+        _synchronize(device)
         t0 = time.perf_counter()
-        with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.no_grad(), torch.autocast(device, dtype=torch.bfloat16):
             pred = model.generate(src)
-        torch.cuda.synchronize()
+        _synchronize(device)
         out[name] = {"batch": src.size(0), "out_shape": list(pred.shape), "s": time.perf_counter() - t0}
     return out
+
+
+def _synchronize(device: str) -> None:
+    """Wait for the device's queued kernels (a CPU runs them as they are called)."""
+    import torch
+
+    if device == "cuda":
+        torch.cuda.synchronize()
 
 
 # ------------------------------------------------------------------------------------------ subprocess checks

@@ -70,3 +70,17 @@ def test_each_family_check_trains_a_step_on_cpu_from_procedural_data(family, mon
     [row] = gpu_check.worker(family, 1, accelerator="cpu")
     assert row["error"] is None and row["status"] == "finished" and row["steps"] == 1, row
     assert math.isfinite(row["train_loss"])
+
+
+def test_the_in_process_checks_run_on_a_cpu():
+    """sdpa_masked_rows, vmap_dropout and beam, on the CPU: each returns its record (beam once asked the CLI for
+    no subcommand and would have failed its first GPU run), and attnlab's own attention stays finite on a fully
+    masked row in every dtype."""
+    sdpa = gpu_check.sdpa_masked_rows(0, device="cpu")
+    assert {sdpa[f"attnlab/{d}"] for d in ("float32", "float16", "bfloat16")} == {"finite"}
+    assert len(sdpa) == 15 and sdpa["math/float32"] in ("finite", "nan")
+    drop = gpu_check.vmap_dropout(0, device="cpu")
+    assert drop["dropout_seeds_differ"] and 0.4 < drop["dropout_kept"] < 0.6 and drop["sdpa_dropout_finite"]
+    searched = gpu_check.beam(0, device="cpu")
+    for name in ("transformer", "recurrent"):
+        assert searched[name]["out_shape"][0] == searched[name]["batch"] > 0, name

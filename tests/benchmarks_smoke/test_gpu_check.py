@@ -84,3 +84,14 @@ def test_the_in_process_checks_run_on_a_cpu():
     searched = gpu_check.beam(0, device="cpu")
     for name in ("transformer", "recurrent"):
         assert searched[name]["out_shape"][0] == searched[name]["batch"] > 0, name
+
+
+def test_one_worker_runs_its_six_fits_one_after_another_on_cpu():
+    """Every precision × strategy of one family in one process, as the GPU run does: a one-process DDP fit leaves
+    nothing (process group, run directory) that breaks the fits after it; each ends in its own run directory."""
+    rows = gpu_check.worker("recurrent", 2, accelerator="cpu")
+    assert [(r["precision"], r["strategy"]) for r in rows] == [
+        (p, s) for p in gpu_check.PRECISIONS for s in gpu_check.STRATEGIES]
+    for row in rows:
+        assert row["error"] is None and row["status"] == "finished" and row["steps"] == 2, row
+        assert math.isfinite(row["train_loss"])

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -211,7 +212,7 @@ def worker(name: str, steps: int, accelerator: str = "gpu") -> list[dict[str, An
             for strategy in STRATEGIES:
                 if gpu:
                     torch.cuda.reset_peak_memory_stats()
-                t0, error = time.perf_counter(), None
+                t0, error, environ = time.perf_counter(), None, dict(os.environ)
                 try:
                     run_cli(fit_args(name, precision, strategy, steps, root, accelerator))
                 except BaseException as err:  # noqa: BLE001 - a check records every failure, SystemExit included
@@ -219,6 +220,8 @@ def worker(name: str, steps: int, accelerator: str = "gpu") -> list[dict[str, An
                 finally:
                     if torch.distributed.is_available() and torch.distributed.is_initialized():
                         torch.distributed.destroy_process_group()  # the next DDP fit initialises its own
+                    os.environ.clear()  # a DDP fit exports LOCAL_RANK, MASTER_PORT and its run directory: a later
+                    os.environ.update(environ)  # launch that inherited them would take itself for a rank it is not
                 summary = read_summary(Path(root) / name / f"{precision}-{strategy}")
                 rows.append({"precision": precision, "strategy": strategy, "error": error,
                              "status": summary.status.value if summary.status else None,

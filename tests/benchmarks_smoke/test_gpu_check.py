@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -88,8 +89,12 @@ def test_the_in_process_checks_run_on_a_cpu():
 
 def test_one_worker_runs_its_six_fits_one_after_another_on_cpu():
     """Every precision × strategy of one family in one process, as the GPU run does: a one-process DDP fit leaves
-    nothing (process group, run directory) that breaks the fits after it; each ends in its own run directory."""
+    nothing (process group, run directory, environment) that breaks the fits after it or what the process starts
+    next: a LOCAL_RANK left in the environment made a later 2-process DDP test in the same pytest worker wait forever
+    for a rank its launcher no longer started."""
+    environ = dict(os.environ)
     rows = gpu_check.worker("recurrent", 2, accelerator="cpu")
+    assert dict(os.environ) == environ
     assert [(r["precision"], r["strategy"]) for r in rows] == [
         (p, s) for p in gpu_check.PRECISIONS for s in gpu_check.STRATEGIES]
     for row in rows:
